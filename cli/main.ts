@@ -1,0 +1,42 @@
+import { readFileSync } from 'node:fs'
+import { Command } from 'commander'
+import { reportError } from './errors.js'
+import { modelsCommand } from './models.js'
+
+function version(): string {
+  try {
+    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version
+  } catch {
+    return '0.0.0'
+  }
+}
+
+export function program(): Command {
+  const root = new Command('bundle')
+    .description('modelbundle: store, serve and package ML models from TypeScript')
+    .version(version(), '-V, --version')
+    .showSuggestionAfterError(true)
+    // root options only before the subcommand: `models save --version 1.0.0` is the model's version
+    .enablePositionalOptions()
+    .configureOutput({
+      // commander's own parse errors get our one-line shape and code
+      outputError: (str, write) => write(`error E_CLI_USAGE: ${str.replace(/^error: /, '').trimEnd()}\n`),
+    })
+  root.addCommand(modelsCommand())
+  // Every subcommand: throw instead of exiting, so reportError decides the exit code.
+  const override = (cmd: Command): void => {
+    cmd.exitOverride()
+    cmd.configureOutput({ outputError: (str, write) => write(`error E_CLI_USAGE: ${str.replace(/^error: /, '').trimEnd()}\n`) })
+    cmd.commands.forEach(override)
+  }
+  override(root)
+  return root
+}
+
+export async function main(argv: string[] = process.argv): Promise<void> {
+  try {
+    await program().parseAsync(argv)
+  } catch (err) {
+    process.exitCode = reportError(err)
+  }
+}

@@ -1,0 +1,67 @@
+import { createReadStream, createWriteStream, existsSync, fsyncSync, openSync, closeSync, renameSync, statSync } from 'node:fs'
+import { unlink } from 'node:fs/promises'
+import { basename, dirname, join, resolve } from 'node:path'
+import { finished } from 'node:stream/promises'
+import { createGzip } from 'node:zlib'
+import { BundleError } from '../../errors/index.js'
+import { ioError } from '../fs-util.js'
+import type { ModelStore } from '../model-store.js'
+import type { ModelInfo, ProgressFn } from '../types.js'
+import { FILES_PREFIX, MANIFEST_NAME, manifestOf } from './manifest.js'
+import { TarWriter } from './tar-writer.js'
+
+export const ARCHIVE_EXTENSION = '.bundlemodel'
+
+export function defaultArchiveName(m: Pick<ModelInfo, 'name' | 'version'>): string {
+  return `${m.name}-${m.version}${ARCHIVE_EXTENSION}`
+}
+
+/**
+ * Writes a model as a gzip tar: `manifest.json` first, then `files/<path>` in path order.
+ * Owner, modes and mtimes are fixed, so exporting one model twice gives identical bytes.
+ * The file appears under its final name only when complete.
+ */
+export async function exportModel(store: ModelStore, tag: string, out?: string, options: { onProgress?: ProgressFn } = {}): Promise<{ path: string; model: ModelInfo }> {
+  const model = store.get(tag)
+  let target = resolve(out ?? defaultArchiveName(model))
+  if (existsSync(target) && statSync(target).isDirectory()) target = join(target, defaultArchiveName(model))
+  if (!existsSync(dirname(target))) throw new BundleError('E_STORE_FILE_NOT_FOUND', `directory ${dirname(target)} does not exist`)
+  for (const f of model.files) {
+    if (!store.blobs.has(f.sha256)) throw new BundleError('E_STORE_CORRUPT', `${model.tag}: file ${f.path} is missing from the store; run \`bundle models verify\``)
+  }
+  const partial = join(dirname(target), `.${basename(target)}.${process.pid}.part`)
+  const gzip = createGzip({ level: 6 })
+  const sink = createWriteStream(partial, { mode: 0o644 })
+  gzip.pipe(sink)
+  const tar = new TarWriter(gzip, new Date(Date.parse(model.created) - (Date.parse(model.created) % 1000)))
+  const total = model.size
+  let done = 0
+  try {
+    await tar.file(MANIFEST_NAME, Buffer.from(JSON.stringify(manifestOf(model), null, 2) + '\n'))
+    for (const f of [...model.files].sort((a, b) => (a.path < b.path ? -1 : 1))) {
+      await tar.begin(FILES_PREFIX + f.path, f.size)
+      for await (const chunk of createReadStream(store.blobs.path(f.sha256))) {
+        await tar.data(chunk as Buffer)
+        done += (chunk as Buffer).length
+        options.onProgress?.({ phase: 'export', done, total, file: f.path })
+      }
+      await tar.end(f.size)
+    }
+    await tar.finish()
+    gzip.end()
+    await finished(sink)
+    const fd = openSync(partial, 'r')
+    try {
+      fsyncSync(fd)
+    } finally {
+      closeSync(fd)
+    }
+    renameSync(partial, target)
+  } catch (err) {
+    gzip.destroy()
+    sink.destroy()
+    await unlink(partial).catch(() => undefined)
+    throw ioError(err, `writing ${target}`)
+  }
+  return { path: target, model }
+}

@@ -1,0 +1,25 @@
+// The model store: SQLite index + content-addressed blobs. Imports nothing of ours but errors/.
+export { ModelStore, type OpenOptions, type DeleteOptions } from './model-store.js'
+export { parseTag, formatTag, validateName, validateVersion, type TagQuery } from './tag.js'
+export { parseLabelArgs, parseMetadataArg, validateLabels, validateMetadata, type Labels } from './labels.js'
+export { generateVersion } from './version-id.js'
+export { defaultHome } from './home.js'
+export { ARCHIVE_EXTENSION, defaultArchiveName } from './archive/export.js'
+export { importLimit, type ImportOptions } from './archive/import.js'
+export type {
+  Framework,
+  GcReport,
+  GraphSignature,
+  ImportStatus,
+  ListFilter,
+  ModelFile,
+  ModelInfo,
+  ModelPaths,
+  Progress,
+  ProgressFn,
+  SaveInput,
+  Signatures,
+  TensorSignature,
+  VerifyReport,
+} from './types.js'
+export { FRAMEWORKS } from './types.js'

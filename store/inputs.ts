@@ -1,0 +1,46 @@
+import { readdirSync, statSync } from 'node:fs'
+import { basename, join, relative, sep } from 'node:path'
+import { BundleError } from '../errors/index.js'
+import { isSafeModelPath } from './model-path.js'
+
+export interface InputFile {
+  /** Path inside the model. */
+  path: string
+  source: string
+  size: number
+}
+
+function walk(dir: string, root: string, out: InputFile[]): void {
+  for (const entry of readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    const full = join(dir, entry.name)
+    const st = statSync(full) // follows symlinks: the model stores what they point at
+    if (st.isDirectory()) walk(full, root, out)
+    else if (st.isFile()) out.push({ path: relative(root, full).split(sep).join('/'), source: full, size: st.size })
+  }
+}
+
+/** Expands save's PATH arguments into the model's file list (files by name, directories recursively). */
+export function collectInputs(paths: readonly string[]): InputFile[] {
+  if (paths.length === 0) throw new BundleError('E_STORE_FILE_NOT_FOUND', 'no files given: pass at least one file or directory to save')
+  const out: InputFile[] = []
+  for (const p of paths) {
+    let st
+    try {
+      st = statSync(p)
+    } catch {
+      throw new BundleError('E_STORE_FILE_NOT_FOUND', `${p}: no such file or directory`)
+    }
+    if (st.isDirectory()) walk(p, p, out)
+    else if (st.isFile()) out.push({ path: basename(p), source: p, size: st.size })
+    else throw new BundleError('E_STORE_FILE_NOT_FOUND', `${p} is not a regular file or directory`)
+  }
+  if (out.length === 0) throw new BundleError('E_STORE_FILE_NOT_FOUND', `no files found in ${paths.join(', ')}`)
+  const seen = new Map<string, string>()
+  for (const f of out) {
+    if (!isSafeModelPath(f.path)) throw new BundleError('E_STORE_FILE_NOT_FOUND', `${f.source}: its name cannot be stored as a model file path`)
+    const prior = seen.get(f.path)
+    if (prior !== undefined) throw new BundleError('E_STORE_FILE_DUPLICATE', `${prior} and ${f.source} would both be stored as "${f.path}"`)
+    seen.set(f.path, f.source)
+  }
+  return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+}

@@ -1,0 +1,39 @@
+import { BundleError } from '../errors/index.js'
+import type { GraphSignature, TensorSignature } from './types.js'
+
+interface OrtValueMetadata {
+  name: string
+  isTensor: boolean
+  type?: string
+  shape?: ReadonlyArray<number | string>
+}
+
+function toSignature(meta: OrtValueMetadata): TensorSignature {
+  const dims = meta.isTensor ? (meta.shape ?? []) : []
+  return {
+    name: meta.name,
+    dtype: meta.isTensor ? (meta.type ?? 'unknown') : 'non-tensor',
+    // -1 marks a variable dimension, as the Open Inference Protocol spells it.
+    shape: dims.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)),
+    dimNames: dims.map((d) => (typeof d === 'string' && d !== '' ? d : null)),
+  }
+}
+
+/**
+ * Reads an ONNX graph's inputs and outputs by loading it in onnxruntime-node. Imported lazily:
+ * onnxruntime costs ~100 ms to load and most CLI commands never need it.
+ */
+export async function readOnnxSignature(file: string, displayName: string): Promise<GraphSignature> {
+  const ort = await import('onnxruntime-node')
+  let session: Awaited<ReturnType<typeof ort.InferenceSession.create>> | undefined
+  try {
+    session = await ort.InferenceSession.create(file, { graphOptimizationLevel: 'disabled', intraOpNumThreads: 1, interOpNumThreads: 1 })
+    const s = session as unknown as { inputMetadata: OrtValueMetadata[]; outputMetadata: OrtValueMetadata[] }
+    return { inputs: s.inputMetadata.map(toSignature), outputs: s.outputMetadata.map(toSignature) }
+  } catch (cause) {
+    const reason = ((cause as Error).message ?? String(cause)).split('\n')[0]
+    throw new BundleError('E_STORE_ONNX_INVALID', `${displayName} is not a loadable ONNX model: ${reason}`, { cause })
+  } finally {
+    await session?.release().catch(() => undefined)
+  }
+}

@@ -1,0 +1,43 @@
+import semver from 'semver'
+import { BundleError } from '../errors/index.js'
+import type { ModelIndex, StoredModel } from './model-index.js'
+import { parseTag } from './tag.js'
+
+const MAX_LISTED = 10
+
+/**
+ * Resolves a tag to one stored model:
+ * - `name`, `name:latest` → newest by creation time;
+ * - `name:v` → exact version v, else the one version starting with v (ambiguity is an error);
+ * - `name@range` → highest semver version satisfying the range.
+ */
+export function resolveTag(index: ModelIndex, tag: string): StoredModel {
+  const q = parseTag(tag)
+  if (q.kind === 'latest') {
+    const m = index.latest(q.name)
+    if (m === undefined) throw new BundleError('E_STORE_MODEL_NOT_FOUND', `no model named "${q.name}" is stored`)
+    return m
+  }
+  if (q.kind === 'version') {
+    const exact = index.exact(q.name, q.version)
+    if (exact !== undefined) return exact
+    const candidates = index.prefixed(q.name, q.version)
+    if (candidates.length === 1) return index.byId(candidates[0]!.id)!
+    if (candidates.length === 0) {
+      const hint = index.latest(q.name) === undefined ? `no model named "${q.name}" is stored` : `no version of "${q.name}" starts with "${q.version}"`
+      throw new BundleError('E_STORE_MODEL_NOT_FOUND', `${tag}: ${hint}`)
+    }
+    const shown = candidates.slice(0, MAX_LISTED).map((c) => `${q.name}:${c.version}`)
+    const more = candidates.length > MAX_LISTED ? ` and more` : ''
+    throw new BundleError('E_STORE_TAG_AMBIGUOUS', `${tag} matches ${candidates.length > 20 ? 'over 20' : candidates.length} versions: ${shown.join(', ')}${more}`, { details: { candidates: shown } })
+  }
+  const semverVersions = index.versions(q.name).filter((v) => semver.valid(v.version) !== null)
+  const best = semver.maxSatisfying(semverVersions.map((v) => v.version), q.range)
+  if (best === null) {
+    const have = semverVersions.map((v) => v.version).sort(semver.rcompare).slice(0, MAX_LISTED)
+    const hint = have.length ? `stored semver versions: ${have.join(', ')}` : `"${q.name}" has no semver versions`
+    throw new BundleError('E_STORE_MODEL_NOT_FOUND', `no version of "${q.name}" satisfies ${q.range} (${hint})`)
+  }
+  const id = semverVersions.find((v) => v.version === best)!.id
+  return index.byId(id)!
+}

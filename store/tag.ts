@@ -1,0 +1,66 @@
+import semver from 'semver'
+import { BundleError } from '../errors/index.js'
+
+/** Names and versions: lower case, start and end alphanumeric, at most 63 characters. */
+const PART = /^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/
+export const MAX_PART_LENGTH = 63
+
+/** What a tag asks for: the newest version, an exact version (or unique prefix), or a semver range. */
+export type TagQuery =
+  | { readonly name: string; readonly kind: 'latest' }
+  | { readonly name: string; readonly kind: 'version'; readonly version: string }
+  | { readonly name: string; readonly kind: 'range'; readonly range: string }
+
+function checkPart(what: 'name' | 'version', value: string, tag: string): void {
+  if (value.length === 0) throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}" has an empty ${what}`)
+  if (value.length > MAX_PART_LENGTH) {
+    throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}": ${what} is ${value.length} characters, at most ${MAX_PART_LENGTH} are allowed`)
+  }
+  if (PART.test(value)) return
+  if (PART.test(value.toLowerCase())) {
+    // Upper case is refused, not lowered: two spellings of one tag would otherwise both "work".
+    throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}": ${what} "${value}" has upper-case letters; names and versions are lower case (did you mean "${value.toLowerCase()}"?)`)
+  }
+  throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}": ${what} "${value}" must match [a-z0-9]([-._a-z0-9]*[a-z0-9])?`)
+}
+
+export function validateName(name: string): string {
+  checkPart('name', name, name)
+  return name
+}
+
+/** A version a user chooses when saving; "latest" is reserved because it means "newest". */
+export function validateVersion(version: string, name = '?'): string {
+  checkPart('version', version, `${name}:${version}`)
+  if (version === 'latest') throw new BundleError('E_STORE_TAG_INVALID', `"latest" is reserved (it means the newest version); choose another version for ${name}`)
+  return version
+}
+
+/**
+ * Parses `name`, `name:latest`, `name:version-or-prefix` or `name@<semver range>`.
+ *
+ * @example
+ * parseTag('ocr-det@^1.2') // { name: 'ocr-det', kind: 'range', range: '^1.2' }
+ */
+export function parseTag(tag: string): TagQuery {
+  if (typeof tag !== 'string' || tag.trim() === '') throw new BundleError('E_STORE_TAG_INVALID', 'empty tag: give name[:version] or name@<semver range>')
+  const at = tag.indexOf('@')
+  if (at >= 0) {
+    const name = tag.slice(0, at)
+    const range = tag.slice(at + 1)
+    checkPart('name', name, tag)
+    if (range.trim() === '' || semver.validRange(range) === null) {
+      throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}": "${range}" is not a valid semver range (e.g. ^1.2, ~1.2.3, >=1.0.0 <2)`)
+    }
+    return { name, kind: 'range', range }
+  }
+  const parts = tag.split(':')
+  if (parts.length > 2) throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}" has more than one ":"; write name[:version]`)
+  const [name = '', version] = parts
+  checkPart('name', name, tag)
+  if (version === undefined || version === 'latest') return { name, kind: 'latest' }
+  checkPart('version', version, tag)
+  return { name, kind: 'version', version }
+}
+
+export const formatTag = (name: string, version: string): string => `${name}:${version}`
