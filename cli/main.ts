@@ -34,6 +34,11 @@ export function program(): Command {
 }
 
 export async function main(argv: string[] = process.argv): Promise<void> {
+  // `bundle models list | head` closes the pipe early: that is success, not a crash.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0)
+    throw err
+  })
   try {
     await program().parseAsync(argv)
   } catch (err) {

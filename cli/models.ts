@@ -62,8 +62,8 @@ export function modelsCommand(): Command {
     .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'json', 'yaml']).default('table'))
     .action(async (name: string | undefined, opts: { label: string[]; output: string }) => {
       await withStore(async (store, lib) => {
-        const list = store.list({ name, labels: lib.parseLabelArgs(opts.label, true) })
-        write(opts.output === 'table' ? modelsTable(list) : await structured(list, opts.output as 'json' | 'yaml'))
+        const filter = { name, labels: lib.parseLabelArgs(opts.label, true) }
+        write(opts.output === 'table' ? modelsTable(store.summaries(filter)) : await structured(store.list(filter), opts.output as 'json' | 'yaml'))
       })
     })
 

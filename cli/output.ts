@@ -1,4 +1,4 @@
-import type { ModelInfo } from '../store/index.js'
+import type { ModelSummary } from '../store/index.js'
 
 export type Format = 'table' | 'json' | 'yaml'
 
@@ -28,7 +28,7 @@ export async function structured(value: unknown, format: 'json' | 'yaml'): Promi
   return stringify(value, { lineWidth: 0 })
 }
 
-export function modelsTable(models: readonly ModelInfo[]): string {
+export function modelsTable(models: readonly ModelSummary[]): string {
   return table(
     ['Tag', 'Framework', 'Size', 'Created'],
     models.map((m) => [m.tag, m.framework, humanSize(m.size), shortDate(m.created)]),

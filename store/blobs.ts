@@ -35,7 +35,7 @@ export class BlobStore {
    * Copies a stream into the temp area while hashing it. `limit` aborts the copy as soon as
    * more bytes arrive than declared (an archive entry lying about its size).
    */
-  async stage(source: Readable, onBytes?: (n: number) => void, limit?: number): Promise<StagedBlob> {
+  async stage(source: Readable, onBytes?: (n: number) => void, limit?: number, signal?: AbortSignal): Promise<StagedBlob> {
     mkdirSync(this.tmpDir, { recursive: true })
     const tmpPath = tempName(this.tmpDir, 'part')
     const hash = createHash('sha256')
@@ -50,7 +50,7 @@ export class BlobStore {
       },
     })
     try {
-      await pipeline(source, meter, createWriteStream(tmpPath, { mode: 0o644 }))
+      await pipeline(source, meter, createWriteStream(tmpPath, { mode: 0o644 }), signal ? { signal } : {})
     } catch (err) {
       await unlink(tmpPath).catch(() => undefined)
       throw err

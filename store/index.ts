@@ -15,6 +15,7 @@ export type {
   ModelFile,
   ModelInfo,
   ModelPaths,
+  ModelSummary,
   Progress,
   ProgressFn,
   SaveInput,

@@ -16,7 +16,7 @@ import { ModelIndex, type NewModel, type StoredModel } from './model-index.js'
 import { readOnnxSignature } from './onnx-signature.js'
 import { resolveTag } from './resolve.js'
 import { formatTag, parseTag, validateName, validateVersion } from './tag.js'
-import { FRAMEWORKS, type Framework, type ImportStatus, type ListFilter, type ModelInfo, type ModelPaths, type ProgressFn, type SaveInput, type Signatures, type GcReport, type VerifyReport } from './types.js'
+import { FRAMEWORKS, type Framework, type ImportStatus, type ListFilter, type ModelInfo, type ModelPaths, type ModelSummary, type ProgressFn, type SaveInput, type Signatures, type GcReport, type VerifyReport } from './types.js'
 import { generateVersion } from './version-id.js'
 
 export interface OpenOptions {
@@ -103,6 +103,12 @@ export class ModelStore {
   list(filter: ListFilter = {}): ModelInfo[] {
     if (filter.name !== undefined) validateName(filter.name)
     return this.index.list(filter).map(strip)
+  }
+
+  /** Like list, without files, metadata and signatures: cheap enough for tables of 10k+ models. */
+  summaries(filter: ListFilter = {}): ModelSummary[] {
+    if (filter.name !== undefined) validateName(filter.name)
+    return this.index.summaries(filter)
   }
 
   /** Stores files as a new model version. Nothing is visible until every blob is durable. */

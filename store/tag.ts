@@ -3,6 +3,8 @@ import { BundleError } from '../errors/index.js'
 
 /** Names and versions: lower case, start and end alphanumeric, at most 63 characters. */
 const PART = /^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/
+// A version in a lookup may be a prefix of a stored version, so it may end in "-", "." or "_".
+const PREFIX = /^[a-z0-9][-._a-z0-9]*$/
 export const MAX_PART_LENGTH = 63
 
 /** What a tag asks for: the newest version, an exact version (or unique prefix), or a semver range. */
@@ -11,13 +13,13 @@ export type TagQuery =
   | { readonly name: string; readonly kind: 'version'; readonly version: string }
   | { readonly name: string; readonly kind: 'range'; readonly range: string }
 
-function checkPart(what: 'name' | 'version', value: string, tag: string): void {
+function checkPart(what: 'name' | 'version', value: string, tag: string, pattern: RegExp = PART): void {
   if (value.length === 0) throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}" has an empty ${what}`)
   if (value.length > MAX_PART_LENGTH) {
     throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}": ${what} is ${value.length} characters, at most ${MAX_PART_LENGTH} are allowed`)
   }
-  if (PART.test(value)) return
-  if (PART.test(value.toLowerCase())) {
+  if (pattern.test(value)) return
+  if (pattern.test(value.toLowerCase())) {
     // Upper case is refused, not lowered: two spellings of one tag would otherwise both "work".
     throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}": ${what} "${value}" has upper-case letters; names and versions are lower case (did you mean "${value.toLowerCase()}"?)`)
   }
@@ -59,7 +61,7 @@ export function parseTag(tag: string): TagQuery {
   const [name = '', version] = parts
   checkPart('name', name, tag)
   if (version === undefined || version === 'latest') return { name, kind: 'latest' }
-  checkPart('version', version, tag)
+  checkPart('version', version, tag, PREFIX)
   return { name, kind: 'version', version }
 }
 

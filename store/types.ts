@@ -43,6 +43,9 @@ export interface ModelInfo {
   created: string
 }
 
+/** What `bundle models list` shows in a table. */
+export type ModelSummary = Pick<ModelInfo, 'tag' | 'name' | 'version' | 'framework' | 'digest' | 'size' | 'labels' | 'created'>
+
 export interface SaveInput {
   name: string
   version?: string

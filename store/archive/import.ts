@@ -56,9 +56,12 @@ export async function importModel(store: ModelStore, file: string, options: Impo
   let compressed = 0
 
   const source = createReadStream(file)
+  // Aborts entry copies still waiting for data that will never come (truncated archive, early refusal).
+  const abort = new AbortController()
   const fail = (err: unknown): void => {
     failure ??= err
     source.destroy()
+    abort.abort()
   }
 
   const onEntry = (entry: ReadEntry): void => {
@@ -93,7 +96,7 @@ export async function importModel(store: ModelStore, file: string, options: Impo
       if (declared === undefined) throw unsafe(`archive entry ${JSON.stringify(path)} is not listed in the manifest`)
       if (entry.size !== declared.size) throw new BundleError('E_ARCHIVE_CHECKSUM', `${declared.path}: the archive holds ${entry.size} bytes, the manifest declares ${declared.size}`)
       // ReadEntry is a Minipass stream; pipeline consumes it like a Readable.
-      const job = store.blobs.stage(entry as unknown as Readable, undefined, declared.size)
+      const job = store.blobs.stage(entry as unknown as Readable, undefined, declared.size, abort.signal)
       job.catch(fail)
       staged.set(declared.path, job)
     } catch (err) {
@@ -162,6 +165,7 @@ export async function importModel(store: ModelStore, file: string, options: Impo
     return { model: info, status }
   } catch (err) {
     source.destroy()
+    abort.abort()
     const settled = await Promise.allSettled(staged.values())
     await store.blobs.discard(settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : [])))
     throw toArchiveError(err, file)
