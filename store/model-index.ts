@@ -40,6 +40,9 @@ export interface NewModel {
   createdAt: number
 }
 
+// Most models have no labels, metadata or signatures: skip the parser for the empty object.
+const parseObject = (text: string): Record<string, unknown> => (text === '{}' ? {} : (JSON.parse(text) as Record<string, unknown>))
+
 const COLUMNS = 'id, name, version, framework, digest, size, labels, metadata, signatures, created_at'
 
 /** All SQL of the model index, as prepared statements; no file I/O happens here. */
@@ -78,17 +81,20 @@ export class ModelIndex {
   }
 
   private toInfo(row: ModelRow, files: ModelFile[]): StoredModel {
+    return { id: row.id, ...this.toPublic(row, files) }
+  }
+
+  private toPublic(row: ModelRow, files: ModelFile[]): ModelInfo {
     return {
-      id: row.id,
       tag: formatTag(row.name, row.version),
       name: row.name,
       version: row.version,
       framework: row.framework,
       digest: row.digest,
       size: row.size,
-      labels: JSON.parse(row.labels) as Record<string, string>,
-      metadata: JSON.parse(row.metadata) as Record<string, unknown>,
-      signatures: JSON.parse(row.signatures) as ModelInfo['signatures'],
+      labels: parseObject(row.labels) as Record<string, string>,
+      metadata: parseObject(row.metadata),
+      signatures: parseObject(row.signatures) as ModelInfo['signatures'],
       files,
       created: new Date(row.created_at).toISOString(),
     }
@@ -132,7 +138,7 @@ export class ModelIndex {
       framework: r.framework,
       digest: r.digest,
       size: r.size,
-      labels: JSON.parse(r.labels) as Record<string, string>,
+      labels: parseObject(r.labels) as Record<string, string>,
       created: new Date(r.created_at).toISOString(),
     }))
   }
@@ -156,7 +162,7 @@ export class ModelIndex {
     return { where, args }
   }
 
-  list(filter: ListFilter = {}): StoredModel[] {
+  list(filter: ListFilter = {}): ModelInfo[] {
     const { where, args } = this.filterSql(filter)
     const sql = `SELECT ${COLUMNS} FROM models ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY name, created_at DESC, id DESC`
     const rows = this.db.prepare(sql).all(...args) as ModelRow[]
@@ -169,7 +175,7 @@ export class ModelIndex {
       if (list === undefined) filesById.set(f.model_id, (list = []))
       list.push({ path: f.path, sha256: f.blob, size: f.size })
     }
-    return rows.map((r) => this.toInfo(r, filesById.get(r.id) ?? []))
+    return rows.map((r) => this.toPublic(r, filesById.get(r.id) ?? []))
   }
 
   count(): number {

@@ -102,7 +102,7 @@ export class ModelStore {
 
   list(filter: ListFilter = {}): ModelInfo[] {
     if (filter.name !== undefined) validateName(filter.name)
-    return this.index.list(filter).map(strip)
+    return this.index.list(filter)
   }
 
   /** Like list, without files, metadata and signatures: cheap enough for tables of 10k+ models. */
@@ -242,9 +242,9 @@ export class ModelStore {
       for (const tag of tags) {
         if (options.allVersions) {
           const q = parseTag(tag)
-          const all = this.index.list({ name: q.name })
+          const all = this.index.versions(q.name)
           if (all.length === 0) throw new BundleError('E_STORE_MODEL_NOT_FOUND', `no model named "${q.name}" is stored`)
-          for (const m of all) targets.set(m.id, m)
+          for (const v of all) targets.set(v.id, this.index.byId(v.id)!)
         } else {
           const m = resolveTag(this.index, tag)
           targets.set(m.id, m)

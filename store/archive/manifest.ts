@@ -10,21 +10,8 @@ export const MANIFEST_KIND = 'modelbundle/model'
 export const FORMAT_VERSION = 1
 export const MAX_MANIFEST_BYTES = 1024 * 1024
 
-/** The first entry of a `.bundlemodel` archive. */
-export interface ArchiveManifest {
-  kind: typeof MANIFEST_KIND
-  formatVersion: number
-  name: string
-  version: string
-  framework: Framework
-  digest: string
-  size: number
-  labels: Record<string, string>
-  metadata: Record<string, unknown>
-  signatures: Signatures
-  created: string
-  files: ModelFile[]
-}
+/** The first entry of a `.bundlemodel` archive: the model's record without its tag, plus a format header. */
+export type ArchiveManifest = { kind: typeof MANIFEST_KIND; formatVersion: number } & Omit<ModelInfo, 'tag'>
 
 export function manifestOf(m: ModelInfo): ArchiveManifest {
   return {

@@ -133,3 +133,24 @@ describe('bundle models (CLI, real child processes)', () => {
     assert.match((await run('--version')).stdout, /^\d+\.\d+\.\d+\n$/)
   })
 })
+
+describe('progress bar', () => {
+  it('draws on a terminal and stays silent when stderr is not one', { timeout: 60_000 }, async () => {
+    const dir = tempDir()
+    const { openSync, ftruncateSync, closeSync } = await import('node:fs')
+    const big = join(dir, 'big.bin')
+    const fd = openSync(big, 'w')
+    ftruncateSync(fd, 64 * 1024 * 1024)
+    closeSync(fd)
+    const { spawnSync } = await import('node:child_process')
+    const { BIN } = await import('../utils/cli.js')
+    // `script` gives the command a pseudo-terminal, as a user's shell would.
+    const tty = spawnSync('script', ['-qefc', `${process.execPath} ${BIN} models save ${big} --name big`, '/dev/null'], { env: { ...process.env, BUNDLE_HOME: join(dir, 'tty') }, encoding: 'utf8' })
+    assert.equal(tty.status, 0, tty.stdout)
+    assert.match(tty.stdout, /saving big \[#+\] 100% 64\.0 MiB\/64\.0 MiB/)
+    const piped = await bundle(['models', 'save', big, '--name', 'big'], { BUNDLE_HOME: join(dir, 'piped') })
+    assert.equal(piped.code, 0)
+    assert.equal(piped.stderr, '')
+    assert.match(piped.stdout, /^big:[0-9a-z]{16}\n$/)
+  })
+})
