@@ -1,5 +1,9 @@
 import { CATALOG, type ErrorCode } from './catalog.js'
 
+// A brand instead of instanceof: two copies of modelbundle in one process (a service importing
+// the package, a test importing the source) must still recognise each other's errors.
+const BRAND = Symbol.for('modelbundle.BundleError')
+
 export interface BundleErrorOptions {
   /** Structured facts a client can act on (validation issues, candidate versions). */
   details?: unknown
@@ -22,6 +26,7 @@ export class BundleError extends Error {
   constructor(code: ErrorCode, message: string, options: BundleErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause })
     this.name = 'BundleError'
+    Object.defineProperty(this, BRAND, { value: true })
     this.code = code
     this.status = CATALOG[code].status
     this.exitCode = CATALOG[code].exit
@@ -40,4 +45,5 @@ export class BundleError extends Error {
   }
 }
 
-export const isBundleError = (err: unknown): err is BundleError => err instanceof BundleError
+export const isBundleError = (err: unknown): err is BundleError =>
+  err instanceof BundleError || (typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[BRAND] === true)

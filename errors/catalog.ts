@@ -46,6 +46,20 @@ export const CATALOG = {
   E_ARCHIVE_UNSAFE_ENTRY: entry(400, 1, 'The archive has an entry that is not a plain file under a safe relative path (absolute path, "..", link, device, duplicate, or not in the manifest).', 'Do not import this archive; export the model again from a trusted store.'),
   E_ARCHIVE_CHECKSUM: entry(400, 1, 'A file in the archive does not match the size or sha256 its manifest declares.', 'The archive was altered or damaged: export it again.'),
   E_ARCHIVE_TOO_LARGE: entry(413, 1, 'The archive declares or expands to more bytes than the import limit.', 'Raise BUNDLE_IMPORT_MAX_BYTES if the model is really that large.'),
+
+  // services and the HTTP server
+  E_INPUT_INVALID: entry(400, 2, 'The request body does not match the API input schema (the details list each issue).', 'Fix the fields named in error.details and resend; GET /openapi.json shows the schema.'),
+  E_HTTP_UNAUTHORIZED: entry(401, 2, 'The API key is missing or wrong.', 'Send Authorization: Bearer <key> with the key the server was started with (--api-key or BUNDLE_API_KEY).'),
+  E_HTTP_NOT_FOUND: entry(404, 2, 'No route matches the request path.', 'Check the path; GET /openapi.json lists every API route.'),
+  E_HTTP_METHOD_NOT_ALLOWED: entry(405, 2, 'The route exists but not for this HTTP method.', 'Use the method in the Allow header (APIs take POST).'),
+  E_HTTP_PAYLOAD_TOO_LARGE: entry(413, 2, 'The request body is larger than the server accepts.', 'Send a smaller body, or start the server with a larger --max-body-size.'),
+  E_HTTP_UNSUPPORTED_MEDIA_TYPE: entry(415, 2, 'The Content-Type is not one this API accepts.', 'Send one of the media types the message lists (see /openapi.json).'),
+  E_HTTP_TOO_MANY_REQUESTS: entry(429, 1, 'The service is already handling its maximum number of concurrent requests.', 'Retry with backoff, or raise traffic.maxConcurrency / run more replicas.'),
+  E_HTTP_NOT_READY: entry(503, 1, 'The service is starting up or shutting down.', 'Retry shortly; GET /readyz tells when it is ready.'),
+  E_HTTP_TIMEOUT: entry(504, 1, 'The API did not finish within traffic.timeoutMs.', 'Retry with a smaller input, or raise traffic.timeoutMs.'),
+  E_OUTPUT_INVALID: entry(500, 1, 'The API returned a value that does not match its declared output schema.', 'A bug in the service: fix the method or its output schema; the server log has the issues.'),
+  E_SERVICE_LOAD: entry(400, 1, 'The service entry could not be loaded (missing file, no service class, import error).', 'Check ENTRY is path/to/service.ts[:ClassName] and that the file exports a class decorated with @service.'),
+  E_SERVICE_DEFINITION: entry(400, 1, 'The service definition is invalid (duplicate routes, bad name, bad option).', 'Fix the @service/@api options the message names.'),
 } as const satisfies Record<string, CatalogEntry>
 
 export type ErrorCode = keyof typeof CATALOG

@@ -3,7 +3,7 @@ import { closeSync, fsyncSync, openSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
-import { BundleError } from '../errors/index.js'
+import { BundleError, isBundleError } from '../errors/index.js'
 
 /** Makes a rename durable: the directory entry itself must reach the disk. */
 export function fsyncDir(dir: string): void {
@@ -49,7 +49,7 @@ export async function removeQuietly(path: string): Promise<void> {
 
 /** Turns filesystem errors into coded store errors that name the file. */
 export function ioError(err: unknown, what: string): BundleError {
-  if (err instanceof BundleError) return err
+  if (isBundleError(err)) return err
   const e = err as NodeJS.ErrnoException
   if (e?.code === 'ENOSPC') return new BundleError('E_STORE_NO_SPACE', `no space left while ${what}`, { cause: err })
   return new BundleError('E_STORE_IO', `${what} failed: ${e?.code ?? ''} ${e?.message ?? String(err)}`.trim(), { cause: err })

@@ -1,0 +1,11 @@
+// First: decorators need Symbol.metadata, which Node 20 lacks.
+import './metadata-polyfill.js'
+
+export { api, definitionOf, onShutdown, onStartup, service, type ApiOptions } from './service/decorators.js'
+export { defineApi, defineService, type DefineServiceOptions, type DefinedApi } from './service/define.js'
+export type { ApiContext, ApiDefinition, RunnerDeclaration, ServiceDefinition, ServiceOptions, TrafficOptions } from './service/definition.js'
+export { io } from './io/index.js'
+export type { DType, FileValue, IODescriptor, Image, InputOf, OutputOf, Tensor, TypedArrayOf } from './io/index.js'
+export { createServiceApp, type AppOptions, type Phase, type ServiceApp } from './server/app.js'
+export { openapiDocument } from './server/openapi.js'
+export { BundleError, isBundleError, type ErrorCode } from '../errors/index.js'

@@ -1,0 +1,53 @@
+import { BundleError } from '../../errors/index.js'
+import type { IODescriptor } from './types.js'
+
+/** Decoded pixels: 8-bit RGB, row-major, `data.length === width * height * 3`. */
+export interface Image {
+  width: number
+  height: number
+  channels: 3
+  data: Uint8Array
+}
+
+const ACCEPTED = ['image/png', 'image/jpeg', 'image/webp'] as const
+// 64 megapixels: large scans pass, decompression bombs (tiny file, huge canvas) do not.
+const MAX_PIXELS = 64 * 1024 * 1024
+
+type Sharp = typeof import('sharp').default
+let sharpModule: Promise<Sharp> | undefined
+// sharp loads libvips (~50 ms): only services that use images pay for it.
+const loadSharp = (): Promise<Sharp> => (sharpModule ??= import('sharp').then((m) => m.default))
+
+/**
+ * A PNG, JPEG or WebP body, decoded with sharp into RGB pixels (alpha is flattened on white).
+ * Responses are encoded as PNG.
+ */
+export function image(): IODescriptor<Image, Image> {
+  return {
+    kind: 'image',
+    mediaTypes: ACCEPTED,
+    async decode(body) {
+      const sharp = await loadSharp()
+      try {
+        const { data, info } = await sharp(await body.bytes(), { limitInputPixels: MAX_PIXELS, failOn: 'error' })
+          .flatten({ background: '#ffffff' })
+          .removeAlpha()
+          .toColourspace('srgb')
+          .raw()
+          .toBuffer({ resolveWithObject: true })
+        return { width: info.width, height: info.height, channels: 3, data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) }
+      } catch (err) {
+        throw new BundleError('E_INPUT_INVALID', `request body is not a decodable PNG, JPEG or WebP image: ${(err as Error).message}`)
+      }
+    },
+    async encode(value) {
+      if (!value || !(value.data instanceof Uint8Array) || value.data.length !== value.width * value.height * 3) {
+        throw new BundleError('E_OUTPUT_INVALID', 'the API output is an image: return { width, height, channels: 3, data } with width*height*3 bytes')
+      }
+      const sharp = await loadSharp()
+      const png = await sharp(value.data, { raw: { width: value.width, height: value.height, channels: 3 } }).png().toBuffer()
+      return { body: new Uint8Array(png.buffer, png.byteOffset, png.byteLength), contentType: 'image/png' }
+    },
+    openapi: () => Object.fromEntries(ACCEPTED.map((m) => [m, { schema: { type: 'string', contentMediaType: m } }])),
+  }
+}

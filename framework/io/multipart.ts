@@ -1,0 +1,61 @@
+import { BundleError, isBundleError } from '../../errors/index.js'
+import { mediaTypeMatches, type IODescriptor, type InputOf, type OutputOf } from './types.js'
+
+type Parts = Record<string, IODescriptor<any, any>>
+
+/**
+ * Several named parts in one `multipart/form-data` body, each decoded by its own descriptor.
+ *
+ * @example
+ * io.multipart({ image: io.image(), options: io.json(z.object({ lang: z.string() })) })
+ */
+export function multipart<P extends Parts>(parts: P): IODescriptor<{ [K in keyof P]: InputOf<P[K]> }, { [K in keyof P]: OutputOf<P[K]> }> {
+  return {
+    kind: 'multipart',
+    mediaTypes: ['multipart/form-data'],
+    async decode(body) {
+      let form: FormData
+      try {
+        form = await body.formData()
+      } catch (err) {
+        throw new BundleError('E_INPUT_INVALID', `request body is not valid multipart/form-data: ${(err as Error).message}`)
+      }
+      const out: Record<string, unknown> = {}
+      for (const [name, part] of Object.entries(parts)) {
+        const value = form.get(name)
+        if (value === null) throw new BundleError('E_INPUT_INVALID', `multipart part "${name}" is missing`, { details: { issues: [{ path: [name], message: 'required', code: 'missing_part' }] } })
+        const isFile = typeof value !== 'string'
+        const contentType = isFile ? (value as File).type || 'application/octet-stream' : part.mediaTypes[0] === 'application/json' ? 'application/json' : 'text/plain'
+        if (!mediaTypeMatches(contentType, part.mediaTypes)) {
+          throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', `multipart part "${name}" is ${contentType}; it accepts ${part.mediaTypes.join(', ')}`)
+        }
+        const bytes = isFile ? new Uint8Array(await (value as File).arrayBuffer()) : new TextEncoder().encode(value as string)
+        try {
+          out[name] = await part.decode({ contentType, headers: new Headers({ 'content-type': contentType }), bytes: async () => bytes, formData: async () => new FormData() })
+        } catch (err) {
+          if (isBundleError(err)) throw new BundleError(err.code, `part "${name}": ${err.message}`, { details: err.details })
+          throw err
+        }
+      }
+      return out as { [K in keyof P]: InputOf<P[K]> }
+    },
+    async encode(value) {
+      const form = new FormData()
+      for (const [name, part] of Object.entries(parts)) {
+        const enc = await part.encode((value as Record<string, unknown>)[name])
+        form.append(name, new Blob([typeof enc.body === 'string' ? enc.body : new Uint8Array(enc.body)], { type: enc.contentType }), name)
+      }
+      const res = new Response(form)
+      return { body: new Uint8Array(await res.arrayBuffer()), contentType: res.headers.get('content-type')! }
+    },
+    openapi: () => ({
+      'multipart/form-data': {
+        schema: {
+          type: 'object',
+          required: Object.keys(parts),
+          properties: Object.fromEntries(Object.entries(parts).map(([n, p]) => [n, Object.values(p.openapi())[0]?.schema ?? {}])),
+        },
+      },
+    }),
+  }
+}

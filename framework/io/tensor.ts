@@ -1,0 +1,148 @@
+import { BundleError } from '../../errors/index.js'
+import { parseJsonBody } from './json.js'
+import { baseMediaType, type IODescriptor } from './types.js'
+
+const ARRAYS = {
+  float32: Float32Array,
+  float64: Float64Array,
+  int8: Int8Array,
+  uint8: Uint8Array,
+  int16: Int16Array,
+  uint16: Uint16Array,
+  int32: Int32Array,
+  uint32: Uint32Array,
+  int64: BigInt64Array,
+  uint64: BigUint64Array,
+  bool: Uint8Array,
+} as const
+
+export type DType = keyof typeof ARRAYS
+export type TypedArrayOf<D extends DType> = InstanceType<(typeof ARRAYS)[D]>
+export const DTYPES = Object.keys(ARRAYS) as DType[]
+
+/** A dense, row-major tensor. */
+export interface Tensor<D extends DType = DType> {
+  dtype: D
+  shape: number[]
+  data: TypedArrayOf<D>
+}
+
+export const SHAPE_HEADER = 'x-tensor-shape'
+export const DTYPE_HEADER = 'x-tensor-dtype'
+
+const invalid = (msg: string) => new BundleError('E_INPUT_INVALID', msg)
+
+function checkShape(shape: unknown, declared: readonly number[] | undefined): number[] {
+  if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || d < 0)) throw invalid('tensor shape must be an array of non-negative integers')
+  if (declared) {
+    const ok = shape.length === declared.length && declared.every((d, i) => d === -1 || d === shape[i])
+    if (!ok) throw invalid(`tensor shape [${shape.join(',')}] does not match the declared [${declared.join(',')}] (-1 = any)`)
+  }
+  return shape as number[]
+}
+
+const count = (shape: readonly number[]): number => shape.reduce((n, d) => n * d, 1)
+
+function flatten(data: unknown, out: unknown[] = []): unknown[] {
+  if (Array.isArray(data)) for (const d of data) flatten(d, out)
+  else out.push(data)
+  return out
+}
+
+function fromNumbers<D extends DType>(dtype: D, values: unknown[]): TypedArrayOf<D> {
+  const Ctor = ARRAYS[dtype]
+  if (dtype === 'int64' || dtype === 'uint64') {
+    return (Ctor as BigInt64ArrayConstructor).from(values.map((v) => {
+      if (typeof v !== 'number' && typeof v !== 'string') throw invalid('tensor data must be numbers')
+      try {
+        return BigInt(v)
+      } catch {
+        throw invalid(`tensor data value ${JSON.stringify(v)} is not an integer`)
+      }
+    })) as TypedArrayOf<D>
+  }
+  const arr = new (Ctor as Float64ArrayConstructor)(values.length)
+  values.forEach((v, i) => {
+    const n = typeof v === 'boolean' ? Number(v) : v
+    if (typeof n !== 'number' || !Number.isFinite(n) && dtype !== 'float32' && dtype !== 'float64') throw invalid('tensor data must be numbers')
+    arr[i] = n as number
+  })
+  return arr as unknown as TypedArrayOf<D>
+}
+
+/** Parses `1,3,48,192` (also `[1,3,48,192]`). */
+export function parseShapeHeader(value: string | null): number[] {
+  if (value === null || value.trim() === '') throw invalid(`a raw tensor body needs an ${SHAPE_HEADER} header, e.g. "1,3,48,192"`)
+  const parts = value.replace(/^\[|\]$/g, '').split(',').map((s) => s.trim())
+  if (parts.some((p) => !/^\d+$/.test(p))) throw invalid(`${SHAPE_HEADER} "${value}" must be comma-separated non-negative integers`)
+  return parts.map(Number)
+}
+
+/**
+ * A tensor body: JSON `{ "shape": [...], "dtype": "float32", "data": [...] }` (flat or nested),
+ * or raw little-endian bytes (`application/octet-stream`) with `X-Tensor-Shape` and
+ * `X-Tensor-Dtype` headers. Responses are JSON unless the client accepts octet-stream.
+ *
+ * @example
+ * io.tensor({ dtype: 'float32', shape: [-1, 3, 48, 192] })
+ */
+export function tensor<D extends DType>(options: { dtype: D; shape?: number[] }): IODescriptor<Tensor<D>, Tensor<D>> {
+  const { dtype, shape: declared } = options
+  if (!DTYPES.includes(dtype)) throw new BundleError('E_SERVICE_DEFINITION', `unknown tensor dtype "${dtype}"; use one of ${DTYPES.join(', ')}`)
+  return {
+    kind: 'tensor',
+    mediaTypes: ['application/octet-stream', 'application/json'],
+    async decode(body) {
+      const bytes = await body.bytes()
+      if (baseMediaType(body.contentType) === 'application/octet-stream') {
+        const shape = checkShape(parseShapeHeader(body.headers.get(SHAPE_HEADER)), declared)
+        const given = body.headers.get(DTYPE_HEADER)
+        if (given !== null && given.trim().toLowerCase() !== dtype) throw invalid(`${DTYPE_HEADER} is "${given}", this API takes ${dtype}`)
+        const Ctor = ARRAYS[dtype]
+        const expected = count(shape) * Ctor.BYTES_PER_ELEMENT
+        if (bytes.byteLength !== expected) throw invalid(`raw tensor body has ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${dtype} needs ${expected}`)
+        // Copy into a fresh, aligned buffer: the body's offset may not be a multiple of the element size.
+        const aligned = new Uint8Array(expected)
+        aligned.set(bytes)
+        return { dtype, shape, data: new Ctor(aligned.buffer) as TypedArrayOf<D> }
+      }
+      const raw = parseJsonBody(bytes) as { shape?: unknown; dtype?: unknown; data?: unknown }
+      if (raw === null || typeof raw !== 'object') throw invalid('tensor JSON must be an object { shape, dtype, data }')
+      if (raw.dtype !== undefined && raw.dtype !== dtype) throw invalid(`tensor dtype is ${JSON.stringify(raw.dtype)}, this API takes ${dtype}`)
+      const shape = checkShape(raw.shape, declared)
+      if (!Array.isArray(raw.data)) throw invalid('tensor data must be an array (flat or nested, row-major)')
+      const values = flatten(raw.data)
+      if (values.length !== count(shape)) throw invalid(`tensor data has ${values.length} values; shape [${shape.join(',')}] needs ${count(shape)}`)
+      return { dtype, shape, data: fromNumbers(dtype, values) }
+    },
+    encode(value, accept) {
+      if (!value || !Array.isArray(value.shape) || !ArrayBuffer.isView(value.data) || count(value.shape) !== (value.data as ArrayLike<unknown>).length) {
+        throw new BundleError('E_OUTPUT_INVALID', 'the API output is a tensor: return { dtype, shape, data } with data.length equal to the product of shape')
+      }
+      if (accept !== undefined && baseMediaType(accept) === 'application/octet-stream') {
+        const v = value.data as ArrayBufferView
+        return {
+          body: new Uint8Array(v.buffer, v.byteOffset, v.byteLength),
+          contentType: 'application/octet-stream',
+          headers: { [SHAPE_HEADER]: value.shape.join(','), [DTYPE_HEADER]: value.dtype },
+        }
+      }
+      const data = Array.from(value.data as ArrayLike<number | bigint>, (x) => (typeof x === 'bigint' ? Number(x) : x))
+      return { body: JSON.stringify({ shape: value.shape, dtype: value.dtype, data }), contentType: 'application/json' }
+    },
+    openapi: () => ({
+      'application/json': {
+        schema: {
+          type: 'object',
+          required: ['shape', 'data'],
+          properties: {
+            shape: { type: 'array', items: { type: 'integer', minimum: 0 }, ...(declared ? { minItems: declared.length, maxItems: declared.length } : {}) },
+            dtype: { type: 'string', const: dtype },
+            data: { type: 'array', description: 'row-major values, flat or nested' },
+          },
+        },
+      },
+      'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream', description: `raw little-endian ${dtype}; send ${SHAPE_HEADER} (and optionally ${DTYPE_HEADER})` } },
+    }),
+  }
+}

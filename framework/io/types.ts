@@ -1,0 +1,46 @@
+/** The request body as an API's input descriptor sees it. */
+export interface RequestBody {
+  contentType: string
+  headers: Headers
+  bytes(): Promise<Uint8Array>
+  /** Parsed multipart form; only called for multipart/form-data. */
+  formData(): Promise<FormData>
+}
+
+export interface EncodedBody {
+  body: Uint8Array | string
+  contentType: string
+  headers?: Record<string, string>
+}
+
+export type JsonSchema = Record<string, unknown>
+
+/**
+ * How one API input or output travels over HTTP. `In` is what the method receives after
+ * decoding and validation; `Out` is what the method returns for encoding.
+ */
+export interface IODescriptor<In = unknown, Out = In> {
+  readonly kind: string
+  /** Accepted request media types (patterns like `image/*` allowed); the first is the response type. */
+  readonly mediaTypes: readonly string[]
+  decode(body: RequestBody): Promise<In>
+  encode(value: Out, accept?: string): EncodedBody | Promise<EncodedBody>
+  /** OpenAPI 3.1 request/response content, keyed by media type. */
+  openapi(): Record<string, { schema: JsonSchema }>
+  /** Phantom fields that carry the static types; never set at run time. */
+  readonly __in?: In
+  readonly __out?: Out
+}
+
+export type InputOf<D> = D extends IODescriptor<infer I, unknown> ? I : never
+export type OutputOf<D> = D extends IODescriptor<unknown, infer O> ? O : never
+
+/** `type/subtype` without parameters, lower case. */
+export function baseMediaType(contentType: string | null | undefined): string {
+  return (contentType ?? '').split(';')[0]!.trim().toLowerCase()
+}
+
+export function mediaTypeMatches(contentType: string, patterns: readonly string[]): boolean {
+  const base = baseMediaType(contentType)
+  return patterns.some((p) => p === '*/*' || p === base || (p.endsWith('/*') && base.startsWith(p.slice(0, -1))) || (p === 'application/json' && base.endsWith('+json')))
+}

@@ -1,0 +1,210 @@
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto'
+import { Hono, type Context } from 'hono'
+import pino, { type Logger } from 'pino'
+import { BundleError, isBundleError } from '../../errors/index.js'
+import { mediaTypeMatches } from '../io/types.js'
+import type { ApiDefinition, ServiceDefinition } from '../service/definition.js'
+import { DEFAULT_MAX_BODY_BYTES, readBody } from './body.js'
+import { docsAsset, docsPage } from './docs.js'
+import { errorResponse } from './error-response.js'
+import { createMetrics, type ServerMetrics } from './metrics.js'
+import { openapiDocument } from './openapi.js'
+
+export interface AppOptions {
+  /** Require `Authorization: Bearer <key>` on API routes. */
+  apiKey?: string
+  /** Largest request body in bytes (default 32 MiB). */
+  maxBodyBytes?: number
+  logger?: Logger
+  /** Shown in OpenAPI `info.version`. */
+  version?: string
+}
+
+export type Phase = 'starting' | 'ready' | 'draining' | 'stopped' | 'failed'
+
+export interface ServiceApp {
+  readonly app: Hono
+  readonly definition: ServiceDefinition
+  readonly metrics: ServerMetrics
+  readonly log: Logger
+  phase(): Phase
+  /** Creates the instance, runs start-up hooks and starts runners; /readyz turns 200 after. */
+  start(): Promise<void>
+  /** /readyz turns 503 and new API requests are refused; in-flight ones continue. */
+  drain(): void
+  inFlight(): number
+  /** Resolves when no API request is in flight. */
+  idle(): Promise<void>
+  /** Runs shutdown hooks and stops runners. */
+  stop(): Promise<void>
+}
+
+// A client's request id is echoed only if it is short and plain; anything else gets a fresh one.
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/
+const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs']
+
+const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
+
+/**
+ * Builds the hono app for a service. HTTP tests call `app.request()`; `serve()` puts it on a
+ * socket. Every API request goes: auth → readiness → concurrency → media type → body limit →
+ * decode/validate → method (with timeout) → encode, and ends in exactly one response.
+ */
+export function createServiceApp(definition: ServiceDefinition, options: AppOptions = {}): ServiceApp {
+  const log = options.logger ?? pino({ level: process.env.BUNDLE_LOG_LEVEL ?? 'info', base: { service: definition.name } })
+  const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
+  const metrics = createMetrics(definition.name, definition.apis.map((a) => a.name))
+  const keyDigest = options.apiKey ? digest(options.apiKey) : undefined
+  let phase: Phase = 'starting'
+  let reason = 'starting up'
+  let instance: Record<string, unknown> | undefined
+  let inFlight = 0
+  let idleWaiters: (() => void)[] = []
+
+  const app = new Hono<{ Variables: { requestId: string } }>()
+
+  app.use('*', async (c, next) => {
+    const given = c.req.header('x-request-id')
+    const requestId = given !== undefined && SANE_REQUEST_ID.test(given) ? given : randomUUID()
+    c.set('requestId', requestId)
+    const started = performance.now()
+    await next()
+    c.res.headers.set('x-request-id', requestId)
+    log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 100) / 100, requestId }, 'request')
+  })
+
+  const runnersReady = (): string | undefined => definition.runners.find((r) => r.ready !== undefined && !r.ready())?.name
+
+  app.get('/livez', (c) => c.json({ status: 'live' }))
+  app.get('/healthz', (c) => c.json({ status: 'live' }))
+  app.get('/readyz', (c) => {
+    const waiting = phase === 'ready' ? runnersReady() : undefined
+    if (phase === 'ready' && waiting === undefined) return c.json({ status: 'ready' })
+    return c.json({ status: phase === 'ready' ? 'not ready' : phase, reason: waiting !== undefined ? `runner ${waiting} is not ready` : reason }, 503)
+  })
+  app.get('/metrics', async (c) => c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType }))
+  const openapi = JSON.stringify(openapiDocument(definition, options.version))
+  app.get('/openapi.json', (c) => c.body(openapi, 200, { 'content-type': 'application/json' }))
+  app.get('/docs', (c) => c.html(docsPage(definition.name)))
+  app.get('/docs/assets/:name', (c) => {
+    const asset = docsAsset(c.req.param('name'))
+    if (asset === undefined) throw new BundleError('E_HTTP_NOT_FOUND', `no docs asset ${c.req.param('name')}`)
+    return c.body(asset.body as Uint8Array<ArrayBuffer>, 200, { 'content-type': asset.contentType, 'cache-control': 'public, max-age=86400' })
+  })
+  app.get('/', (c) => c.redirect('/docs'))
+
+  const finish = (): void => {
+    inFlight--
+    if (inFlight === 0) {
+      const waiters = idleWaiters
+      idleWaiters = []
+      for (const w of waiters) w()
+    }
+  }
+
+  async function handle(c: Context<{ Variables: { requestId: string } }>, a: ApiDefinition): Promise<Response> {
+    const requestId = c.get('requestId')
+    const started = performance.now()
+    const labels = { service: definition.name, endpoint: a.name }
+    let response: Response
+    inFlight++
+    metrics.inProgress.inc(labels)
+    const abort = new AbortController()
+    let timer: NodeJS.Timeout | undefined
+    try {
+      if (keyDigest !== undefined) {
+        const header = c.req.header('authorization') ?? ''
+        const m = /^Bearer\s+(.+)$/i.exec(header)
+        if (!m || !timingSafeEqual(digest(m[1]!.trim()), keyDigest)) throw new BundleError('E_HTTP_UNAUTHORIZED', m ? 'the API key is not valid' : 'this server requires an API key: send Authorization: Bearer <key>')
+      }
+      if (phase !== 'ready' || instance === undefined) throw new BundleError('E_HTTP_NOT_READY', phase === 'starting' ? 'the service is still starting' : `the service is ${phase}`)
+      if (inFlight > definition.traffic.maxConcurrency) throw new BundleError('E_HTTP_TOO_MANY_REQUESTS', `the service is handling its maximum of ${definition.traffic.maxConcurrency} concurrent requests; retry later`)
+      const contentType = c.req.header('content-type') ?? ''
+      if (!mediaTypeMatches(contentType, a.input.mediaTypes)) {
+        throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', `${a.route} accepts ${a.input.mediaTypes.join(', ')}; got ${contentType === '' ? 'no Content-Type' : contentType}`)
+      }
+      const bytes = await readBody(c.req.raw, maxBody)
+      const input = await a.input.decode({
+        contentType,
+        headers: c.req.raw.headers,
+        bytes: async () => bytes,
+        formData: () => new Response(bytes as Uint8Array<ArrayBuffer>, { headers: { 'content-type': contentType } }).formData(),
+      })
+      const method = instance[a.name] as (input: unknown, ctx: unknown) => unknown
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          abort.abort(new Error('timeout'))
+          reject(new BundleError('E_HTTP_TIMEOUT', `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`))
+        }, definition.traffic.timeoutMs)
+      })
+      const output = await Promise.race([Promise.resolve(method.call(instance, input, { requestId, signal: abort.signal, headers: c.req.raw.headers })), timeout])
+      const encoded = await a.output.encode(output, c.req.header('accept'))
+      response = new Response(encoded.body as Uint8Array<ArrayBuffer> | string, { status: 200, headers: { 'content-type': encoded.contentType, ...encoded.headers } })
+    } catch (err) {
+      response = errorResponse(err, requestId, log)
+    } finally {
+      clearTimeout(timer)
+      metrics.inProgress.dec(labels)
+      finish()
+    }
+    metrics.observe(a.name, response.status, (performance.now() - started) / 1000)
+    return response
+  }
+
+  for (const a of definition.apis) {
+    app.post(a.route, (c) => handle(c, a))
+    app.all(a.route, () => {
+      throw new BundleError('E_HTTP_METHOD_NOT_ALLOWED', `${a.route} takes POST`)
+    })
+  }
+  for (const p of INFRA_PATHS) {
+    app.all(p, () => {
+      throw new BundleError('E_HTTP_METHOD_NOT_ALLOWED', `${p} takes GET`)
+    })
+  }
+  app.notFound((c) => errorResponse(new BundleError('E_HTTP_NOT_FOUND', `no route for ${c.req.method} ${c.req.path}`), c.get('requestId') ?? randomUUID(), log))
+  app.onError((err, c) => {
+    const allow: Record<string, string> = isBundleError(err) && err.code === 'E_HTTP_METHOD_NOT_ALLOWED' ? { allow: definition.apis.some((a) => a.route === c.req.path) ? 'POST' : 'GET' } : {}
+    return errorResponse(err, c.get('requestId') ?? randomUUID(), log, allow)
+  })
+
+  return {
+    app: app as unknown as Hono,
+    definition,
+    metrics,
+    log,
+    phase: () => phase,
+    async start() {
+      try {
+        instance = definition.create()
+        for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
+        for (const r of definition.runners) await r.start?.()
+        phase = 'ready'
+        reason = ''
+        log.info({ apis: definition.apis.map((a) => a.route) }, 'service ready')
+      } catch (err) {
+        phase = 'failed'
+        reason = `start-up failed: ${(err as Error).message}`
+        throw err
+      }
+    },
+    drain() {
+      if (phase === 'ready' || phase === 'starting') {
+        phase = 'draining'
+        reason = 'shutting down'
+      }
+    },
+    inFlight: () => inFlight,
+    idle: () => (inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve))),
+    async stop() {
+      phase = 'draining'
+      reason = 'shutting down'
+      try {
+        if (instance) for (const hook of definition.onShutdown) await (instance[hook] as () => unknown).call(instance)
+        for (const r of definition.runners) await r.stop?.()
+      } finally {
+        phase = 'stopped'
+      }
+    },
+  }
+}

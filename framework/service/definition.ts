@@ -1,0 +1,99 @@
+import { BundleError } from '../../errors/index.js'
+import type { IODescriptor } from '../io/types.js'
+
+export interface TrafficOptions {
+  /** A request still running after this long gets 504. Default 60 000. */
+  timeoutMs?: number
+  /** More concurrent requests than this get 429. Default 128. */
+  maxConcurrency?: number
+}
+
+/** What an API method receives besides its input. */
+export interface ApiContext {
+  requestId: string
+  /** Aborted when the request times out or the client goes away. */
+  signal: AbortSignal
+  headers: Headers
+}
+
+/**
+ * A runner as a service declares it. The runners issue fills this in (worker pools, batching);
+ * the server only needs a name and a way to ask whether it is ready.
+ */
+export interface RunnerDeclaration {
+  readonly name: string
+  start?(): Promise<void>
+  stop?(): Promise<void>
+  ready?(): boolean
+}
+
+export interface ApiDefinition {
+  /** Method name on the service instance. */
+  readonly name: string
+  /** URL path, with a leading slash. */
+  readonly route: string
+  readonly input: IODescriptor<any, any>
+  readonly output: IODescriptor<any, any>
+  readonly description?: string
+}
+
+/** The frozen, plain description of a service that the server, OpenAPI and bundles work from. */
+export interface ServiceDefinition {
+  readonly name: string
+  readonly description?: string
+  readonly traffic: Readonly<Required<TrafficOptions>>
+  readonly runners: readonly RunnerDeclaration[]
+  readonly apis: readonly ApiDefinition[]
+  readonly onStartup: readonly string[]
+  readonly onShutdown: readonly string[]
+  /** Makes the instance whose methods serve the APIs. */
+  readonly create: () => Record<string, unknown>
+}
+
+export interface ServiceOptions {
+  name: string
+  description?: string
+  traffic?: TrafficOptions
+  runners?: readonly RunnerDeclaration[]
+}
+
+const NAME = /^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/
+const ROUTE = /^\/[A-Za-z0-9][-._A-Za-z0-9/]*$/
+/** Paths the server owns; an API cannot take them. */
+export const RESERVED_ROUTES = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/v2', '/']
+
+const bad = (msg: string) => new BundleError('E_SERVICE_DEFINITION', msg)
+
+export function buildDefinition(options: ServiceOptions, apis: readonly ApiDefinition[], hooks: { onStartup: string[]; onShutdown: string[] }, create: () => Record<string, unknown>): ServiceDefinition {
+  if (typeof options?.name !== 'string' || !NAME.test(options.name) || options.name.length > 63) {
+    throw bad(`service name ${JSON.stringify(options?.name)} must be lower case [a-z0-9]([-._a-z0-9]*[a-z0-9])?, at most 63 characters`)
+  }
+  const timeoutMs = options.traffic?.timeoutMs ?? 60_000
+  const maxConcurrency = options.traffic?.maxConcurrency ?? 128
+  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw bad(`traffic.timeoutMs must be a positive number, got ${timeoutMs}`)
+  if (!Number.isSafeInteger(maxConcurrency) || maxConcurrency <= 0) throw bad(`traffic.maxConcurrency must be a positive integer, got ${maxConcurrency}`)
+  if (apis.length === 0) throw bad(`service ${options.name} has no @api methods`)
+  const routes = new Map<string, string>()
+  for (const a of apis) {
+    if (!ROUTE.test(a.route)) throw bad(`API ${a.name}: route "${a.route}" must look like /name (letters, digits, - . _ /)`)
+    if (RESERVED_ROUTES.some((r) => a.route === r || (r !== '/' && a.route.startsWith(r + '/')))) throw bad(`API ${a.name}: route ${a.route} is reserved by the server`)
+    const prior = routes.get(a.route)
+    if (prior !== undefined) throw bad(`APIs ${prior} and ${a.name} both use route ${a.route}`)
+    routes.set(a.route, a.name)
+  }
+  const runnerNames = new Set<string>()
+  for (const r of options.runners ?? []) {
+    if (runnerNames.has(r.name)) throw bad(`two runners are named ${r.name}`)
+    runnerNames.add(r.name)
+  }
+  return Object.freeze({
+    name: options.name,
+    ...(options.description === undefined ? {} : { description: options.description }),
+    traffic: Object.freeze({ timeoutMs, maxConcurrency }),
+    runners: Object.freeze([...(options.runners ?? [])]),
+    apis: Object.freeze(apis.map((a) => Object.freeze({ ...a }))),
+    onStartup: Object.freeze([...hooks.onStartup]),
+    onShutdown: Object.freeze([...hooks.onShutdown]),
+    create,
+  })
+}
