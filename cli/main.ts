@@ -36,8 +36,8 @@ export function program(): Command {
 export async function main(argv: string[] = process.argv): Promise<void> {
   // `bundle models list | head` closes the pipe early: that is success, not a crash.
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0)
-    throw err
+    // Nowhere left to print: end quietly (0 for a closed pipe, 1 for anything else).
+    process.exit(err.code === 'EPIPE' ? (process.exitCode ?? 0) : 1)
   })
   try {
     await program().parseAsync(argv)

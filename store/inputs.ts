@@ -1,7 +1,7 @@
 import { readdirSync, statSync } from 'node:fs'
 import { basename, join, relative, sep } from 'node:path'
 import { BundleError } from '../errors/index.js'
-import { isSafeModelPath } from './model-path.js'
+import { findPathConflict, isSafeModelPath } from './model-path.js'
 
 export interface InputFile {
   /** Path inside the model. */
@@ -10,11 +10,20 @@ export interface InputFile {
   size: number
 }
 
-function walk(dir: string, root: string, out: InputFile[]): void {
+function walk(dir: string, root: string, out: InputFile[], seen: Set<string>): void {
+  const here = statSync(dir)
+  const id = `${here.dev}:${here.ino}`
+  if (seen.has(id)) throw new BundleError('E_STORE_FILE_NOT_FOUND', `${dir}: a symbolic link loops back to a directory already saved`)
+  seen.add(id)
   for (const entry of readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
     const full = join(dir, entry.name)
-    const st = statSync(full) // follows symlinks: the model stores what they point at
-    if (st.isDirectory()) walk(full, root, out)
+    let st
+    try {
+      st = statSync(full) // follows symlinks: the model stores what they point at
+    } catch (err) {
+      throw new BundleError('E_STORE_FILE_NOT_FOUND', `${full}: ${(err as NodeJS.ErrnoException).code === 'ELOOP' ? 'symbolic link loop' : 'broken symbolic link or unreadable file'}`)
+    }
+    if (st.isDirectory()) walk(full, root, out, seen)
     else if (st.isFile()) out.push({ path: relative(root, full).split(sep).join('/'), source: full, size: st.size })
   }
 }
@@ -30,11 +39,19 @@ export function collectInputs(paths: readonly string[]): InputFile[] {
     } catch {
       throw new BundleError('E_STORE_FILE_NOT_FOUND', `${p}: no such file or directory`)
     }
-    if (st.isDirectory()) walk(p, p, out)
-    else if (st.isFile()) out.push({ path: basename(p), source: p, size: st.size })
+    if (st.isDirectory()) {
+      try {
+        walk(p, p, out, new Set())
+      } catch (err) {
+        if (err instanceof BundleError) throw err
+        throw new BundleError('E_STORE_FILE_NOT_FOUND', `${p}: cannot read the directory (${(err as Error).message})`)
+      }
+    } else if (st.isFile()) out.push({ path: basename(p), source: p, size: st.size })
     else throw new BundleError('E_STORE_FILE_NOT_FOUND', `${p} is not a regular file or directory`)
   }
   if (out.length === 0) throw new BundleError('E_STORE_FILE_NOT_FOUND', `no files found in ${paths.join(', ')}`)
+  const conflict = findPathConflict(out.map((f) => f.path))
+  if (conflict) throw new BundleError('E_STORE_FILE_DUPLICATE', `"${conflict[0]}" would be both a file and the directory of "${conflict[1]}"`)
   const seen = new Map<string, string>()
   for (const f of out) {
     if (!isSafeModelPath(f.path)) throw new BundleError('E_STORE_FILE_NOT_FOUND', `${f.source}: its name cannot be stored as a model file path`)

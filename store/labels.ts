@@ -47,7 +47,7 @@ export function parseLabelArgs(args: readonly string[], allowBare = false): Reco
     const key = arg.slice(0, eq)
     const value = arg.slice(eq + 1)
     validateLabel(key, value)
-    if (key in out) throw new BundleError('E_STORE_LABEL_INVALID', `label "${key}" is given twice`)
+    if (Object.hasOwn(out, key)) throw new BundleError('E_STORE_LABEL_INVALID', `label "${key}" is given twice`)
     out[key] = value
   }
   return out

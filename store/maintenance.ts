@@ -71,7 +71,10 @@ export async function verifyStore(store: ModelStore): Promise<VerifyReport> {
   for (const { blob, size } of referenced) {
     report.bytes += size
     const state = await store.blobs.check(blob, size)
-    if (state !== 'ok') report[state].push({ sha256: blob, models: store.index.modelsWithBlob(blob) })
+    if (state === 'ok') continue
+    // A concurrent delete may have removed it since the list was read: only referenced blobs count.
+    const models = store.index.modelsWithBlob(blob)
+    if (models.length > 0) report[state].push({ sha256: blob, models })
   }
   const now = Date.now()
   const known = new Set(referenced.map((r) => r.blob))

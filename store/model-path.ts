@@ -4,6 +4,19 @@
  */
 const MAX_PATH = 1024
 
+/** A path that is also a directory of another (`a` and `a/b`) cannot be laid out on disk. */
+export function findPathConflict(paths: readonly string[]): [string, string] | undefined {
+  const set = new Set(paths)
+  for (const p of paths) {
+    const parts = p.split('/')
+    for (let i = 1; i < parts.length; i++) {
+      const dir = parts.slice(0, i).join('/')
+      if (set.has(dir)) return [dir, p]
+    }
+  }
+  return undefined
+}
+
 export function isSafeModelPath(p: string): boolean {
   if (typeof p !== 'string' || p.length === 0 || p.length > MAX_PATH) return false
   if (p.startsWith('/') || p.includes('\\') || /^[A-Za-z]:/.test(p)) return false

@@ -94,7 +94,8 @@ export class ModelStore {
   /** @internal like get, with the row id */
   resolve(tag: string): StoredModel {
     try {
-      return resolveTag(this.index, tag)
+      // One read transaction: the model row and its file list come from the same snapshot.
+      return this.db.transaction(() => resolveTag(this.index, tag)).deferred()
     } catch (err) {
       throw translateSqliteError(err)
     }
@@ -102,7 +103,7 @@ export class ModelStore {
 
   list(filter: ListFilter = {}): ModelInfo[] {
     if (filter.name !== undefined) validateName(filter.name)
-    return this.index.list(filter)
+    return this.db.transaction(() => this.index.list(filter)).deferred()
   }
 
   /** Like list, without files, metadata and signatures: cheap enough for tables of 10k+ models. */
@@ -180,9 +181,14 @@ export class ModelStore {
         const existing = this.index.exact(model.name, model.version)
         let status: ImportStatus = 'imported'
         if (existing !== undefined) {
-          if (onExisting === 'same-digest-ok' && existing.digest === model.digest) return { info: strip(existing), status: 'already-present' as const }
+          // Same content is never "replaced": that would only churn ids and drop references.
+          if (onExisting !== 'fail' && existing.digest === model.digest) return { info: strip(existing), status: 'already-present' as const }
           if (onExisting !== 'replace') {
             throw new BundleError('E_STORE_TAG_EXISTS', `${existing.tag} already exists with different content (${existing.digest}); ${onExisting === 'fail' ? 'choose another --version or delete it first' : 'pass --force to replace it'}`)
+          }
+          const refs = this.index.refs(existing.id)
+          if (refs.length > 0) {
+            throw new BundleError('E_STORE_MODEL_REFERENCED', `refusing to replace ${existing.tag}: used by ${refs.map((r) => `${r.kind} ${r.ref}`).join(', ')}; import it under another version or delete those first`)
           }
           this.index.remove(existing.id)
           for (const f of existing.files) garbage.add(f.sha256)
@@ -298,7 +304,14 @@ export class ModelStore {
     const model = this.get(tag)
     const dir = this.checkoutDir(model.digest)
     const files = Object.fromEntries(model.files.map((f) => [f.path, join(dir, f.path)]))
-    const complete = () => model.files.every((f) => existsSync(join(dir, f.path)) && statSync(join(dir, f.path)).size === f.size)
+    const complete = (): boolean =>
+      model.files.every((f) => {
+        try {
+          return statSync(join(dir, f.path)).size === f.size
+        } catch {
+          return false
+        }
+      })
     if (existsSync(dir) && complete()) return { model, dir, files }
     for (const f of model.files) {
       if (!this.blobs.has(f.sha256)) throw new BundleError('E_STORE_CORRUPT', `${model.tag}: file ${f.path} (blob ${f.sha256.slice(0, 12)}) is missing from the store`)
@@ -314,7 +327,17 @@ export class ModelStore {
           copyFileSync(this.blobs.path(f.sha256), dest) // file systems without hard links
         }
       }
-      await removeQuietly(dir) // an incomplete checkout left by a crash
+      if (existsSync(dir) && !complete()) {
+        // An incomplete checkout left by a crash: move it aside first, so a checkout another
+        // process completes meanwhile is never the one removed.
+        const aside = tempName(this.layout.tmp, 'stale')
+        try {
+          renameSync(dir, aside)
+        } catch {
+          // someone else moved or completed it
+        }
+        await removeQuietly(aside)
+      }
       try {
         renameSync(staging, dir)
       } catch (err) {

@@ -70,6 +70,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     const started = performance.now()
     await next()
     c.res.headers.set('x-request-id', requestId)
+    // While draining, tell keep-alive clients to reconnect (to another replica).
+    if (phase === 'draining') c.res.headers.set('connection', 'close')
     log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 100) / 100, requestId }, 'request')
   })
 

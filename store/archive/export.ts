@@ -1,7 +1,8 @@
+import { randomBytes } from 'node:crypto'
 import { createReadStream, createWriteStream, existsSync, fsyncSync, openSync, closeSync, renameSync, statSync } from 'node:fs'
 import { unlink } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
-import { finished } from 'node:stream/promises'
+import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
 import { BundleError } from '../../errors/index.js'
 import { ioError } from '../fs-util.js'
@@ -29,27 +30,32 @@ export async function exportModel(store: ModelStore, tag: string, out?: string, 
   for (const f of model.files) {
     if (!store.blobs.has(f.sha256)) throw new BundleError('E_STORE_CORRUPT', `${model.tag}: file ${f.path} is missing from the store; run \`bundle models verify\``)
   }
-  const partial = join(dirname(target), `.${basename(target)}.${process.pid}.part`)
+  const partial = join(dirname(target), `.${basename(target)}.${process.pid}-${randomBytes(4).toString('hex')}.part`)
   const gzip = createGzip({ level: 6 })
   const sink = createWriteStream(partial, { mode: 0o644 })
-  gzip.pipe(sink)
+  // pipeline() owns the error events of both streams (EFBIG, ENOSPC): no unhandled 'error'.
+  const written = pipeline(gzip, sink)
+  written.catch(() => undefined)
   const tar = new TarWriter(gzip, new Date(Date.parse(model.created) - (Date.parse(model.created) % 1000)))
   const total = model.size
   let done = 0
   try {
-    await tar.file(MANIFEST_NAME, Buffer.from(JSON.stringify(manifestOf(model), null, 2) + '\n'))
+    const failed = written.then(() => new Promise<never>(() => undefined))
+    failed.catch(() => undefined)
+    const step = <T>(p: Promise<T>): Promise<T> => Promise.race([p, failed])
+    await step(tar.file(MANIFEST_NAME, Buffer.from(JSON.stringify(manifestOf(model), null, 2) + '\n')))
     for (const f of [...model.files].sort((a, b) => (a.path < b.path ? -1 : 1))) {
-      await tar.begin(FILES_PREFIX + f.path, f.size)
+      await step(tar.begin(FILES_PREFIX + f.path, f.size))
       for await (const chunk of createReadStream(store.blobs.path(f.sha256))) {
-        await tar.data(chunk as Buffer)
+        await step(tar.data(chunk as Buffer))
         done += (chunk as Buffer).length
         options.onProgress?.({ phase: 'export', done, total, file: f.path })
       }
       await tar.end(f.size)
     }
-    await tar.finish()
+    await step(tar.finish())
     gzip.end()
-    await finished(sink)
+    await written
     const fd = openSync(partial, 'r')
     try {
       fsyncSync(fd)

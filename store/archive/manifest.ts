@@ -1,6 +1,6 @@
 import { BundleError } from '../../errors/index.js'
 import { validateLabels, validateMetadata } from '../labels.js'
-import { isSafeModelPath } from '../model-path.js'
+import { findPathConflict, isSafeModelPath } from '../model-path.js'
 import { validateName, validateVersion } from '../tag.js'
 import { FRAMEWORKS, type Framework, type ModelFile, type ModelInfo, type Signatures } from '../types.js'
 
@@ -68,6 +68,9 @@ export function parseManifest(text: string, maxBytes: number): ArchiveManifest {
     total += file.size
     return { path: file.path, sha256: file.sha256, size: file.size }
   })
+  const conflict = findPathConflict(files.map((f) => f.path))
+  if (conflict) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `archive manifest lists "${conflict[0]}" both as a file and as the directory of "${conflict[1]}"`)
+  if (m.framework === 'onnx' && !files.some((f) => f.path.endsWith('.onnx'))) throw bad('framework is onnx but no .onnx file is listed')
   if (total > maxBytes) {
     throw new BundleError('E_ARCHIVE_TOO_LARGE', `archive declares ${total} bytes of files; the import limit is ${maxBytes} (BUNDLE_IMPORT_MAX_BYTES)`)
   }

@@ -8,20 +8,22 @@ const BUSY_TIMEOUT_MS = 10_000
 
 /**
  * Opens (creating if needed) the index and brings its schema up to date.
- * WAL lets readers proceed while one process writes; synchronous=NORMAL keeps the index
- * consistent on power loss (it may lose the last commits, never reference a missing blob,
- * because blobs are fsynced before their row is written).
+ * WAL lets readers proceed while one process writes. synchronous=FULL: a delete's commit must
+ * be durable before its blobs are unlinked, or a power loss could bring back a row whose
+ * blob is gone.
  */
 export function openIndex(file: string): Db {
   let db: Db
   try {
     db = new Database(file, { timeout: BUSY_TIMEOUT_MS })
   } catch (cause) {
+    const translated = translateSqliteError(cause)
+    if (translated !== cause) throw translated
     throw new BundleError('E_STORE_IO', `cannot open the store index ${file}: ${(cause as Error).message}`, { cause })
   }
   try {
     db.pragma('journal_mode = WAL')
-    db.pragma('synchronous = NORMAL')
+    db.pragma('synchronous = FULL')
     db.pragma('foreign_keys = ON')
     db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
     migrate(db)
@@ -55,6 +57,8 @@ export function translateSqliteError(err: unknown): unknown {
   if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
     return new BundleError('E_STORE_BUSY', `the store index is locked by another process (waited ${BUSY_TIMEOUT_MS / 1000}s)`, { cause: err })
   }
+  if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') return new BundleError('E_STORE_CORRUPT', `the store index is damaged or not a SQLite database (${(err as Error).message})`, { cause: err })
+  if (code === 'SQLITE_READONLY' || code === 'SQLITE_CANTOPEN' || code?.startsWith('SQLITE_IOERR')) return new BundleError('E_STORE_IO', `the store index cannot be written: ${(err as Error).message}`, { cause: err })
   if (code === 'SQLITE_FULL') return new BundleError('E_STORE_NO_SPACE', 'the disk holding the store index is full', { cause: err })
   return err
 }

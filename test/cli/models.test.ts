@@ -126,6 +126,23 @@ describe('bundle models (CLI, real child processes)', () => {
     assert.deepEqual(JSON.parse((await bundle(['models', 'list', '-o', 'json'], e)).stdout), [])
   })
 
+  it('a damaged index and a failed export write are coded one-line errors', async () => {
+    const home = join(dir, 'notadb')
+    const { mkdirSync, readdirSync: ls } = await import('node:fs')
+    mkdirSync(home)
+    writeFileSync(join(home, 'index.db'), 'this is not a sqlite database'.repeat(200))
+    failsWith(await bundle(['models', 'list'], { BUNDLE_HOME: home }), 1, 'E_STORE_CORRUPT')
+
+    const out = join(dir, 'small-disk')
+    mkdirSync(out)
+    const { spawnSync } = await import('node:child_process')
+    const { BIN } = await import('../utils/cli.js')
+    // ulimit -f makes writes past 100 KiB fail with EFBIG, as a full disk would.
+    const r = spawnSync('bash', ['-c', `ulimit -f 100; exec "${process.execPath}" "${BIN}" models export ocr-cls:1.0.0 "${out}"`], { env: { ...process.env, ...env }, encoding: 'utf8' })
+    failsWith({ code: r.status, stdout: r.stdout, stderr: r.stderr }, 1, 'E_STORE_IO')
+    assert.deepEqual(ls(out), [], 'no partial file left behind')
+  })
+
   it('--help and --version exit 0', async () => {
     const help = await run('models', '--help')
     assert.equal(help.code, 0)

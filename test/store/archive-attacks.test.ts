@@ -64,6 +64,8 @@ describe('archive import refuses hostile archives and changes nothing', () => {
   it('manifest not first', () => refused('order', gzip(makeTar([{ path: 'files/weights.bin', body: weights.body }, m()])), 'E_ARCHIVE_MANIFEST_INVALID'))
   it('manifest not JSON', () => refused('badjson', gzip(makeTar([{ path: 'manifest.json', body: '{nope' }])), 'E_ARCHIVE_MANIFEST_INVALID'))
   it('manifest with an upper-case name', () => refused('badname', gzip(makeTar([m({ name: 'Evil' }), { path: 'files/weights.bin', body: weights.body }])), 'E_ARCHIVE_MANIFEST_INVALID'))
+  it('a path that is both a file and a directory', () =>
+    refused('file-and-dir', gzip(makeTar([{ path: 'manifest.json', body: manifest([{ path: 'a', body: 'x' }, { path: 'a/b', body: 'y' }]) }, { path: 'files/a', body: 'x' }, { path: 'files/a/b', body: 'y' }])), 'E_ARCHIVE_UNSAFE_ENTRY'))
   it('not gzip', () => refused('notgzip', Buffer.from('this is not an archive at all'), 'E_ARCHIVE_CORRUPT'))
   it('truncated file', () => {
     const good = goodArchive([{ path: 'big.bin', body: Buffer.from(Array.from({ length: 200_000 }, (_, i) => (i * 31) % 251)) }])
