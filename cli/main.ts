@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { Command } from 'commander'
 import { reportError } from './errors.js'
 import { modelsCommand } from './models.js'
+import { serveCommand } from './serve.js'
 
 function version(): string {
   try {
@@ -23,6 +24,7 @@ export function program(): Command {
       outputError: (str, write) => write(`error E_CLI_USAGE: ${str.replace(/^error: /, '').trimEnd()}\n`),
     })
   root.addCommand(modelsCommand())
+  root.addCommand(serveCommand())
   // Every subcommand: throw instead of exiting, so reportError decides the exit code.
   const override = (cmd: Command): void => {
     cmd.exitOverride()

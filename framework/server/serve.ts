@@ -35,6 +35,18 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   server.headersTimeout = 15_000
   server.requestTimeout = 120_000
   server.keepAliveTimeout = 5_000
+  // Count responses until their last byte is handed to the socket: the app's own in-flight
+  // count drops when a handler returns, before the response is written.
+  let open = 0
+  let onIdle: (() => void) | undefined
+  server.on('request', (_req, res) => {
+    open++
+    res.once('close', () => {
+      open--
+      if (open === 0) onIdle?.()
+    })
+  })
+  const responsesDone = (): Promise<void> => (open === 0 ? Promise.resolve() : new Promise<void>((resolve) => (onIdle = resolve)))
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(options.port ?? 3000, options.host ?? '127.0.0.1', () => {
@@ -57,7 +69,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
       server.closeIdleConnections()
       let timer: NodeJS.Timeout | undefined
       const graceOver = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), graceMs)))
-      const outcome = await Promise.race([service.idle().then(() => 'idle' as const), graceOver])
+      const outcome = await Promise.race([responsesDone().then(() => 'idle' as const), graceOver])
       clearTimeout(timer)
       if (outcome === 'timeout') service.log.warn({ inFlight: service.inFlight() }, 'grace period over; closing remaining connections')
       await service.stop()

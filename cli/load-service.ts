@@ -1,0 +1,42 @@
+import { existsSync, statSync } from 'node:fs'
+import { resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { BundleError } from '../errors/index.js'
+import type { ServiceDefinition } from '../framework/index.js'
+
+/** Splits `path/to/service.ts:ClassName` (the class part is optional). */
+export function parseEntry(entry: string): { file: string; className?: string } {
+  const m = /^(.*?\.(?:[cm]?ts|[cm]?js|tsx|jsx))(?::([A-Za-z_$][\w$]*))?$/.exec(entry)
+  if (!m) throw new BundleError('E_SERVICE_LOAD', `"${entry}" is not path/to/service.ts[:ClassName]`)
+  return { file: resolve(m[1]!), ...(m[2] ? { className: m[2] } : {}) }
+}
+
+/**
+ * Imports a service file (TypeScript through tsx, at run time) and returns its definition:
+ * the named export, or the only exported service.
+ */
+export async function loadService(entry: string): Promise<ServiceDefinition> {
+  const { file, className } = parseEntry(entry)
+  if (!existsSync(file) || !statSync(file).isFile()) throw new BundleError('E_SERVICE_LOAD', `${file}: no such file`)
+  const { definitionOf } = await import('../framework/index.js')
+  let mod: Record<string, unknown>
+  try {
+    const { tsImport } = await import('tsx/esm/api')
+    mod = (await tsImport(pathToFileURL(file).href, import.meta.url)) as Record<string, unknown>
+  } catch (err) {
+    if ((err as { code?: string })?.code?.startsWith('E_')) throw err
+    throw new BundleError('E_SERVICE_LOAD', `importing ${file} failed: ${(err as Error).message?.split('\n')[0]}`, { cause: err })
+  }
+  const services = Object.entries(mod).flatMap(([name, value]) => {
+    const def = definitionOf(value)
+    return def ? [{ name, def }] : []
+  })
+  if (className !== undefined) {
+    const found = services.find((s) => s.name === className)
+    if (!found) throw new BundleError('E_SERVICE_LOAD', `${file} has no exported service named ${className}${services.length ? ` (it exports ${services.map((s) => s.name).join(', ')})` : ''}`)
+    return found.def
+  }
+  if (services.length === 0) throw new BundleError('E_SERVICE_LOAD', `${file} exports no service: decorate an exported class with @service (or export a defineService() result)`)
+  if (services.length > 1) throw new BundleError('E_SERVICE_LOAD', `${file} exports several services (${services.map((s) => s.name).join(', ')}); pick one with ${file}:ClassName`)
+  return services[0]!.def
+}

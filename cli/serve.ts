@@ -1,0 +1,81 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { watch } from 'node:fs'
+import { dirname } from 'node:path'
+import { Command } from 'commander'
+import { BundleError } from '../errors/index.js'
+import { loadService, parseEntry } from './load-service.js'
+
+function port(value: string | undefined): number {
+  const raw = value ?? process.env.PORT ?? '3000'
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new BundleError('E_CLI_USAGE', `port "${raw}" must be an integer from 0 to 65535`)
+  return n
+}
+
+function bytes(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined
+  const n = Number(value)
+  if (!Number.isSafeInteger(n) || n <= 0) throw new BundleError('E_CLI_USAGE', `--max-body-size "${value}" must be a positive number of bytes`)
+  return n
+}
+
+/** --reload: a parent that restarts a plain `serve` child whenever a file next to the entry changes. */
+function reloading(entry: string): void {
+  const args = process.argv.slice(2).filter((a) => a !== '--reload')
+  let child: ChildProcess | undefined
+  let restarting = false
+  const startChild = (): void => {
+    child = spawn(process.execPath, [process.argv[1]!, ...args], { stdio: 'inherit' })
+    child.on('exit', () => {
+      child = undefined
+      if (restarting) {
+        restarting = false
+        startChild()
+      }
+    })
+  }
+  let timer: NodeJS.Timeout | undefined
+  watch(dirname(parseEntry(entry).file), { recursive: true }, (_event, name) => {
+    if (name && /node_modules|\.git\//.test(String(name))) return
+    clearTimeout(timer)
+    timer = setTimeout(() => {
+      process.stderr.write(`change in ${name}: restarting\n`)
+      if (child) {
+        restarting = true
+        child.kill('SIGTERM')
+      } else startChild()
+    }, 150)
+  })
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(sig, () => {
+      if (child) child.once('exit', () => process.exit(0)).kill(sig)
+      else process.exit(0)
+    })
+  }
+  startChild()
+}
+
+export function serveCommand(): Command {
+  return new Command('serve')
+    .description('serve a service over HTTP (ENTRY: path/to/service.ts[:ClassName])')
+    .argument('<entry>')
+    .option('-p, --port <port>', 'port to listen on (default $PORT or 3000)')
+    .option('--host <host>', 'interface to bind (default 127.0.0.1, this machine only; use 0.0.0.0 in containers)')
+    .option('--api-key <key>', 'require Authorization: Bearer <key> on API routes (default $BUNDLE_API_KEY)')
+    .option('--max-body-size <bytes>', 'largest request body (default 33554432, 32 MiB)')
+    .option('--grace <ms>', 'how long shutdown waits for in-flight requests (default 30000)')
+    .option('--reload', 'restart when source files change (development)', false)
+    .action(async (entry: string, opts: { port?: string; host?: string; apiKey?: string; maxBodySize?: string; grace?: string; reload: boolean }) => {
+      if (opts.reload) return reloading(entry)
+      const definition = await loadService(entry)
+      const { serve } = await import('../framework/index.js')
+      const apiKey = opts.apiKey ?? process.env.BUNDLE_API_KEY
+      await serve(definition, {
+        port: port(opts.port),
+        host: opts.host ?? process.env.HOST ?? '127.0.0.1',
+        ...(apiKey ? { apiKey } : {}),
+        ...(opts.maxBodySize ? { maxBodyBytes: bytes(opts.maxBodySize) } : {}),
+        ...(opts.grace ? { graceMs: bytes(opts.grace) } : {}),
+      })
+    })
+}

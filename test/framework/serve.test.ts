@@ -1,0 +1,87 @@
+import assert from 'node:assert/strict'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { request } from 'node:http'
+import { fileURLToPath } from 'node:url'
+import { describe, it } from 'node:test'
+import { BIN } from '../utils/cli.js'
+
+const SLOW = fileURLToPath(new URL('../fixtures/slow-service.ts', import.meta.url))
+
+/** Starts `bundle serve` on a free port and waits for its "listening" log line. */
+function start(entry: string, extra: string[] = []): Promise<{ child: ChildProcess; url: string; logs: string[]; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', '0', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const logs: string[] = []
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)))
+  return new Promise((resolve, reject) => {
+    let buf = ''
+    child.stderr!.on('data', (c) => logs.push(String(c)))
+    child.stdout!.on('data', (c) => {
+      buf += c
+      for (const line of buf.split('\n').slice(0, -1)) {
+        logs.push(line)
+        const m = /"url":"([^"]+)".*"msg":"listening"/.exec(line)
+        if (m) resolve({ child, url: m[1]!, logs, exited })
+      }
+      buf = buf.slice(buf.lastIndexOf('\n') + 1)
+    })
+    void exited.then((code) => reject(new Error(`serve exited with ${code}: ${logs.join('')}`)))
+  })
+}
+
+async function waitReady(url: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const r = await fetch(`${url}/readyz`).catch(() => undefined)
+    if (r?.status === 200) return
+    await new Promise((res) => setTimeout(res, 50))
+  }
+  throw new Error('never ready')
+}
+
+/** A request on its own connection, so the server's close() cannot pretend it was idle. */
+function slowRequest(url: string, ms: number): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${url}/sleep`, { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false }, (res) => {
+      let body = ''
+      res.on('data', (c) => (body += c))
+      res.on('end', () => resolve({ status: res.statusCode!, body }))
+    })
+    req.on('error', reject)
+    req.end(JSON.stringify({ ms }))
+  })
+}
+
+describe('bundle serve (real process, real socket, real signals)', () => {
+  it('serves the greeter example from its TypeScript source', { timeout: 60_000 }, async () => {
+    const s = await start(fileURLToPath(new URL('../../examples/greeter/service.ts', import.meta.url)))
+    await waitReady(s.url)
+    const r = await fetch(`${s.url}/greet`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'abc-1' }, body: JSON.stringify({ name: 'ada' }) })
+    assert.deepEqual(await r.json(), { greeting: 'hello ada!' })
+    assert.equal(r.headers.get('x-request-id'), 'abc-1')
+    s.child.kill('SIGTERM')
+    assert.equal(await s.exited, 0)
+    assert.ok(s.logs.some((l) => /"path":"\/greet".*"status":200.*"requestId":"abc-1"/.test(l)), 'one access line with the request id')
+  })
+
+  it('SIGTERM with requests in flight: all complete, new connections refused, shutdown hooks run, exit 0', { timeout: 60_000 }, async () => {
+    const s = await start(SLOW)
+    await waitReady(s.url)
+    const inflight = Array.from({ length: 5 }, () => slowRequest(s.url, 800))
+    await new Promise((r) => setTimeout(r, 200))
+    s.child.kill('SIGTERM')
+    await new Promise((r) => setTimeout(r, 100))
+    await assert.rejects(fetch(`${s.url}/livez`), 'a new connection is refused while draining')
+    const results = await Promise.all(inflight)
+    for (const r of results) assert.deepEqual({ status: r.status, body: JSON.parse(r.body) }, { status: 200, body: { slept: 800 } })
+    assert.equal(await s.exited, 0)
+    assert.ok(s.logs.some((l) => l.includes('shutdown hook ran')))
+  })
+
+  it('a bad entry fails with one coded line and exit 1', { timeout: 30_000 }, async () => {
+    const child = spawn(process.execPath, [BIN, 'serve', 'nope/missing.ts'], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let err = ''
+    child.stderr.on('data', (c) => (err += c))
+    const code = await new Promise((r) => child.on('exit', r))
+    assert.equal(code, 1)
+    assert.match(err.trim(), /^error E_SERVICE_LOAD: .*missing\.ts: no such file$/)
+  })
+})
