@@ -9,4 +9,5 @@ export type { DType, FileValue, IODescriptor, Image, InputOf, OutputOf, Tensor, 
 export { createServiceApp, type AppOptions, type Phase, type ServiceApp } from './server/app.js'
 export { openapiDocument } from './server/openapi.js'
 export { serve, type RunningServer, type ServeOptions } from './server/serve.js'
+export { createClient, type ClientOptions, type ServiceClient } from './client/create-client.js'
 export { BundleError, isBundleError, type ErrorCode } from '../errors/index.js'

@@ -76,8 +76,7 @@ export class ModelStore {
     if (this.db.open) this.db.close()
   }
 
-  /** Runs `fn` in a write transaction taken up front, so concurrent writers queue instead of deadlocking. */
-  /** @internal */
+  /** @internal Runs `fn` in a write transaction taken up front, so concurrent writers queue instead of deadlocking. */
   write<T>(fn: () => T): T {
     try {
       return this.db.transaction(fn).immediate()

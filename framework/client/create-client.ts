@@ -1,0 +1,84 @@
+import { BundleError, CATALOG, type ErrorCode } from '../../errors/index.js'
+
+type AnyFn = (...args: any[]) => any
+
+/** The client's methods: every instance method of the service class, input → Promise<output>. */
+export type ServiceClient<C extends abstract new (...args: any) => any> = {
+  [K in keyof InstanceType<C> as InstanceType<C>[K] extends AnyFn ? K : never]: InstanceType<C>[K] extends (input: infer I, ...rest: any[]) => infer R
+    ? (input: I, init?: { signal?: AbortSignal; headers?: Record<string, string> }) => Promise<Awaited<R>>
+    : never
+}
+
+export interface ClientOptions {
+  /** Sent as `Authorization: Bearer <key>`. */
+  apiKey?: string
+  headers?: Record<string, string>
+  fetch?: typeof fetch
+}
+
+interface Operation {
+  route: string
+  requestTypes: string[]
+}
+
+/**
+ * A typed client for a running service. Routes and request media types come from the
+ * server's /openapi.json (read once); inputs are sent as JSON, text, or raw bytes.
+ * A non-2xx answer throws a BundleError carrying the server's code, message and details.
+ *
+ * @example
+ * const client = createClient<typeof Greeter>('http://localhost:3000')
+ * const { greeting } = await client.greet({ name: 'ada' })
+ */
+export function createClient<C extends abstract new (...args: any) => any>(baseUrl: string, options: ClientOptions = {}): ServiceClient<C> {
+  const doFetch = options.fetch ?? fetch
+  const base = baseUrl.replace(/\/+$/, '')
+  let operations: Promise<Map<string, Operation>> | undefined
+  const load = (): Promise<Map<string, Operation>> =>
+    (operations ??= doFetch(`${base}/openapi.json`).then(async (r) => {
+      if (!r.ok) throw new BundleError('E_HTTP_NOT_FOUND', `${base}/openapi.json answered ${r.status}; is this a modelbundle server?`)
+      const doc = (await r.json()) as { paths: Record<string, { post?: { operationId?: string; requestBody?: { content?: Record<string, unknown> } } }> }
+      const map = new Map<string, Operation>()
+      for (const [route, item] of Object.entries(doc.paths)) {
+        if (item.post?.operationId) map.set(item.post.operationId, { route, requestTypes: Object.keys(item.post.requestBody?.content ?? {}) })
+      }
+      return map
+    }))
+
+  async function call(name: string, input: unknown, init: { signal?: AbortSignal; headers?: Record<string, string> } = {}): Promise<unknown> {
+    const op = (await load()).get(name)
+    if (op === undefined) throw new BundleError('E_HTTP_NOT_FOUND', `the service at ${base} has no API named ${name}`)
+    let body: string | Uint8Array<ArrayBuffer>
+    let contentType: string
+    if (op.requestTypes.includes('application/json')) {
+      const tensorLike = input !== null && typeof input === 'object' && ArrayBuffer.isView((input as { data?: unknown }).data)
+      body = JSON.stringify(tensorLike ? { ...(input as object), data: Array.from((input as { data: ArrayLike<number | bigint> }).data, Number) } : input)
+      contentType = 'application/json'
+    } else if (op.requestTypes.includes('text/plain')) {
+      body = String(input)
+      contentType = 'text/plain; charset=utf-8'
+    } else if (input instanceof Uint8Array || (input as { bytes?: unknown })?.bytes instanceof Uint8Array) {
+      const file = input instanceof Uint8Array ? { bytes: input, mediaType: op.requestTypes[0] ?? 'application/octet-stream' } : (input as { bytes: Uint8Array; mediaType?: string })
+      body = file.bytes as Uint8Array<ArrayBuffer>
+      contentType = file.mediaType ?? op.requestTypes[0] ?? 'application/octet-stream'
+    } else {
+      throw new BundleError('E_INPUT_INVALID', `${name} takes ${op.requestTypes.join(', ')}; pass { bytes, mediaType } for binary inputs`)
+    }
+    const headers = { 'content-type': contentType, ...options.headers, ...init.headers, ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}) }
+    const res = await doFetch(`${base}${op.route}`, { method: 'POST', headers, body, ...(init.signal ? { signal: init.signal } : {}) })
+    const type = res.headers.get('content-type') ?? ''
+    if (!res.ok) {
+      const payload = type.includes('json') ? ((await res.json().catch(() => undefined)) as { error?: { code?: string; message?: string; details?: unknown } } | undefined) : undefined
+      const code = payload?.error?.code
+      const known = code !== undefined && code in CATALOG ? (code as ErrorCode) : 'E_INTERNAL'
+      throw new BundleError(known, payload?.error?.message ?? `${op.route} answered HTTP ${res.status}`, { details: payload?.error?.details })
+    }
+    if (type.includes('json')) return res.json()
+    if (type.startsWith('text/')) return res.text()
+    return { bytes: new Uint8Array(await res.arrayBuffer()), mediaType: type }
+  }
+
+  return new Proxy({} as ServiceClient<C>, {
+    get: (_target, prop) => (typeof prop === 'string' && prop !== 'then' ? (input: unknown, init?: { signal?: AbortSignal; headers?: Record<string, string> }) => call(prop, input, init) : undefined),
+  })
+}
