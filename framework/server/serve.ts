@@ -11,6 +11,10 @@ export interface ServeOptions extends AppOptions {
   host?: string
   /** How long shutdown waits for in-flight requests. Default 30 000 ms. */
   graceMs?: number
+  /** A client must send all its headers within this (default 15 000 ms); guards against slowloris. */
+  headersTimeoutMs?: number
+  /** A client must send its whole request within this (default 120 000 ms). */
+  requestTimeoutMs?: number
   /** Handle SIGTERM/SIGINT (default true): drain, run shutdown hooks, exit 0. */
   handleSignals?: boolean
 }
@@ -29,12 +33,15 @@ export interface RunningServer {
  */
 export async function serve(definition: ServiceDefinition, options: ServeOptions = {}): Promise<RunningServer> {
   const service = createServiceApp(definition, options)
-  const server = createAdaptorServer({ fetch: service.app.fetch }) as Server
   // Slow clients: a client gets 15 s to send its headers and 2 min for the whole request, so
-  // trickling connections cannot pile up; idle keep-alive sockets close after 5 s.
-  server.headersTimeout = 15_000
-  server.requestTimeout = 120_000
-  server.keepAliveTimeout = 5_000
+  // trickling connections cannot pile up; idle keep-alive sockets close after 5 s. Node checks
+  // these deadlines every connectionsCheckingInterval, so keep it well below them.
+  const headersTimeout = options.headersTimeoutMs ?? 15_000
+  const requestTimeout = Math.max(options.requestTimeoutMs ?? 120_000, headersTimeout)
+  const server = createAdaptorServer({
+    fetch: service.app.fetch,
+    serverOptions: { headersTimeout, requestTimeout, keepAliveTimeout: 5_000, connectionsCheckingInterval: Math.min(1_000, Math.ceil(headersTimeout / 4)) },
+  }) as Server
   // Count responses until their last byte is handed to the socket: the app's own in-flight
   // count drops when a handler returns, before the response is written.
   let open = 0

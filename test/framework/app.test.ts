@@ -4,6 +4,7 @@ import pino from 'pino'
 import { z } from 'zod'
 import { Greeter } from '../../examples/greeter/service.js'
 import { createServiceApp, defineApi, defineService, definitionOf, io } from '../../framework/index.js'
+import { parsePrometheus } from '../utils/prom.js'
 
 const silent = pino({ level: 'silent' })
 
@@ -132,6 +133,11 @@ describe('service app (app.request)', () => {
     await app.request('/greet', post('/greet', '{}'))
     await app.request('/livez')
     const second = await (await app.request('/metrics')).text()
+    const samples = parsePrometheus(second)
+    const count = (status: string) => samples.find((x) => x.name === 'bundle_request_total' && x.labels.endpoint === 'greet' && x.labels.status === status)?.value
+    assert.equal(count('200'), 1)
+    assert.equal(count('400'), 1)
+    assert.ok(samples.some((x) => x.name === 'bundle_request_duration_seconds_bucket' && x.labels.le === '+Inf' && x.value === 2))
     assert.match(second, /bundle_request_total\{service="greeter",endpoint="greet",status="200"\} 1/)
     assert.match(second, /bundle_request_total\{service="greeter",endpoint="greet",status="400"\} 1/)
     assert.match(second, /bundle_request_duration_seconds_count\{service="greeter",endpoint="greet"\} 2/)

@@ -85,3 +85,33 @@ describe('bundle serve (real process, real socket, real signals)', () => {
     assert.match(err.trim(), /^error E_SERVICE_LOAD: .*missing\.ts: no such file$/)
   })
 })
+
+describe('slow clients', () => {
+  it('trickling headers do not block others and are cut off at the headers timeout', { timeout: 30_000 }, async () => {
+    const { serve, definitionOf } = await import('../../framework/index.js')
+    const { Greeter } = await import('../../examples/greeter/service.js')
+    const pino = (await import('pino')).default
+    const { connect } = await import('node:net')
+    const running = await serve(definitionOf(Greeter)!, { port: 0, handleSignals: false, logger: pino({ level: 'silent' }), headersTimeoutMs: 1000 })
+    try {
+      const port = Number(new URL(running.url).port)
+      const closed: Promise<number>[] = []
+      const started = Date.now()
+      for (let i = 0; i < 50; i++) {
+        const sock = connect(port, '127.0.0.1')
+        sock.on('error', () => undefined)
+        sock.write('POST /greet HTTP/1.1\r\nHost: x\r\n') // never finishes its headers
+        const drip = setInterval(() => sock.write('X-Slow: 1\r\n'), 200)
+        closed.push(new Promise((r) => sock.on('close', () => (clearInterval(drip), r(Date.now() - started)))))
+      }
+      const t = Date.now()
+      const r = await fetch(`${running.url}/greet`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"fast"}' })
+      assert.equal(r.status, 200)
+      assert.ok(Date.now() - t < 1000, 'a normal client is served while 50 slow ones hang on')
+      const after = await Promise.all(closed)
+      assert.ok(Math.max(...after) < 5000, `slow connections closed by the server (after ${Math.max(...after)} ms)`)
+    } finally {
+      await running.close()
+    }
+  })
+})
