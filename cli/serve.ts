@@ -64,8 +64,9 @@ export function serveCommand(): Command {
     .option('--api-key <key>', 'require Authorization: Bearer <key> on API routes (default $BUNDLE_API_KEY)')
     .option('--max-body-size <bytes>', 'largest request body (default 33554432, 32 MiB)')
     .option('--grace <ms>', 'how long shutdown waits for in-flight requests (default 30000)')
+    .option('--no-access-log', 'do not log one line per request (default: log; or BUNDLE_ACCESS_LOG=0)')
     .option('--reload', 'restart when source files change (development)', false)
-    .action(async (entry: string, opts: { port?: string; host?: string; apiKey?: string; maxBodySize?: string; grace?: string; reload: boolean }) => {
+    .action(async (entry: string, opts: { port?: string; host?: string; apiKey?: string; maxBodySize?: string; grace?: string; accessLog: boolean; reload: boolean }) => {
       if (opts.reload) return reloading(entry)
       const definition = await loadService(entry)
       const { serve } = await import('../framework/index.js')
@@ -76,6 +77,7 @@ export function serveCommand(): Command {
         ...(apiKey ? { apiKey } : {}),
         ...(opts.maxBodySize ? { maxBodyBytes: bytes(opts.maxBodySize) } : {}),
         ...(opts.grace ? { graceMs: bytes(opts.grace) } : {}),
+        ...(opts.accessLog === false ? { accessLog: false } : {}),
       })
     })
 }

@@ -1,7 +1,12 @@
+/** Read access to request headers (names are case-insensitive). */
+export interface HeaderReader {
+  get(name: string): string | null
+}
+
 /** The request body as an API's input descriptor sees it. */
 export interface RequestBody {
   contentType: string
-  headers: Headers
+  headers: HeaderReader
   bytes(): Promise<Uint8Array>
   /** Parsed multipart form; only called for multipart/form-data. */
   formData(): Promise<FormData>

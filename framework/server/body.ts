@@ -6,12 +6,20 @@ const tooLarge = (max: number) => new BundleError('E_HTTP_PAYLOAD_TOO_LARGE', `r
 
 /**
  * Reads a request body, refusing past `max` bytes: at once when Content-Length says so,
- * otherwise as soon as the streamed (chunked) body crosses the limit.
+ * otherwise as soon as the streamed (chunked) body crosses the limit. With a Content-Length
+ * the body is read through `whole()` (hono's fast path on node, which never builds a web
+ * ReadableStream); a chunked body is read chunk by chunk so it can be cut off early.
  */
-export async function readBody(req: Request, max: number): Promise<Uint8Array> {
-  const declared = Number(req.headers.get('content-length'))
-  if (Number.isFinite(declared) && declared > max) throw tooLarge(max)
-  if (req.body === null) return new Uint8Array(0)
+export async function readBody(contentLength: string | undefined, whole: () => Promise<ArrayBuffer>, stream: () => ReadableStream<Uint8Array> | null, max: number): Promise<Uint8Array> {
+  if (contentLength !== undefined && /^\d+$/.test(contentLength)) {
+    if (Number(contentLength) > max) throw tooLarge(max)
+    const buf = new Uint8Array(await whole())
+    if (buf.byteLength > max) throw tooLarge(max)
+    return buf
+  }
+  const body = stream()
+  if (body === null) return new Uint8Array(0)
+  const req = { body }
   const reader = req.body.getReader()
   const chunks: Uint8Array[] = []
   let size = 0

@@ -4,10 +4,15 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 // error-ratio queries work before the first error happens.
 const KNOWN_STATUSES = ['200', '400', '401', '413', '415', '429', '500', '503', '504']
 
+/** Pre-bound series of one endpoint: no label hashing on the request path. */
+export interface EndpointMetrics {
+  begin(): void
+  end(status: number, seconds: number): void
+}
+
 export interface ServerMetrics {
   registry: Registry
-  observe(endpoint: string, status: number, seconds: number): void
-  inProgress: Gauge<'service' | 'endpoint'>
+  endpoint(name: string): EndpointMetrics
 }
 
 /** One registry per server (not prom-client's global one), so several apps can live in one process. */
@@ -23,17 +28,34 @@ export function createMetrics(service: string, endpoints: readonly string[]): Se
     registers: [registry],
   })
   const inProgress = new Gauge({ name: 'bundle_request_in_progress', help: 'API requests being handled now', labelNames: ['service', 'endpoint'], registers: [registry] })
+  const bound = new Map<string, EndpointMetrics>()
   for (const endpoint of endpoints) {
-    for (const status of KNOWN_STATUSES) total.inc({ service, endpoint, status }, 0)
+    const byStatus = new Map<string, ReturnType<typeof total.labels>>()
+    const counter = (status: string) => {
+      let c = byStatus.get(status)
+      if (c === undefined) byStatus.set(status, (c = total.labels(service, endpoint, status)))
+      return c
+    }
+    for (const status of KNOWN_STATUSES) counter(status).inc(0)
+    const hist = duration.labels(service, endpoint)
     duration.zero({ service, endpoint })
-    inProgress.set({ service, endpoint }, 0)
+    const gauge = inProgress.labels(service, endpoint)
+    gauge.set(0)
+    bound.set(endpoint, {
+      begin: () => gauge.inc(),
+      end(status, seconds) {
+        gauge.dec()
+        counter(String(status)).inc()
+        hist.observe(seconds)
+      },
+    })
   }
   return {
     registry,
-    inProgress,
-    observe(endpoint, status, seconds) {
-      total.inc({ service, endpoint, status: String(status) })
-      duration.observe({ service, endpoint }, seconds)
+    endpoint(name) {
+      const m = bound.get(name)
+      if (m === undefined) throw new Error(`no metrics for endpoint ${name}`)
+      return m
     },
   }
 }

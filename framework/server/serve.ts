@@ -65,6 +65,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
   const url = `http://${host}:${address.port}`
   service.log.info({ url }, 'listening')
+  service.log.flush()
 
   let closing: Promise<void> | undefined
   const close = (): Promise<void> =>
@@ -83,12 +84,14 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
       server.closeAllConnections()
       await closed
       service.log.info('stopped')
+      await new Promise<void>((resolve) => service.log.flush(() => resolve()))
     })())
 
   if (options.handleSignals !== false) {
     // Node as PID 1 in a container has no default SIGTERM handling: without this it never exits.
     const onSignal = (signal: NodeJS.Signals): void => {
       service.log.info({ signal }, 'signal received')
+      service.log.flush()
       close().then(
         () => process.exit(0),
         (err) => {
@@ -103,6 +106,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
 
   try {
     await service.start()
+    service.log.flush()
   } catch (err) {
     service.log.error({ err }, 'start-up failed')
     await close()

@@ -1,5 +1,5 @@
 import { BundleError } from '../../errors/index.js'
-import type { IODescriptor } from '../io/types.js'
+import type { HeaderReader, IODescriptor } from '../io/types.js'
 
 export interface TrafficOptions {
   /** A request still running after this long gets 504. Default 60 000. */
@@ -13,7 +13,7 @@ export interface ApiContext {
   requestId: string
   /** Aborted when the request times out or the client goes away. */
   signal: AbortSignal
-  headers: Headers
+  headers: HeaderReader
 }
 
 /**

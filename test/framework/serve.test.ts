@@ -115,3 +115,39 @@ describe('slow clients', () => {
     }
   })
 })
+
+describe('bundle serve --reload', () => {
+  it('restarts on a source change and serves the new code', { timeout: 60_000 }, async () => {
+    const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs')
+    const { join } = await import('node:path')
+    // Inside the project so the service resolves 'modelbundle' like an example does.
+    const dir = mkdtempSync(fileURLToPath(new URL('../fixtures/tmp-reload-', import.meta.url)))
+    const file = join(dir, 'service.ts')
+    const source = (word: string) => `import { api, io, service } from 'modelbundle'\n@service({ name: 'reloading' })\nexport class Reloading {\n  @api({ input: io.text(), output: io.text() })\n  async word(_: string) { return '${word}' }\n}\n`
+    writeFileSync(file, source('before'))
+    const port = 20000 + Math.floor(Math.random() * 20000)
+    const child = spawn(process.execPath, [BIN, 'serve', file, '--port', String(port), '--reload'], { stdio: 'ignore' })
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)))
+    const word = async (): Promise<string | undefined> => {
+      const r = await fetch(`http://127.0.0.1:${port}/word`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' }).catch(() => undefined)
+      return r?.status === 200 ? r.text() : undefined
+    }
+    const until = async (expected: string): Promise<void> => {
+      for (let i = 0; i < 300; i++) {
+        if ((await word()) === expected) return
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      throw new Error(`never answered ${expected}`)
+    }
+    try {
+      await until('before')
+      writeFileSync(file, source('after'))
+      await until('after')
+    } finally {
+      child.kill('SIGTERM')
+      assert.equal(await exited, 0)
+      rmSync(dir, { recursive: true, force: true })
+    }
+    assert.equal(await word(), undefined, 'the server child is gone too')
+  })
+})
