@@ -60,6 +60,12 @@ export const CATALOG = {
   E_OUTPUT_INVALID: entry(500, 1, 'The API returned a value that does not match its declared output schema.', 'A bug in the service: fix the method or its output schema; the server log has the issues.'),
   E_SERVICE_LOAD: entry(400, 1, 'The service entry could not be loaded (missing file, no service class, import error).', 'Check ENTRY is path/to/service.ts[:ClassName] and that the file exports a class decorated with @service.'),
   E_SERVICE_DEFINITION: entry(400, 1, 'The service definition is invalid (duplicate routes, bad name, bad option).', 'Fix the @service/@api options the message names.'),
+
+  // runners
+  E_RUNNER_OVERLOADED: entry(503, 1, 'The runner cannot serve the request within its latency bound (queue too long); the request was shed.', 'Retry with backoff, add workers, or raise batching.maxLatencyMs.'),
+  E_RUNNER_CRASHED: entry(503, 1, 'The runner worker process died while handling the request; it is being restarted.', 'Retry; if it repeats, the server log names the worker and its exit code or signal.'),
+  E_RUNNER_TIMEOUT: entry(504, 1, 'A batch ran longer than the runner timeout; the worker was recycled.', 'Send smaller inputs or raise the runner timeout.'),
+  E_RUNNER_STOPPED: entry(503, 1, 'The runner is stopping or stopped.', 'Retry against a running server.'),
 } as const satisfies Record<string, CatalogEntry>
 
 export type ErrorCode = keyof typeof CATALOG

@@ -1,0 +1,284 @@
+import { BundleError } from '../../errors/index.js'
+import { realClock, type Clock } from './clock.js'
+import { LatencyModel } from './latency-model.js'
+
+/** Rows [start, start + rows) of one submitted request, as they go into a batch. */
+export interface Slice<P> {
+  payload: P
+  start: number
+  rows: number
+}
+
+/** Runs one batch; returns one result per slice, in order. */
+export type Execute<P, R> = (slices: readonly Slice<P>[], rows: number) => Promise<R[]>
+
+export interface DispatcherOptions {
+  /** Most rows in one batch. */
+  maxBatchSize: number
+  /** No request may wait plus run longer than this; those that would are shed. */
+  maxLatencyMs: number
+  /** Batches that may run at once (one per worker). */
+  slots: number
+  /** false: every request runs alone, in arrival order. */
+  batching?: boolean
+  /** Rows that may wait in total (memory bound); more are shed at once. Default 64 × maxBatchSize. */
+  maxQueueRows?: number
+  clock?: Clock
+  model?: LatencyModel
+}
+
+interface Pending<P, R> {
+  payload: P
+  rows: number
+  key: string
+  arrived: number
+  deadline: number
+  /** Rows not yet handed to a batch. */
+  next: number
+  parts: { start: number; result: R }[]
+  outstanding: number
+  failed: boolean
+  resolve: (parts: R[]) => void
+  reject: (err: unknown) => void
+}
+
+export interface DispatcherStats {
+  queuedRows: number
+  inFlight: number
+  targetBatchSize: number
+}
+
+const overloaded = (why: string) => new BundleError('E_RUNNER_OVERLOADED', why)
+
+/**
+ * Adaptive batching for one runner method. Requests queue per input shape (`key`); when a
+ * slot is free it decides — from the latency model and the arrival rate — whether to run what
+ * is queued now or wait for more rows:
+ * 1. it waits only while waiting is expected to raise throughput, and never past the point
+ *    where the oldest request could still run within maxLatencyMs;
+ * 2. requests that cannot finish within maxLatencyMs are rejected (E_RUNNER_OVERLOADED) at
+ *    submit or before they run — shed, never left hanging;
+ * 3. batches hold at most maxBatchSize rows; a request that straddles the cap is split and its
+ *    parts are returned in order;
+ * 4. only requests with the same key (non-batch dimensions, dtype) share a batch;
+ * 5. the batch size aimed for is the throughput-optimal one the model measured, not the max;
+ * 6. one batch per slot; a freed slot takes the next batch.
+ * Pure logic with an injectable clock: the tests drive it with fake time.
+ */
+export class Dispatcher<P, R> {
+  private readonly queues = new Map<string, Pending<P, R>[]>()
+  private queuedRows = 0
+  private busy = 0
+  private timer: unknown
+  private lastArrival: number | undefined
+  private arrivals = 0
+  /** Arrivals counted when the current wait began: a wait that brought nothing is not repeated. */
+  private waitArrivals = -1
+  /** Arrival rate in rows per ms (moving average). */
+  private rate = 0
+  private closed = false
+  readonly model: LatencyModel
+  private readonly clock: Clock
+  private readonly batching: boolean
+  private readonly maxQueueRows: number
+
+  constructor(
+    private readonly options: DispatcherOptions,
+    private readonly execute: Execute<P, R>,
+  ) {
+    if (!(options.maxBatchSize >= 1) || !(options.maxLatencyMs > 0) || !(options.slots >= 1)) throw new Error('maxBatchSize, maxLatencyMs and slots must be positive')
+    this.clock = options.clock ?? realClock
+    this.model = options.model ?? new LatencyModel()
+    this.batching = options.batching ?? true
+    this.maxQueueRows = options.maxQueueRows ?? 64 * options.maxBatchSize
+  }
+
+  stats(): DispatcherStats {
+    return { queuedRows: this.queuedRows, inFlight: this.busy, targetBatchSize: this.target() }
+  }
+
+  private target(): number {
+    return this.batching ? Math.max(1, this.model.bestBatchSize(this.options.maxBatchSize)) : 1
+  }
+
+  /** Queues `rows` rows of one request; resolves with its results, one per slice, in row order. */
+  submit(payload: P, rows: number, key = ''): Promise<R[]> {
+    if (this.closed) return Promise.reject(new BundleError('E_RUNNER_STOPPED', 'the runner is stopping'))
+    if (!Number.isInteger(rows) || rows < 1) return Promise.reject(new Error(`rows must be a positive integer, got ${rows}`))
+    const now = this.clock.now()
+    if (this.lastArrival !== undefined) {
+      const gap = Math.max(now - this.lastArrival, 0.001)
+      this.rate += 0.2 * (rows / gap - this.rate)
+    }
+    this.lastArrival = now
+    this.arrivals++
+    if (this.queuedRows + rows > this.maxQueueRows) return Promise.reject(overloaded(`the runner queue is full (${this.queuedRows} rows waiting)`))
+    const predicted = this.predictedFinish(now, rows)
+    if (predicted > now + this.options.maxLatencyMs) {
+      return Promise.reject(overloaded(`the runner cannot finish this request within ${this.options.maxLatencyMs} ms (about ${Math.round(predicted - now)} ms expected)`))
+    }
+    return new Promise<R[]>((resolve, reject) => {
+      const item: Pending<P, R> = { payload, rows, key, arrived: now, deadline: now + this.options.maxLatencyMs, next: 0, parts: [], outstanding: 0, failed: false, resolve, reject }
+      let q = this.queues.get(key)
+      if (q === undefined) this.queues.set(key, (q = []))
+      q.push(item)
+      this.queuedRows += rows
+      this.schedule()
+    })
+  }
+
+  /** When the request would finish if everything queued ahead ran first (0 until the model has data). */
+  private predictedFinish(now: number, rows: number): number {
+    if (this.model.observations < 3) return now
+    const target = this.target()
+    const ahead = this.queuedRows + rows
+    const batches = Math.ceil(ahead / target)
+    const rounds = Math.ceil(batches / this.options.slots)
+    // A busy slot is on average half way through its batch.
+    const busyWait = this.busy >= this.options.slots ? this.model.estimate(target) / 2 : 0
+    return now + busyWait + rounds * this.model.estimate(Math.min(target, ahead))
+  }
+
+  /** Stops taking requests; queued ones are rejected, running batches finish. */
+  close(): void {
+    this.closed = true
+    if (this.timer !== undefined) this.clock.clearTimeout(this.timer)
+    for (const q of this.queues.values()) for (const item of q) this.fail(item, new BundleError('E_RUNNER_STOPPED', 'the runner is stopping'))
+    this.queues.clear()
+    this.queuedRows = 0
+  }
+
+  private fail(item: Pending<P, R>, err: unknown): void {
+    if (item.failed) return
+    item.failed = true
+    item.reject(err)
+  }
+
+  /** The queue whose head has waited longest. */
+  private oldestQueue(): Pending<P, R>[] | undefined {
+    let best: Pending<P, R>[] | undefined
+    for (const q of this.queues.values()) if (q.length > 0 && (best === undefined || q[0]!.arrived < best[0]!.arrived)) best = q
+    return best
+  }
+
+  private schedule(afterWait = false): void {
+    if (this.timer !== undefined) {
+      this.clock.clearTimeout(this.timer)
+      this.timer = undefined
+    }
+    // A wait during which nothing arrived showed the rate estimate was stale: run what is queued.
+    const noMoreWaiting = afterWait && this.arrivals === this.waitArrivals
+    while (this.busy < this.options.slots) {
+      const q = this.oldestQueue()
+      if (q === undefined) return
+      const now = this.clock.now()
+      // Shed a head that can no longer finish in time in the batch it would go into now
+      // (the head has the earliest deadline of its queue, so the rest of the batch is safe).
+      const head = q[0]!
+      const target = this.target()
+      const queued = q.reduce((n, it) => n + it.rows - it.next, 0)
+      const batchRows = this.batching ? Math.min(queued, target, this.options.maxBatchSize) : head.rows - head.next
+      if (this.model.observations >= 3 && now + this.model.estimate(batchRows) > head.deadline) {
+        q.shift()
+        this.queuedRows -= head.rows - head.next
+        this.fail(head, overloaded(`the request waited ${Math.round(now - head.arrived)} ms and can no longer finish within ${this.options.maxLatencyMs} ms`))
+        continue
+      }
+      if (!this.batching) {
+        this.dispatch(q, head.rows - head.next, true)
+        continue
+      }
+      if (queued >= target) {
+        this.dispatch(q, target, false)
+        continue
+      }
+      const wait = noMoreWaiting ? 0 : this.worthWaiting(now, head, queued, target)
+      if (wait > 0) {
+        this.waitArrivals = this.arrivals
+        this.timer = this.clock.setTimeout(() => {
+          this.timer = undefined
+          this.schedule(true)
+        }, wait)
+        return
+      }
+      this.dispatch(q, queued, false)
+    }
+  }
+
+  /**
+   * How long to hold `queued` rows hoping to reach `target` (0 = run now). Waiting must fit in
+   * the oldest request's deadline and must raise throughput: target rows after the wait beat
+   * the queued rows now.
+   */
+  private worthWaiting(now: number, head: Pending<P, R>, queued: number, target: number): number {
+    if (this.rate <= 0 || this.model.observations === 0) return 0
+    // Silence since the last arrival lowers the rate: a burst long past says little about now.
+    const silence = now - (this.lastArrival ?? now)
+    const rate = silence > 0 ? Math.min(this.rate, 1 / silence) : this.rate
+    const fill = (target - queued) / rate
+    const slack = head.deadline - now - this.model.estimate(target)
+    if (fill > slack) return 0
+    const nowThroughput = queued / Math.max(this.model.estimate(queued), 1e-6)
+    const laterThroughput = target / (fill + Math.max(this.model.estimate(target), 1e-6))
+    return laterThroughput > nowThroughput ? Math.max(fill, 0.05) : 0
+  }
+
+  /** Takes up to `rows` rows from the front of `q` (splitting the last request if needed) and runs them. */
+  private dispatch(q: Pending<P, R>[], rows: number, single: boolean): void {
+    const cap = single ? rows : Math.min(rows, this.options.maxBatchSize)
+    const slices: Slice<P>[] = []
+    const owners: Pending<P, R>[] = []
+    let taken = 0
+    while (q.length > 0 && taken < cap) {
+      const item = q[0]!
+      const n = Math.min(item.rows - item.next, cap - taken)
+      slices.push({ payload: item.payload, start: item.next, rows: n })
+      owners.push(item)
+      item.next += n
+      item.outstanding++
+      taken += n
+      if (item.next === item.rows) q.shift()
+      if (single) break
+    }
+    this.queuedRows -= taken
+    this.busy++
+    const started = this.clock.now()
+    let result: Promise<R[]>
+    try {
+      result = this.execute(slices, taken)
+    } catch (err) {
+      result = Promise.reject(err)
+    }
+    result.then(
+      (results) => {
+        this.model.observe(taken, this.clock.now() - started)
+        slices.forEach((s, i) => {
+          const item = owners[i]!
+          item.outstanding--
+          item.parts.push({ start: s.start, result: results[i]! })
+          if (!item.failed && item.outstanding === 0 && item.next === item.rows) {
+            item.parts.sort((a, b) => a.start - b.start)
+            item.resolve(item.parts.map((p) => p.result))
+          }
+        })
+      },
+      (err) => {
+        for (const item of owners) {
+          // The rest of a split request must not run for nothing.
+          if (item.next < item.rows) {
+            const iq = this.queues.get(item.key)
+            const at = iq?.indexOf(item) ?? -1
+            if (at >= 0) {
+              iq!.splice(at, 1)
+              this.queuedRows -= item.rows - item.next
+            }
+          }
+          this.fail(item, err)
+        }
+      },
+    ).finally(() => {
+      this.busy--
+      this.schedule()
+    })
+  }
+}

@@ -1,0 +1,199 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { BundleError } from '../../errors/index.js'
+import { Dispatcher, type Slice } from '../../runners/batching/dispatcher.js'
+import { LatencyModel } from '../../runners/batching/latency-model.js'
+import { FakeClock } from '../utils/fake-clock.js'
+
+type Payload = { id: string }
+
+/** A simulated runner: a batch of n rows takes cost(n) ms of fake time; results name their rows. */
+function runner(clock: FakeClock, cost: (rows: number) => number) {
+  const batches: { rows: number; slices: string[]; at: number }[] = []
+  const execute = (slices: readonly Slice<Payload>[], rows: number) =>
+    new Promise<string[]>((resolve) => {
+      batches.push({ rows, slices: slices.map((s) => `${s.payload.id}[${s.start}+${s.rows}]`), at: clock.now() })
+      clock.setTimeout(() => resolve(slices.map((s) => `${s.payload.id}:${s.start}-${s.start + s.rows}`)), cost(rows))
+    })
+  return { batches, execute }
+}
+
+/** A trained model: as if the runner had already run batches of every power-of-two size. */
+function trained(cost: (n: number) => number, max: number): LatencyModel {
+  const m = new LatencyModel({ reprobeEvery: 1_000_000 })
+  for (let n = 1; n <= max; n *= 2) for (let i = 0; i < 5; i++) m.observe(n, cost(n))
+  return m
+}
+
+describe('Dispatcher (fake time)', () => {
+  it('rule 3: caps batches at maxBatchSize rows and splits a request that straddles it, reassembled in order', async () => {
+    const clock = new FakeClock()
+    const r = runner(clock, () => 10)
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 4, maxLatencyMs: 1000, slots: 1, clock }, r.execute)
+    const a = d.submit({ id: 'a' }, 3)
+    const b = d.submit({ id: 'b' }, 3)
+    await clock.advance(100)
+    assert.deepEqual(await a, ['a:0-3'])
+    const parts = await b
+    assert.ok(parts.length >= 2, `b was split: ${parts}`)
+    // the parts tile b's rows in order
+    let next = 0
+    for (const p of parts) {
+      const [from, to] = p.slice(2).split('-').map(Number) as [number, number]
+      assert.equal(from, next)
+      next = to
+    }
+    assert.equal(next, 3)
+    assert.ok(r.batches.every((x) => x.rows <= 4), `batches: ${r.batches.map((x) => x.rows)}`)
+    assert.ok(r.batches.some((x) => x.slices.length === 2 && x.slices[0]!.startsWith('a') && x.slices[1]!.startsWith('b')) || r.batches[0]!.rows === 3)
+    assert.equal(r.batches.reduce((n, x) => n + x.rows, 0), 6)
+  })
+
+  it('rule 4: requests with different shapes never share a batch', async () => {
+    const clock = new FakeClock()
+    const r = runner(clock, () => 5)
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxLatencyMs: 1000, slots: 1, clock }, r.execute)
+    const hold = d.submit({ id: 'first' }, 1, '3x48x192') // occupies the slot so the rest queue up
+    const reqs = [d.submit({ id: 'x1' }, 1, '3x48x192'), d.submit({ id: 'y1' }, 1, '3x48x320'), d.submit({ id: 'x2' }, 1, '3x48x192'), d.submit({ id: 'y2' }, 1, '3x48x320')]
+    await clock.advance(100)
+    await Promise.all([hold, ...reqs])
+    for (const batch of r.batches) {
+      const shapes = new Set(batch.slices.map((s) => (s.startsWith('x') || s.startsWith('first') ? 'x' : 'y')))
+      assert.equal(shapes.size, 1, `mixed batch ${batch.slices}`)
+    }
+    assert.ok(r.batches.some((b) => b.slices.length === 2), 'same-shape requests were merged')
+  })
+
+  it('rule 6: one batch per slot; a freed slot takes the next batch', async () => {
+    const clock = new FakeClock()
+    const r = runner(clock, () => 10)
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 2, maxLatencyMs: 1000, slots: 2, clock, batching: false }, r.execute)
+    const all = ['a', 'b', 'c', 'd'].map((id) => d.submit({ id }, 1))
+    await clock.settle()
+    assert.equal(d.stats().inFlight, 2)
+    assert.deepEqual(r.batches.map((b) => b.at), [0, 0])
+    await clock.advance(10)
+    assert.deepEqual(r.batches.map((b) => b.at), [0, 0, 10, 10])
+    await clock.advance(10)
+    assert.equal((await Promise.all(all)).length, 4)
+  })
+
+  it('rule 1: with slow arrivals it does not wait; with fast arrivals it waits to fill a batch', async () => {
+    const cost = (n: number) => 10 + n // fixed overhead: bigger batches are cheaper per row
+    const slow = new FakeClock()
+    const rs = runner(slow, cost)
+    const ds = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxLatencyMs: 200, slots: 1, clock: slow, model: trained(cost, 8) }, rs.execute)
+    for (let i = 0; i < 5; i++) {
+      void ds.submit({ id: `s${i}` }, 1)
+      await slow.advance(100) // one request every 100 ms: nothing to gain by waiting
+    }
+    assert.ok(rs.batches.every((b) => b.rows === 1))
+    assert.ok(rs.batches.every((b, i) => b.at === i * 100), `ran on arrival: ${rs.batches.map((b) => b.at)}`)
+
+    const fast = new FakeClock()
+    const rf = runner(fast, cost)
+    const df = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxLatencyMs: 200, slots: 1, clock: fast, model: trained(cost, 8) }, rf.execute)
+    const done: Promise<string[]>[] = []
+    for (let i = 0; i < 40; i++) {
+      done.push(df.submit({ id: `f${i}` }, 1))
+      await fast.advance(1) // one request per ms
+    }
+    await fast.advance(500)
+    await Promise.all(done)
+    const sizes = rf.batches.map((b) => b.rows)
+    assert.ok(sizes.slice(2).every((n) => n >= 4), `batches filled up under load: ${sizes}`)
+  })
+
+  it('rule 2: sheds what cannot finish within maxLatencyMs, at submit and before running, and never runs late', async () => {
+    const clock = new FakeClock()
+    const cost = (n: number) => 20 + 5 * n
+    const r = runner(clock, cost)
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 4, maxLatencyMs: 100, slots: 1, clock, model: trained(cost, 4) }, r.execute)
+    const outcomes: ('ok' | 'shed')[] = []
+    const finished: number[] = []
+    const all: Promise<void>[] = []
+    for (let i = 0; i < 60; i++) {
+      const submitted = clock.now()
+      all.push(
+        d.submit({ id: `r${i}` }, 1).then(
+          () => {
+            outcomes.push('ok')
+            finished.push(clock.now() - submitted)
+          },
+          (err: BundleError) => {
+            assert.equal(err.code, 'E_RUNNER_OVERLOADED')
+            assert.equal(err.status, 503)
+            outcomes.push('shed')
+          },
+        ),
+      )
+      await clock.advance(2) // 500 rows/s offered; capacity is 4 rows per 40 ms = 100 rows/s
+    }
+    await clock.advance(1000)
+    await Promise.all(all)
+    assert.ok(outcomes.includes('shed'), 'overload was shed')
+    assert.ok(outcomes.includes('ok'), 'some requests were served')
+    assert.ok(Math.max(...finished) <= 100, `no accepted request exceeded the bound: max ${Math.max(...finished)} ms`)
+  })
+
+  it('rule 5: finds the throughput-optimal batch size instead of always filling maxBatchSize', async () => {
+    // Like onnxruntime's rec model on 2 cores: per-row cost falls until 4 rows, then rises.
+    const cost = (n: number) => (n <= 4 ? 8 + 2 * n : 16 + 6 * (n - 4))
+    const clock = new FakeClock()
+    const r = runner(clock, cost)
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 32, maxLatencyMs: 5000, slots: 1, clock, maxQueueRows: 100_000 }, r.execute)
+    const all: Promise<unknown>[] = []
+    for (let i = 0; i < 3000; i++) {
+      all.push(d.submit({ id: `q${i}` }, 1).catch(() => undefined))
+      if (i % 4 === 3) await clock.advance(1) // a backlog: there are always rows to batch
+    }
+    await clock.advance(60_000)
+    await Promise.all(all)
+    assert.equal(d.model.bestBatchSize(32), 4)
+    const late = r.batches.slice(-50).map((b) => b.rows)
+    const at4 = late.filter((n) => n === 4).length
+    assert.ok(at4 >= 40, `settled on 4-row batches: ${late}`)
+  })
+
+  it('batching off: every request runs alone in arrival order', async () => {
+    const clock = new FakeClock()
+    const r = runner(clock, () => 1)
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxLatencyMs: 1000, slots: 1, clock, batching: false }, r.execute)
+    const all = ['a', 'b', 'c'].map((id) => d.submit({ id }, 2))
+    await clock.advance(10)
+    await Promise.all(all)
+    assert.deepEqual(r.batches.map((b) => b.slices), [['a[0+2]'], ['b[0+2]'], ['c[0+2]']])
+  })
+
+  it('a failed batch fails exactly its requests, including the unsent rest of a split one', async () => {
+    const clock = new FakeClock()
+    let calls = 0
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 2, maxLatencyMs: 1000, slots: 1, clock }, (slices) => {
+      calls++
+      return calls === 1 ? Promise.reject(new BundleError('E_RUNNER_CRASHED', 'worker died')) : Promise.resolve(slices.map((s) => s.payload.id))
+    })
+    const big = assert.rejects(d.submit({ id: 'big' }, 3), (e: BundleError) => e.code === 'E_RUNNER_CRASHED')
+    const other = d.submit({ id: 'other' }, 1, 'k2')
+    await clock.advance(10)
+    await big
+    assert.deepEqual(await other, ['other'])
+    assert.equal(d.stats().queuedRows, 0)
+  })
+})
+
+describe('LatencyModel', () => {
+  it('estimates from a line fit and picks the size with the best measured throughput', () => {
+    const m = new LatencyModel({ reprobeEvery: 1_000_000 })
+    assert.equal(m.bestBatchSize(32), 32, 'nothing measured: start big')
+    for (let i = 0; i < 5; i++) {
+      m.observe(1, 10)
+      m.observe(8, 12)
+      m.observe(16, 30)
+    }
+    assert.ok(Math.abs(m.estimate(8) - m.estimate(16) / 2) < 10)
+    // measured: 8 is best; its neighbours 4 (unknown) gets probed first
+    assert.equal(m.bestBatchSize(32), 4)
+    for (let i = 0; i < 5; i++) m.observe(4, 11)
+    assert.equal(m.bestBatchSize(32), 8)
+  })
+})
