@@ -12,10 +12,10 @@ function port(value: string | undefined): number {
   return n
 }
 
-function bytes(value: string | undefined): number | undefined {
+function wholeNumber(flag: string, value: string | undefined, min: number): number | undefined {
   if (value === undefined) return undefined
   const n = Number(value)
-  if (!Number.isSafeInteger(n) || n <= 0) throw new BundleError('E_CLI_USAGE', `--max-body-size "${value}" must be a positive number of bytes`)
+  if (!Number.isSafeInteger(n) || n < min) throw new BundleError('E_CLI_USAGE', `${flag} "${value}" must be a whole number ≥ ${min}`)
   return n
 }
 
@@ -75,8 +75,8 @@ export function serveCommand(): Command {
         port: port(opts.port),
         host: opts.host ?? process.env.HOST ?? '127.0.0.1',
         ...(apiKey ? { apiKey } : {}),
-        ...(opts.maxBodySize ? { maxBodyBytes: bytes(opts.maxBodySize) } : {}),
-        ...(opts.grace ? { graceMs: bytes(opts.grace) } : {}),
+        ...(opts.maxBodySize !== undefined ? { maxBodyBytes: wholeNumber('--max-body-size', opts.maxBodySize, 1) } : {}),
+        ...(opts.grace !== undefined ? { graceMs: wholeNumber('--grace', opts.grace, 0) } : {}),
         ...(opts.accessLog === false ? { accessLog: false } : {}),
       })
     })

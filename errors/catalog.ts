@@ -54,6 +54,8 @@ export const CATALOG = {
   E_HTTP_METHOD_NOT_ALLOWED: entry(405, 2, 'The route exists but not for this HTTP method.', 'Use the method in the Allow header (APIs take POST).'),
   E_HTTP_PAYLOAD_TOO_LARGE: entry(413, 2, 'The request body is larger than the server accepts.', 'Send a smaller body, or start the server with a larger --max-body-size.'),
   E_HTTP_UNSUPPORTED_MEDIA_TYPE: entry(415, 2, 'The Content-Type is not one this API accepts.', 'Send one of the media types the message lists (see /openapi.json).'),
+  E_HTTP_CLIENT_CLOSED: entry(499, 1, 'The client closed the connection before the response (recorded in logs and metrics; never sent).', 'Nothing on the server side; check client timeouts.'),
+  E_CLIENT_CONNECTION: entry(503, 1, 'The typed client could not reach the server.', 'Check the URL and that the server is running (GET /readyz).'),
   E_HTTP_TOO_MANY_REQUESTS: entry(429, 1, 'The service is already handling its maximum number of concurrent requests.', 'Retry with backoff, or raise traffic.maxConcurrency / run more replicas.'),
   E_HTTP_NOT_READY: entry(503, 1, 'The service is starting up or shutting down.', 'Retry shortly; GET /readyz tells when it is ready.'),
   E_HTTP_TIMEOUT: entry(504, 1, 'The API did not finish within traffic.timeoutMs.', 'Retry with a smaller input, or raise traffic.timeoutMs.'),

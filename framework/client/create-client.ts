@@ -34,8 +34,16 @@ export function createClient<C extends abstract new (...args: any) => any>(baseU
   const doFetch = options.fetch ?? fetch
   const base = baseUrl.replace(/\/+$/, '')
   let operations: Promise<Map<string, Operation>> | undefined
+  const reach = async (url: string, init?: RequestInit): Promise<Response> => {
+    try {
+      return await doFetch(url, init)
+    } catch (cause) {
+      if ((cause as Error)?.name === 'AbortError') throw cause
+      throw new BundleError('E_CLIENT_CONNECTION', `cannot reach ${base}: ${(cause as { cause?: Error }).cause?.message ?? (cause as Error).message}`, { cause })
+    }
+  }
   const load = (): Promise<Map<string, Operation>> =>
-    (operations ??= doFetch(`${base}/openapi.json`).then(async (r) => {
+    (operations ??= reach(`${base}/openapi.json`).then(async (r) => {
       if (!r.ok) throw new BundleError('E_HTTP_NOT_FOUND', `${base}/openapi.json answered ${r.status}; is this a modelbundle server?`)
       const doc = (await r.json()) as { paths: Record<string, { post?: { operationId?: string; requestBody?: { content?: Record<string, unknown> } } }> }
       const map = new Map<string, Operation>()
@@ -43,6 +51,9 @@ export function createClient<C extends abstract new (...args: any) => any>(baseU
         if (item.post?.operationId) map.set(item.post.operationId, { route, requestTypes: Object.keys(item.post.requestBody?.content ?? {}) })
       }
       return map
+    }).catch((err) => {
+      operations = undefined // not cached: the next call tries again (the server may be starting)
+      throw err
     }))
 
   async function call(name: string, input: unknown, init: { signal?: AbortSignal; headers?: Record<string, string> } = {}): Promise<unknown> {
@@ -58,19 +69,23 @@ export function createClient<C extends abstract new (...args: any) => any>(baseU
       body = String(input)
       contentType = 'text/plain; charset=utf-8'
     } else if (input instanceof Uint8Array || (input as { bytes?: unknown })?.bytes instanceof Uint8Array) {
-      const file = input instanceof Uint8Array ? { bytes: input, mediaType: op.requestTypes[0] ?? 'application/octet-stream' } : (input as { bytes: Uint8Array; mediaType?: string })
+      const declared = op.requestTypes.find((t) => !t.includes('*')) ?? 'application/octet-stream'
+      const file = input instanceof Uint8Array ? { bytes: input, mediaType: declared } : (input as { bytes: Uint8Array; mediaType?: string })
       body = file.bytes as Uint8Array<ArrayBuffer>
-      contentType = file.mediaType ?? op.requestTypes[0] ?? 'application/octet-stream'
+      contentType = file.mediaType ?? declared
     } else {
       throw new BundleError('E_INPUT_INVALID', `${name} takes ${op.requestTypes.join(', ')}; pass { bytes, mediaType } for binary inputs`)
     }
-    const headers = { 'content-type': contentType, ...options.headers, ...init.headers, ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}) }
-    const res = await doFetch(`${base}${op.route}`, { method: 'POST', headers, body, ...(init.signal ? { signal: init.signal } : {}) })
+    // Header names are case-insensitive: merge on lower case so a caller's Content-Type replaces ours.
+    const headers: Record<string, string> = { 'content-type': contentType }
+    for (const [k, v] of Object.entries({ ...options.headers, ...init.headers })) headers[k.toLowerCase()] = v
+    if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`
+    const res = await reach(`${base}${op.route}`, { method: 'POST', headers, body, ...(init.signal ? { signal: init.signal } : {}) })
     const type = res.headers.get('content-type') ?? ''
     if (!res.ok) {
       const payload = type.includes('json') ? ((await res.json().catch(() => undefined)) as { error?: { code?: string; message?: string; details?: unknown } } | undefined) : undefined
       const code = payload?.error?.code
-      const known = code !== undefined && code in CATALOG ? (code as ErrorCode) : 'E_INTERNAL'
+      const known = code !== undefined && Object.hasOwn(CATALOG, code) ? (code as ErrorCode) : 'E_INTERNAL'
       throw new BundleError(known, payload?.error?.message ?? `${op.route} answered HTTP ${res.status}`, { details: payload?.error?.details })
     }
     if (type.includes('json')) return res.json()

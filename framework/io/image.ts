@@ -28,8 +28,18 @@ export function image(): IODescriptor<Image, Image> {
     mediaTypes: ACCEPTED,
     async decode(body) {
       const sharp = await loadSharp()
+      const bytes = await body.bytes()
+      // sharp reads whatever format the bytes are; only what this API declares is accepted
+      // (an SVG or TIFF sent as image/png could rasterise to a huge canvas).
+      const format = await sharp(bytes, { limitInputPixels: MAX_PIXELS })
+        .metadata()
+        .then((m) => m.format as string | undefined)
+        .catch(() => undefined)
+      if (format !== 'png' && format !== 'jpeg' && format !== 'webp') {
+        throw new BundleError('E_INPUT_INVALID', `request body is not a PNG, JPEG or WebP image${format ? ` (it is ${format})` : ''}`)
+      }
       try {
-        const { data, info } = await sharp(await body.bytes(), { limitInputPixels: MAX_PIXELS, failOn: 'error' })
+        const { data, info } = await sharp(bytes, { limitInputPixels: MAX_PIXELS, failOn: 'error' })
           .flatten({ background: '#ffffff' })
           .removeAlpha()
           .toColourspace('srgb')

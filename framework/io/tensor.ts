@@ -43,9 +43,31 @@ function checkShape(shape: unknown, declared: readonly number[] | undefined): nu
 
 const count = (shape: readonly number[]): number => shape.reduce((n, d) => n * d, 1)
 
-function flatten(data: unknown, out: unknown[] = []): unknown[] {
-  if (Array.isArray(data)) for (const d of data) flatten(d, out)
-  else out.push(data)
+/**
+ * Flattens row-major `data`, flat or nested exactly `shape.length` deep with matching lengths.
+ * Iterative: a hostile body nested 200 000 deep must be a 400, not a stack overflow.
+ */
+function flatten(data: unknown[], shape: readonly number[]): unknown[] {
+  if (!data.some(Array.isArray)) return data // flat
+  const out: unknown[] = []
+  const stack: { items: unknown[]; depth: number; i: number }[] = [{ items: data, depth: 0, i: 0 }]
+  while (stack.length > 0) {
+    const top = stack[stack.length - 1]!
+    if (top.i === 0 && top.items.length !== shape[top.depth]) throw invalid(`tensor data is not rectangular: expected ${shape[top.depth]} items at depth ${top.depth}, got ${top.items.length}`)
+    if (top.i === top.items.length) {
+      stack.pop()
+      continue
+    }
+    const v = top.items[top.i++]
+    const leaf = top.depth === shape.length - 1
+    if (Array.isArray(v)) {
+      if (leaf) throw invalid(`tensor data is nested deeper than its shape [${shape.join(',')}]`)
+      stack.push({ items: v, depth: top.depth + 1, i: 0 })
+    } else {
+      if (!leaf) throw invalid(`tensor data is not rectangular: a value at depth ${top.depth} where shape [${shape.join(',')}] needs an array`)
+      out.push(v)
+    }
+  }
   return out
 }
 
@@ -111,7 +133,7 @@ export function tensor<D extends DType>(options: { dtype: D; shape?: number[] })
       if (raw.dtype !== undefined && raw.dtype !== dtype) throw invalid(`tensor dtype is ${JSON.stringify(raw.dtype)}, this API takes ${dtype}`)
       const shape = checkShape(raw.shape, declared)
       if (!Array.isArray(raw.data)) throw invalid('tensor data must be an array (flat or nested, row-major)')
-      const values = flatten(raw.data)
+      const values = flatten(raw.data, shape)
       if (values.length !== count(shape)) throw invalid(`tensor data has ${values.length} values; shape [${shape.join(',')}] needs ${count(shape)}`)
       return { dtype, shape, data: fromNumbers(dtype, values) }
     },
@@ -119,7 +141,7 @@ export function tensor<D extends DType>(options: { dtype: D; shape?: number[] })
       if (!value || !Array.isArray(value.shape) || !ArrayBuffer.isView(value.data) || count(value.shape) !== (value.data as ArrayLike<unknown>).length) {
         throw new BundleError('E_OUTPUT_INVALID', 'the API output is a tensor: return { dtype, shape, data } with data.length equal to the product of shape')
       }
-      if (accept !== undefined && baseMediaType(accept) === 'application/octet-stream') {
+      if (accept !== undefined && accept.split(',').some((a) => baseMediaType(a) === 'application/octet-stream')) {
         const v = value.data as ArrayBufferView
         return {
           body: new Uint8Array(v.buffer, v.byteOffset, v.byteLength),

@@ -1,5 +1,5 @@
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto'
-import type { IncomingMessage } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { Hono, type Context } from 'hono'
 import pino, { type Logger } from 'pino'
 import { BundleError, isBundleError } from '../../errors/index.js'
@@ -56,17 +56,31 @@ const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
  */
 class RequestContext implements ApiContext {
   #abort: AbortController | undefined
+  #reason: unknown
   constructor(
     readonly requestId: string,
     readonly headers: HeaderReader,
+    private readonly outgoing: ServerResponse | undefined,
   ) {}
 
-  /** Created on first use: most APIs never look, and an AbortController per request is not free. */
+  /**
+   * Aborted on timeout or when the client goes away. Created on first use (most APIs never
+   * look, and an AbortController per request is not free); a reason recorded before that is
+   * applied at once.
+   */
   get signal(): AbortSignal {
-    return (this.#abort ??= new AbortController()).signal
+    if (this.#abort === undefined) {
+      this.#abort = new AbortController()
+      if (this.#reason !== undefined) this.#abort.abort(this.#reason)
+      else this.outgoing?.once('close', () => {
+        if (!this.outgoing!.writableFinished) this.abort(new Error('client closed the connection'))
+      })
+    }
+    return this.#abort.signal
   }
 
   abort(reason: unknown): void {
+    this.#reason ??= reason
     this.#abort?.abort(reason)
   }
 }
@@ -104,6 +118,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   let reason = 'starting up'
   let instance: Record<string, unknown> | undefined
   let inFlight = 0
+  let starting: Promise<void> | undefined
   let idleWaiters: (() => void)[] = []
 
   const deadlines = new Deadlines(definition.traffic.timeoutMs)
@@ -157,6 +172,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     const started = performance.now()
     const m = metrics.endpoint(a.name)
     let response: Response
+    let orphan: Promise<unknown> | undefined
     inFlight++
     m.begin()
     try {
@@ -181,10 +197,13 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
         formData: () => new Response(bytes as Uint8Array<ArrayBuffer>, { headers: { 'content-type': contentType } }).formData(),
       })
       const method = instance[a.name] as (input: unknown, ctx: unknown) => unknown
-      const ctx = new RequestContext(requestId, headers)
+      const ctx = new RequestContext(requestId, headers, (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing)
       const result = method.call(instance, input, ctx)
       const output = result instanceof Promise ? await deadlines.within(result, definition.traffic.timeoutMs, () => {
         ctx.abort(new Error('timeout'))
+        // The method may go on running: it keeps its concurrency slot (and shutdown waits for it)
+        // until it really ends, so timeouts cannot pile up unbounded work.
+        orphan = result
         return new BundleError('E_HTTP_TIMEOUT', `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`)
       }) : result
       const encoded = await a.output.encode(output, headerOf(c, 'accept'))
@@ -195,7 +214,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       response = errorResponse(err, requestId, log)
       c.set('headed', true)
     } finally {
-      finish()
+      if (orphan === undefined) finish()
+      else orphan.then(finish, finish)
     }
     m.end(response.status, (performance.now() - started) / 1000)
     return response
@@ -224,19 +244,24 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     metrics,
     log,
     phase: () => phase,
-    async start() {
-      try {
-        instance = definition.create()
-        for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
-        for (const r of definition.runners) await r.start?.()
-        phase = 'ready'
-        reason = ''
-        log.info({ apis: definition.apis.map((a) => a.route) }, 'service ready')
-      } catch (err) {
-        phase = 'failed'
-        reason = `start-up failed: ${(err as Error).message}`
-        throw err
-      }
+    start() {
+      starting ??= (async () => {
+        try {
+          instance = definition.create()
+          for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
+          for (const r of definition.runners) await r.start?.()
+          // A SIGTERM during start-up wins: the service never turns ready.
+          if (phase !== 'starting') return
+          phase = 'ready'
+          reason = ''
+          log.info({ apis: definition.apis.map((a) => a.route) }, 'service ready')
+        } catch (err) {
+          phase = 'failed'
+          reason = `start-up failed: ${(err as Error).message}`
+          throw err
+        }
+      })()
+      return starting
     },
     drain() {
       if (phase === 'ready' || phase === 'starting') {
@@ -247,14 +272,24 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     inFlight: () => inFlight,
     idle: () => (inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve))),
     async stop() {
-      phase = 'draining'
+      if (phase !== 'failed') phase = 'draining'
       reason = 'shutting down'
-      try {
-        if (instance) for (const hook of definition.onShutdown) await (instance[hook] as () => unknown).call(instance)
-        for (const r of definition.runners) await r.stop?.()
-      } finally {
-        phase = 'stopped'
+      // Shutdown hooks run after start-up hooks, never beside them.
+      await starting?.catch(() => undefined)
+      // Every hook and runner gets its turn even if one fails; the first failure is reported.
+      let failure: unknown
+      const attempt = async (what: string, fn: () => unknown): Promise<void> => {
+        try {
+          await fn()
+        } catch (err) {
+          log.error({ err }, `${what} failed during shutdown`)
+          failure ??= err
+        }
       }
+      if (instance) for (const hook of definition.onShutdown) await attempt(`shutdown hook ${hook}`, () => (instance![hook] as () => unknown).call(instance))
+      for (const r of definition.runners) await attempt(`runner ${r.name}`, () => r.stop?.())
+      phase = 'stopped'
+      if (failure !== undefined) throw failure
     },
   }
 }

@@ -22,6 +22,8 @@ export class Deadlines {
     return new Promise<T>((resolve, reject) => {
       const entry: Pending = { at: performance.now() + ms, expire: () => reject(onTimeout()) }
       this.pending.add(entry)
+      // Not unref'd: it is what ends a pending call's wait (in app.request() tests nothing else
+      // keeps the loop alive), and it stops by itself when nothing is pending.
       this.sweeper ??= setInterval(() => this.sweep(), this.tick)
       work.then(
         (v) => {

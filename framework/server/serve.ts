@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import type { Server } from 'node:http'
 import { createAdaptorServer } from '@hono/node-server'
@@ -61,6 +62,18 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
       resolve()
     })
   })
+  // Errors node answers before the app sees the request (malformed HTTP, headers too large,
+  // header timeout) get the same JSON shape as every other error.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    if (err.code === 'ECONNRESET' || !socket.writable) return void socket.destroy()
+    const [status, text, code] =
+      err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large', 'request headers are too large'] : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'Request Timeout', 'the request was not received in time'] : [400, 'Bad Request', 'the request is not valid HTTP']
+    const requestId = randomUUID()
+    const body = JSON.stringify({ error: { code: status === 408 ? 'E_HTTP_TIMEOUT' : 'E_INPUT_INVALID', message: code, requestId } })
+    // Write the answer, then drop the connection: a client trickling headers must not keep it.
+    socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`, () => socket.destroy())
+    service.log.info({ status, requestId, reason: err.code }, 'request refused by the HTTP parser')
+  })
   const address = server.address() as AddressInfo
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
   const url = `http://${host}:${address.port}`
@@ -77,15 +90,24 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
       server.closeIdleConnections()
       let timer: NodeJS.Timeout | undefined
       const graceOver = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), graceMs)))
-      const outcome = await Promise.race([responsesDone().then(() => 'idle' as const), graceOver])
+      // Wait for every response to be written and every API call to end (a timed-out call may
+      // still be running), up to the grace period.
+      const outcome = await Promise.race([responsesDone().then(() => service.idle()).then(() => 'idle' as const), graceOver])
       clearTimeout(timer)
       if (outcome === 'timeout') service.log.warn({ inFlight: service.inFlight() }, 'grace period over; closing remaining connections')
-      await service.stop()
-      server.closeAllConnections()
-      await closed
-      service.log.info('stopped')
-      await new Promise<void>((resolve) => service.log.flush(() => resolve()))
+      for (const [sig, fn] of signalHandlers) process.off(sig, fn)
+      try {
+        await service.stop()
+      } finally {
+        // Whatever a shutdown hook did, no connection is left open.
+        server.closeAllConnections()
+        await closed
+        service.log.info('stopped')
+        await new Promise<void>((resolve) => service.log.flush(() => resolve()))
+      }
     })())
+
+  const signalHandlers: [NodeJS.Signals, (s: NodeJS.Signals) => void][] = []
 
   if (options.handleSignals !== false) {
     // Node as PID 1 in a container has no default SIGTERM handling: without this it never exits.
@@ -100,8 +122,10 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
         },
       )
     }
-    process.once('SIGTERM', onSignal)
-    process.once('SIGINT', onSignal)
+    for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+      process.once(sig, onSignal)
+      signalHandlers.push([sig, onSignal])
+    }
   }
 
   try {

@@ -23,8 +23,20 @@ function metadataOf(context: { metadata?: DecoratorMetadataObject }): DecoratorM
   return context.metadata
 }
 
+/**
+ * The class's own list under `key`. A subclass's metadata inherits from its parent's through
+ * the prototype chain: take a copy of the inherited list instead of pushing into the parent's.
+ */
+function ownList<T>(metadata: DecoratorMetadataObject, key: symbol, empty: () => T, copy: (inherited: T) => T): T {
+  if (!Object.hasOwn(metadata, key)) {
+    const inherited = metadata[key] as T | undefined
+    metadata[key] = inherited === undefined ? empty() : copy(inherited)
+  }
+  return metadata[key] as T
+}
+
 function hooksOf(context: { metadata?: DecoratorMetadataObject }): Hooks {
-  return ((metadataOf(context)[HOOKS] as Hooks | undefined) ??= { onStartup: [], onShutdown: [] })
+  return ownList<Hooks>(metadataOf(context), HOOKS, () => ({ onStartup: [], onShutdown: [] }), (h) => ({ onStartup: [...h.onStartup], onShutdown: [...h.onShutdown] }))
 }
 
 function plainMethod(context: ClassMethodDecoratorContext<any, any>, what: string): string {
@@ -48,7 +60,10 @@ export function api<I extends IODescriptor<any, any>, O extends IODescriptor<any
     context: ClassMethodDecoratorContext<This, (this: This, input: InputOf<I>, context: ApiContext) => OutputOf<O> | Promise<OutputOf<O>>>,
   ): void {
     const name = plainMethod(context, '@api')
-    const list = ((metadataOf(context)[APIS] as ApiDefinition[] | undefined) ??= [])
+    const list = ownList<ApiDefinition[]>(metadataOf(context), APIS, () => [], (l) => [...l])
+    // A subclass redefining an inherited API replaces it.
+    const at = list.findIndex((x) => x.name === name)
+    if (at >= 0) list.splice(at, 1)
     list.push({ name, route: options.route ?? `/${name}`, input: options.input, output: options.output, ...(options.description ? { description: options.description } : {}) })
   }
 }

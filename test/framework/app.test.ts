@@ -108,10 +108,13 @@ describe('service app (app.request)', () => {
     await errorOf(await text('/hold'), 429, 'E_HTTP_TOO_MANY_REQUESTS')
     release()
     assert.equal((await held).status, 200)
-    await errorOf(await text('/hang'), 504, 'E_HTTP_TIMEOUT')
     const boom = await errorOf(await text('/boom'), 500, 'E_INTERNAL')
     assert.doesNotMatch(boom.message, /secret/)
-    await errorOf(await text('/lie'), 500, 'E_OUTPUT_INVALID')
+    const lie = await errorOf(await text('/lie'), 500, 'E_OUTPUT_INVALID')
+    assert.equal(lie.details, undefined, 'our own output issues stay in the log')
+    await errorOf(await text('/hang'), 504, 'E_HTTP_TIMEOUT')
+    // The timed-out call is still running: it keeps its slot, so timeouts cannot pile up work.
+    await errorOf(await text('/hold'), 429, 'E_HTTP_TOO_MANY_REQUESTS')
   })
 
   it('echoes a sane X-Request-Id and replaces a hostile one', async () => {
