@@ -188,7 +188,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
         throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', `${a.route} accepts ${a.input.mediaTypes.join(', ')}; got ${contentType === '' ? 'no Content-Type' : contentType}`)
       }
       const bytes = await readBody(headerOf(c, 'content-length'), () => c.req.arrayBuffer(), () => c.req.raw.body, maxBody)
-      // Headers are read through hono, lazily: building the full web Request costs ~10% of a small request.
+      // Read from node's IncomingMessage on demand (see headerOf).
       const headers = { get: (name: string) => headerOf(c, name.toLowerCase()) ?? null }
       const input = await a.input.decode({
         contentType,
