@@ -1,0 +1,31 @@
+/**
+ * The messages between the API process and a runner worker, as one typed union each way
+ * (child_process IPC with the 'advanced' serializer, so tensors travel as raw bytes — typed
+ * arrays — never as JSON number arrays).
+ */
+
+/** A dense tensor on the wire: `data` holds the raw little-endian bytes. */
+export interface WireTensor {
+  dtype: string
+  shape: number[]
+  data: Uint8Array
+}
+
+/** What a worker loads. */
+export type BackendSpec =
+  | { kind: 'custom'; module: string; exportName: string }
+  | { kind: 'onnx'; modelPath: string; executionProviders?: string[]; intraOpThreads?: number }
+
+export type ParentMessage =
+  | { type: 'init'; runner: string; index: number; backend: BackendSpec }
+  | { type: 'run'; id: number; method: string; args: unknown }
+  | { type: 'shutdown' }
+
+export type WorkerMessage =
+  | { type: 'ready'; methods: string[] }
+  | { type: 'init-error'; message: string }
+  | { type: 'result'; id: number; value: unknown }
+  | { type: 'error'; id: number; message: string; code?: string }
+
+/** The command line a worker runs under; `ps` shows which runner it serves. */
+export const workerTitle = (runner: string, index: number): string => `bundle-runner-worker ${runner}#${index}`

@@ -1,0 +1,61 @@
+// The runner worker process: loads one backend, then answers 'run' messages one at a time.
+// Not exported: the pool starts it with `node worker-entry.js <title>`.
+import { pathToFileURL } from 'node:url'
+import type { BackendSpec, ParentMessage, WorkerMessage } from './protocol.js'
+
+type Methods = Record<string, (args: unknown) => unknown>
+
+const send = (m: WorkerMessage): void => {
+  process.send!(m)
+}
+
+async function load(spec: BackendSpec): Promise<Methods> {
+  if (spec.kind === 'custom') {
+    const url = pathToFileURL(spec.module).href
+    // TypeScript modules go through tsx, as `bundle serve` loads services.
+    const mod = (/\.[cm]?ts$/.test(spec.module) ? await (await import('tsx/esm/api')).tsImport(url, import.meta.url) : await import(url)) as Record<string, unknown>
+    const exported = mod[spec.exportName]
+    if (exported === undefined) throw new Error(`${spec.module} has no export named ${spec.exportName}`)
+    const instance = (typeof exported === 'function' ? new (exported as new () => object)() : exported) as Record<string, unknown>
+    const methods: Methods = {}
+    let proto: object | null = instance
+    while (proto !== null && proto !== Object.prototype) {
+      for (const name of Object.getOwnPropertyNames(proto)) {
+        if (name !== 'constructor' && typeof instance[name] === 'function' && !(name in methods)) methods[name] = (instance[name] as (a: unknown) => unknown).bind(instance)
+      }
+      proto = Object.getPrototypeOf(proto)
+    }
+    await (instance as { setup?: () => unknown }).setup?.()
+    return methods
+  }
+  throw new Error(`backend ${spec.kind} is not available in this build`)
+}
+
+let methods: Methods | undefined
+
+process.on('message', (msg: ParentMessage) => {
+  if (msg.type === 'init') {
+    process.title = `bundle-runner-worker ${msg.runner}#${msg.index}`
+    load(msg.backend).then(
+      (m) => {
+        methods = m
+        send({ type: 'ready', methods: Object.keys(m) })
+      },
+      (err: Error) => send({ type: 'init-error', message: err?.message ?? String(err) }),
+    )
+  } else if (msg.type === 'run') {
+    const fn = methods?.[msg.method]
+    if (fn === undefined) return send({ type: 'error', id: msg.id, message: `the runner has no method ${msg.method}` })
+    Promise.resolve()
+      .then(() => fn(msg.args))
+      .then(
+        (value) => send({ type: 'result', id: msg.id, value }),
+        (err: Error & { code?: string }) => send({ type: 'error', id: msg.id, message: err?.message ?? String(err), ...(err?.code ? { code: err.code } : {}) }),
+      )
+  } else if (msg.type === 'shutdown') {
+    process.disconnect?.()
+    process.exit(0)
+  }
+})
+// The parent going away ends the worker: no orphan processes.
+process.on('disconnect', () => process.exit(0))

@@ -1,0 +1,185 @@
+import { fork, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { BundleError } from '../../errors/index.js'
+import { workerTitle, type BackendSpec, type ParentMessage, type WorkerMessage } from './protocol.js'
+
+export interface PoolOptions {
+  runner: string
+  workers: number
+  backend: BackendSpec
+  /** A call running longer than this fails with E_RUNNER_TIMEOUT and its worker is replaced. */
+  timeoutMs?: number
+  /** Extra environment per worker (GPU placement sets CUDA_VISIBLE_DEVICES here). */
+  env?: (index: number) => Record<string, string>
+  /** Restart delay after a crash: doubles from min to max while crashes keep coming. */
+  backoffMs?: { min: number; max: number }
+  onEvent?: (e: { type: 'crash' | 'restart' | 'timeout'; index: number; detail: string }) => void
+}
+
+interface Call {
+  id: number
+  method: string
+  args: unknown
+  resolve: (v: unknown) => void
+  reject: (e: unknown) => void
+  timer?: NodeJS.Timeout
+}
+
+interface Slot {
+  index: number
+  child?: ChildProcess
+  state: 'starting' | 'idle' | 'busy' | 'down'
+  call?: Call
+  backoff: number
+  /** Set when a call timed out: the exit that follows is ours, not a crash. */
+  killedFor?: BundleError
+}
+
+// The compiled worker sits next to this file; from source (tests, tsx) it is the .ts file.
+function entry(): { file: string; execArgv: string[] } {
+  const js = fileURLToPath(new URL('./worker-entry.js', import.meta.url))
+  if (existsSync(js)) return { file: js, execArgv: [] }
+  return { file: fileURLToPath(new URL('./worker-entry.ts', import.meta.url)), execArgv: ['--import', 'tsx'] }
+}
+
+/**
+ * N worker processes for one runner. Calls go to an idle worker (FIFO when all are busy). A
+ * worker that dies fails its call at once with E_RUNNER_CRASHED and comes back after a backoff;
+ * a call past timeoutMs fails with E_RUNNER_TIMEOUT and its worker is killed and replaced.
+ */
+export class WorkerPool {
+  private readonly slots: Slot[]
+  private readonly waiting: Call[] = []
+  private nextId = 1
+  private stopping = false
+  restarts = 0
+
+  constructor(private readonly options: PoolOptions) {
+    this.slots = Array.from({ length: options.workers }, (_, index) => ({ index, state: 'down' as const, backoff: options.backoffMs?.min ?? 100 }))
+  }
+
+  /** Starts every worker; resolves when all are ready, rejects if one cannot load its backend. */
+  async start(): Promise<void> {
+    await Promise.all(this.slots.map((s) => this.spawn(s)))
+  }
+
+  ready(): boolean {
+    return !this.stopping && this.slots.every((s) => s.state === 'idle' || s.state === 'busy')
+  }
+
+  pids(): number[] {
+    return this.slots.flatMap((s) => (s.child?.pid !== undefined && s.state !== 'down' ? [s.child.pid] : []))
+  }
+
+  private spawn(slot: Slot): Promise<void> {
+    const { file, execArgv } = entry()
+    const title = workerTitle(this.options.runner, slot.index)
+    const child = fork(file, [title], {
+      execArgv,
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, ...this.options.env?.(slot.index) },
+    })
+    slot.child = child
+    slot.state = 'starting'
+    return new Promise<void>((resolve, reject) => {
+      child.on('message', (m: WorkerMessage) => {
+        if (m.type === 'ready') {
+          slot.state = 'idle'
+          slot.backoff = this.options.backoffMs?.min ?? 100
+          resolve()
+          this.pump()
+        } else if (m.type === 'init-error') {
+          reject(new BundleError('E_RUNNER_CRASHED', `runner ${this.options.runner} worker #${slot.index} could not start: ${m.message}`))
+          child.kill('SIGKILL')
+        } else if (m.type === 'result' || m.type === 'error') {
+          const call = slot.call
+          if (call === undefined || call.id !== m.id) return
+          clearTimeout(call.timer)
+          slot.call = undefined
+          slot.state = 'idle'
+          if (m.type === 'result') call.resolve(m.value)
+          else call.reject(new Error(m.message))
+          this.pump()
+        }
+      })
+      child.on('exit', (code, signal) => {
+        const call = slot.call
+        slot.call = undefined
+        slot.state = 'down'
+        const detail = signal ? `killed by ${signal}` : `exited with code ${code}`
+        if (call !== undefined) {
+          clearTimeout(call.timer)
+          call.reject(slot.killedFor ?? new BundleError('E_RUNNER_CRASHED', `runner ${this.options.runner} worker #${slot.index} ${detail} while running ${call.method}`))
+        }
+        const timedOut = slot.killedFor !== undefined
+        slot.killedFor = undefined
+        reject(new BundleError('E_RUNNER_CRASHED', `runner ${this.options.runner} worker #${slot.index} ${detail} during start-up`))
+        if (this.stopping) return
+        this.options.onEvent?.({ type: timedOut ? 'timeout' : 'crash', index: slot.index, detail })
+        const delay = timedOut ? 0 : slot.backoff
+        slot.backoff = Math.min(slot.backoff * 2, this.options.backoffMs?.max ?? 5_000)
+        setTimeout(() => {
+          if (this.stopping) return
+          this.restarts++
+          this.options.onEvent?.({ type: 'restart', index: slot.index, detail: `after ${delay} ms` })
+          this.spawn(slot).catch(() => undefined) // a failed restart exits and schedules the next one
+        }, delay).unref()
+      })
+      const msg: ParentMessage = { type: 'init', runner: this.options.runner, index: slot.index, backend: this.options.backend }
+      child.send(msg)
+    })
+  }
+
+  /** Runs `method` on an idle worker; args and results may hold typed arrays (sent as bytes). */
+  run(method: string, args: unknown): Promise<unknown> {
+    if (this.stopping) return Promise.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ id: this.nextId++, method, args, resolve, reject })
+      this.pump()
+    })
+  }
+
+  private pump(): void {
+    for (const slot of this.slots) {
+      if (this.waiting.length === 0) return
+      if (slot.state !== 'idle' || slot.child === undefined) continue
+      const call = this.waiting.shift()!
+      slot.state = 'busy'
+      slot.call = call
+      if (this.options.timeoutMs !== undefined) {
+        call.timer = setTimeout(() => {
+          slot.killedFor = new BundleError('E_RUNNER_TIMEOUT', `runner ${this.options.runner} took longer than ${this.options.timeoutMs} ms on ${call.method}; the worker was recycled`)
+          slot.child?.kill('SIGKILL')
+        }, this.options.timeoutMs)
+      }
+      const msg: ParentMessage = { type: 'run', id: call.id, method: call.method, args: call.args }
+      slot.child.send(msg)
+    }
+  }
+
+  /** Fails queued calls, lets running ones finish (up to graceMs), then stops every worker. */
+  async stop(graceMs = 10_000): Promise<void> {
+    this.stopping = true
+    for (const call of this.waiting.splice(0)) call.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
+    const deadline = Date.now() + graceMs
+    while (this.slots.some((s) => s.state === 'busy') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10))
+    await Promise.all(
+      this.slots.map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            const child = s.child
+            if (child === undefined || child.exitCode !== null || child.signalCode !== null) return resolve()
+            const kill = setTimeout(() => child.kill('SIGKILL'), 2_000)
+            child.once('exit', () => {
+              clearTimeout(kill)
+              resolve()
+            })
+            if (child.connected) child.send({ type: 'shutdown' } satisfies ParentMessage)
+            else child.kill('SIGTERM')
+          }),
+      ),
+    )
+  }
+}
