@@ -1,7 +1,7 @@
 // The runner worker process: loads one backend, then answers 'run' messages one at a time.
 // Not exported: the pool starts it with `node worker-entry.js <title>`.
 import { pathToFileURL } from 'node:url'
-import type { BackendSpec, ParentMessage, WorkerMessage } from './protocol.js'
+import type { BackendSpec, ParentMessage, WireTensor, WorkerMessage } from './protocol.js'
 
 type Methods = Record<string, (args: unknown) => unknown>
 
@@ -28,7 +28,44 @@ async function load(spec: BackendSpec): Promise<Methods> {
     await (instance as { setup?: () => unknown }).setup?.()
     return methods
   }
-  throw new Error(`backend ${spec.kind} is not available in this build`)
+  return loadOnnx(spec)
+}
+
+/** onnxruntime-node, loaded only in workers: its run() is a blocking native call. */
+async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<Methods> {
+  const ort = await import('onnxruntime-node')
+  const session = await ort.InferenceSession.create(spec.modelPath, {
+    executionProviders: (spec.executionProviders ?? ['cpu']) as never,
+    ...(spec.intraOpThreads ? { intraOpNumThreads: spec.intraOpThreads } : {}),
+  })
+  const ARRAYS: Record<string, { new (b: ArrayBuffer, o: number, n: number): ArrayBufferView; BYTES_PER_ELEMENT: number }> = {
+    float32: Float32Array, float64: Float64Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array,
+    int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array, bool: Uint8Array,
+  } as never
+  const toOrt = (t: WireTensor) => {
+    const Ctor = ARRAYS[t.dtype]
+    if (Ctor === undefined) throw new Error(`unsupported dtype ${t.dtype}`)
+    // Copy into an aligned buffer: IPC bytes may sit at any offset.
+    const copy = new Uint8Array(t.data.byteLength)
+    copy.set(t.data)
+    return new ort.Tensor(t.dtype as never, new Ctor(copy.buffer, 0, copy.byteLength / Ctor.BYTES_PER_ELEMENT) as never, t.shape)
+  }
+  return {
+    async run(args: unknown) {
+      const { inputs, outputs } = args as { inputs: Record<string, WireTensor>; outputs?: string[] }
+      const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toOrt(t)]))
+      const result = outputs ? await session.run(feeds, outputs) : await session.run(feeds)
+      return Object.fromEntries(
+        Object.entries(result).map(([k, t]) => {
+          const view = t.data as ArrayBufferView
+          return [k, { dtype: t.type, shape: [...t.dims], data: new Uint8Array(view.buffer, view.byteOffset, view.byteLength) } satisfies WireTensor]
+        }),
+      )
+    },
+    async metadata() {
+      return { inputs: session.inputNames, outputs: session.outputNames }
+    },
+  }
 }
 
 let methods: Methods | undefined

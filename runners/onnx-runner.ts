@@ -1,0 +1,116 @@
+import { BundleError } from '../errors/index.js'
+import { ModelStore, type ModelInfo } from '../store/index.js'
+import { Dispatcher, type Slice } from './batching/dispatcher.js'
+import type { WireTensor } from './pool/protocol.js'
+import { WorkerPool } from './pool/worker-pool.js'
+import { concatRows, fromWire, sliceRows, toWire, type RunnerTensor } from './tensor.js'
+
+export interface BatchingOptions {
+  enabled?: boolean
+  /** Most rows per batch (default 32). */
+  maxBatchSize?: number
+  /** Queue wait plus execution bound per request (default 100 ms). */
+  maxLatencyMs?: number
+}
+
+export interface OnnxRunnerOptions {
+  /** Runner name (default: the model name). */
+  name?: string
+  batching?: BatchingOptions
+  workers?: number
+  /** A batch running longer than this fails with 504 and its worker is recycled (default 30 s). */
+  timeoutMs?: number
+  executionProviders?: string[]
+  intraOpThreads?: number
+  /** Model store directory (default $BUNDLE_HOME). */
+  home?: string
+}
+
+type Inputs = Record<string, RunnerTensor>
+type Outputs = Record<string, RunnerTensor>
+type Request = Record<string, WireTensor>
+
+/**
+ * A model from the store, run by onnxruntime-node in worker processes behind the adaptive
+ * batcher. The exact version is pinned when the runner starts.
+ *
+ * @example
+ * const cls = onnxRunner('ocr-cls:latest', { batching: { maxBatchSize: 32, maxLatencyMs: 50 }, workers: 1 })
+ * const { 'softmax_0.tmp_0': probs } = await cls.run({ x })
+ */
+export class OnnxRunner {
+  readonly name: string
+  model: ModelInfo | undefined
+  private pool: WorkerPool | undefined
+  private dispatcher: Dispatcher<Request, Request> | undefined
+
+  constructor(
+    readonly tag: string,
+    private readonly options: OnnxRunnerOptions = {},
+  ) {
+    this.name = options.name ?? tag.split(/[:@]/)[0]!
+  }
+
+  async start(): Promise<void> {
+    const store = ModelStore.open(this.options.home ? { home: this.options.home } : {})
+    try {
+      const onnx = store.get(this.tag).files.find((f) => f.path.endsWith('.onnx'))
+      if (onnx === undefined) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `model ${this.tag} has no .onnx file`)
+      const { model, files } = await store.paths(this.tag)
+      this.model = model
+      const workers = this.options.workers ?? 1
+      this.pool = new WorkerPool({
+        runner: this.name,
+        workers,
+        timeoutMs: this.options.timeoutMs ?? 30_000,
+        backend: { kind: 'onnx', modelPath: files[onnx.path]!, ...(this.options.executionProviders ? { executionProviders: this.options.executionProviders } : {}), ...(this.options.intraOpThreads ? { intraOpThreads: this.options.intraOpThreads } : {}) },
+      })
+      await this.pool.start()
+      const b = this.options.batching ?? {}
+      this.dispatcher = new Dispatcher<Request, Request>(
+        { maxBatchSize: b.maxBatchSize ?? 32, maxLatencyMs: b.maxLatencyMs ?? 100, slots: workers, batching: b.enabled ?? true },
+        (slices, rows) => this.execute(slices, rows),
+      )
+    } finally {
+      store.close()
+    }
+  }
+
+  ready(): boolean {
+    return this.pool?.ready() ?? false
+  }
+
+  /** Concatenates the slices along dimension 0, runs one batch, splits the outputs back. */
+  private async execute(slices: readonly Slice<Request>[], _rows: number): Promise<Request[]> {
+    const names = Object.keys(slices[0]!.payload)
+    const inputs = Object.fromEntries(names.map((n) => [n, concatRows(slices.map((s) => sliceRows(s.payload[n]!, s.start, s.rows)))]))
+    const out = (await this.pool!.run('run', { inputs })) as Request
+    let at = 0
+    return slices.map((s) => {
+      const part = Object.fromEntries(Object.entries(out).map(([k, t]) => [k, sliceRows(t, at, s.rows)]))
+      at += s.rows
+      return part
+    })
+  }
+
+  /** Runs the model on `inputs` (batch dimension first); results keep the request's rows. */
+  async run(inputs: Inputs): Promise<Outputs> {
+    if (this.dispatcher === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`)
+    const wire = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toWire(t)]))
+    const first = Object.values(wire)[0]
+    if (first === undefined) throw new BundleError('E_INPUT_INVALID', `runner ${this.name} got no inputs`)
+    const rows = first.shape[0] ?? 1
+    // Only requests whose non-batch dimensions and dtypes agree may share a batch.
+    const key = Object.entries(wire).map(([k, t]) => `${k}:${t.dtype}:${t.shape.slice(1).join('x')}`).join('|')
+    const parts = await this.dispatcher.submit(wire, rows, key)
+    const names = Object.keys(parts[0]!)
+    return Object.fromEntries(names.map((n) => [n, fromWire(concatRows(parts.map((p) => p[n]!)))]))
+  }
+
+  async stop(): Promise<void> {
+    this.dispatcher?.close()
+    await this.pool?.stop()
+  }
+}
+
+export const onnxRunner = (tag: string, options: OnnxRunnerOptions = {}): OnnxRunner => new OnnxRunner(tag, options)
