@@ -15,7 +15,7 @@ const ARRAYS = {
 } as const
 
 export type RunnerDType = keyof typeof ARRAYS
-type AnyTypedArray = InstanceType<(typeof ARRAYS)[RunnerDType]>
+type AnyTypedArray = Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array
 
 /** A dense row-major tensor as runners take and return it. */
 export interface RunnerTensor {

@@ -1,5 +1,5 @@
 import { BundleError } from '../../errors/index.js'
-import type { IODescriptor } from './types.js'
+import { baseMediaType, type IODescriptor } from './types.js'
 
 /** Decoded pixels: 8-bit RGB, row-major, `data.length === width * height * 3`. */
 export interface Image {
@@ -18,17 +18,31 @@ let sharpModule: Promise<Sharp> | undefined
 // sharp loads libvips (~50 ms): only services that use images pay for it.
 const loadSharp = (): Promise<Sharp> => (sharpModule ??= import('sharp').then((m) => m.default))
 
+/** The image part of a multipart body: the part named `image`, else the first file part. */
+async function imagePart(body: { formData(): Promise<FormData> }): Promise<Uint8Array> {
+  let form: FormData
+  try {
+    form = await body.formData()
+  } catch (err) {
+    throw new BundleError('E_INPUT_INVALID', `request body is not valid multipart/form-data: ${(err as Error).message}`)
+  }
+  const named = form.get('image')
+  const part = named !== null && typeof named !== 'string' ? named : [...form.values()].find((v) => typeof v !== 'string')
+  if (part === undefined || typeof part === 'string') throw new BundleError('E_INPUT_INVALID', 'the multipart body has no file part (name it "image")')
+  return new Uint8Array(await (part as Blob).arrayBuffer())
+}
+
 /**
- * A PNG, JPEG or WebP body, decoded with sharp into RGB pixels (alpha is flattened on white).
- * Responses are encoded as PNG.
+ * A PNG, JPEG or WebP body — raw, or as the `image` part of a multipart form — decoded with
+ * sharp into RGB pixels (alpha is flattened on white). Responses are encoded as PNG.
  */
 export function image(): IODescriptor<Image, Image> {
   return {
     kind: 'image',
-    mediaTypes: ACCEPTED,
+    mediaTypes: [...ACCEPTED, 'multipart/form-data'],
     async decode(body) {
       const sharp = await loadSharp()
-      const bytes = await body.bytes()
+      const bytes = baseMediaType(body.contentType) === 'multipart/form-data' ? await imagePart(body) : await body.bytes()
       // sharp reads whatever format the bytes are; only what this API declares is accepted
       // (an SVG or TIFF sent as image/png could rasterise to a huge canvas).
       const format = await sharp(bytes, { limitInputPixels: MAX_PIXELS })
@@ -58,6 +72,9 @@ export function image(): IODescriptor<Image, Image> {
       const png = await sharp(value.data, { raw: { width: value.width, height: value.height, channels: 3 } }).png().toBuffer()
       return { body: new Uint8Array(png.buffer, png.byteOffset, png.byteLength), contentType: 'image/png' }
     },
-    openapi: () => Object.fromEntries(ACCEPTED.map((m) => [m, { schema: { type: 'string', contentMediaType: m } }])),
+    openapi: () => ({
+      ...Object.fromEntries(ACCEPTED.map((m) => [m, { schema: { type: 'string', contentMediaType: m } }])),
+      'multipart/form-data': { schema: { type: 'object', required: ['image'], properties: { image: { type: 'string', contentMediaType: 'image/png' } } } },
+    }),
   }
 }

@@ -35,7 +35,7 @@ describe('OpenAPI document', () => {
     const doc = openapiDocument(def)
     await validate(doc)
     const body = (route: string) => (doc.paths as Record<string, { post: { requestBody: { content: Record<string, { schema: Record<string, unknown> }> } } }>)[route]!.post.requestBody.content
-    assert.deepEqual(Object.keys(body('/i')), ['image/png', 'image/jpeg', 'image/webp'])
+    assert.deepEqual(Object.keys(body('/i')), ['image/png', 'image/jpeg', 'image/webp', 'multipart/form-data'])
     assert.deepEqual(Object.keys(body('/n')), ['application/json', 'application/octet-stream'])
     assert.deepEqual(Object.keys(body('/m')), ['multipart/form-data'])
     assert.deepEqual((body('/j')['application/json']!.schema as { required: string[] }).required, ['a'])

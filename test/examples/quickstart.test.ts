@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import pino from 'pino'
+import { tempDir } from '../utils/tmp.js'
+
+describe('examples/quickstart: the text-direction classifier', () => {
+  it('imports its model on first start, then tells upright from upside-down text lines', { timeout: 120_000 }, async () => {
+    const home = join(tempDir(), 'home')
+    process.env.BUNDLE_HOME = home // the example uses the default store, as `npm start` does
+    const { Quickstart } = await import('../../examples/quickstart/service.js')
+    const { createServiceApp, definitionOf } = await import('../../framework/index.js')
+    const { ModelStore } = await import('../../store/index.js')
+    const svc = createServiceApp(definitionOf(Quickstart)!, { logger: pino({ level: 'silent' }) })
+    await svc.start()
+    try {
+      assert.equal((await svc.app.request('/readyz')).status, 200)
+      const store = ModelStore.open({ home })
+      assert.deepEqual(store.list().map((m) => m.tag), ['ocr-cls:2.0.0'])
+      store.close()
+
+      for (const name of ['hello', 'invoice', 'quick']) {
+        for (const angle of [0, 180]) {
+          const png = readFileSync(new URL(`../fixtures/images/${name}-${angle}.png`, import.meta.url))
+          const r = await svc.app.request('/classify', { method: 'POST', headers: { 'content-type': 'image/png' }, body: new Uint8Array(png) })
+          assert.equal(r.status, 200)
+          const body = (await r.json()) as { angle: number; score: number }
+          assert.equal(body.angle, angle, `${name} rotated ${angle}`)
+          assert.ok(body.score > 0.9)
+        }
+      }
+
+      const x = new Float32Array(2 * 3 * 48 * 192)
+      const t = await svc.app.request('/classifyTensor', { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '2,3,48,192' }, body: new Uint8Array(x.buffer) })
+      assert.equal(t.status, 200)
+      const results = ((await t.json()) as { results: { angle: number; score: number }[] }).results
+      assert.equal(results.length, 2)
+      const bad = await svc.app.request('/classifyTensor', { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '2,3,48,100' }, body: new Uint8Array(2 * 3 * 48 * 100 * 4) })
+      assert.equal(bad.status, 400)
+    } finally {
+      await svc.stop()
+    }
+  })
+})
