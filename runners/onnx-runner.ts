@@ -3,7 +3,12 @@ import { ModelStore, type ModelInfo } from '../store/index.js'
 import { Dispatcher, type Slice } from './batching/dispatcher.js'
 import type { WireTensor } from './pool/protocol.js'
 import { WorkerPool } from './pool/worker-pool.js'
+import { gpuDevices } from './gpu/devices.js'
+import { placeWorkers, type GpuRequest } from './gpu/placement.js'
 import { concatRows, fromWire, sliceRows, toWire, type RunnerTensor } from './tensor.js'
+
+// Device discovery runs only for runners that ask for a GPU (nvidia-smi costs a process spawn).
+const devicesFor = (gpu: GpuRequest | undefined): string[] => (gpu === undefined || gpu === 0 ? [] : gpuDevices())
 
 export interface BatchingOptions {
   enabled?: boolean
@@ -24,6 +29,8 @@ export interface OnnxRunnerOptions {
   intraOpThreads?: number
   /** Model store directory (default $BUNDLE_HOME). */
   home?: string
+  /** `gpu`: devices per worker (1, 2), a fraction to pack workers (0.5), or a device list. */
+  resources?: { gpu?: GpuRequest }
 }
 
 type Inputs = Record<string, RunnerTensor>
@@ -59,11 +66,15 @@ export class OnnxRunner {
       const { model, files } = await store.paths(this.tag)
       this.model = model
       const workers = this.options.workers ?? 1
+      // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
+      const placement = placeWorkers(workers, this.options.resources?.gpu, devicesFor(this.options.resources?.gpu))
+      const providers = this.options.executionProviders ?? (placement ? ['cuda'] : undefined)
       this.pool = new WorkerPool({
+        ...(placement ? { env: (i: number) => ({ CUDA_VISIBLE_DEVICES: placement[i]!.join(',') }) } : {}),
         runner: this.name,
         workers,
         timeoutMs: this.options.timeoutMs ?? 30_000,
-        backend: { kind: 'onnx', modelPath: files[onnx.path]!, ...(this.options.executionProviders ? { executionProviders: this.options.executionProviders } : {}), ...(this.options.intraOpThreads ? { intraOpThreads: this.options.intraOpThreads } : {}) },
+        backend: { kind: 'onnx', modelPath: files[onnx.path]!, ...(providers ? { executionProviders: providers } : {}), ...(this.options.intraOpThreads ? { intraOpThreads: this.options.intraOpThreads } : {}) },
       })
       await this.pool.start()
       const b = this.options.batching ?? {}

@@ -23,7 +23,7 @@ export type ParentMessage =
 
 export type WorkerMessage =
   | { type: 'ready'; methods: string[] }
-  | { type: 'init-error'; message: string }
+  | { type: 'init-error'; message: string; code?: string }
   | { type: 'result'; id: number; value: unknown }
   | { type: 'error'; id: number; message: string; code?: string }
 

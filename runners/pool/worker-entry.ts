@@ -34,10 +34,20 @@ async function load(spec: BackendSpec): Promise<Methods> {
 /** onnxruntime-node, loaded only in workers: its run() is a blocking native call. */
 async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<Methods> {
   const ort = await import('onnxruntime-node')
-  const session = await ort.InferenceSession.create(spec.modelPath, {
-    executionProviders: (spec.executionProviders ?? ['cpu']) as never,
-    ...(spec.intraOpThreads ? { intraOpNumThreads: spec.intraOpThreads } : {}),
-  })
+  const providers = spec.executionProviders ?? ['cpu']
+  let session: Awaited<ReturnType<typeof ort.InferenceSession.create>>
+  try {
+    session = await ort.InferenceSession.create(spec.modelPath, {
+      executionProviders: providers as never,
+      ...(spec.intraOpThreads ? { intraOpNumThreads: spec.intraOpThreads } : {}),
+    })
+  } catch (err) {
+    if (providers.includes('cuda')) {
+      // The usual cause: onnxruntime-node was installed without its CUDA binaries.
+      throw Object.assign(new Error(`onnxruntime could not start the CUDA execution provider (${(err as Error).message.split('\n')[0]}); reinstall with \`npm ci --onnxruntime-node-install=cuda12\` on a machine with CUDA 12`), { code: 'E_RUNNER_GPU_UNAVAILABLE' })
+    }
+    throw err
+  }
   const ARRAYS: Record<string, { new (b: ArrayBuffer, o: number, n: number): ArrayBufferView; BYTES_PER_ELEMENT: number }> = {
     float32: Float32Array, float64: Float64Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array,
     int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array, bool: Uint8Array,
@@ -78,7 +88,7 @@ process.on('message', (msg: ParentMessage) => {
         methods = m
         send({ type: 'ready', methods: Object.keys(m) })
       },
-      (err: Error) => send({ type: 'init-error', message: err?.message ?? String(err) }),
+      (err: Error & { code?: string }) => send({ type: 'init-error', message: err?.message ?? String(err), ...(err?.code ? { code: err.code } : {}) }),
     )
   } else if (msg.type === 'run') {
     const fn = methods?.[msg.method]

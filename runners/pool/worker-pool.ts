@@ -83,6 +83,8 @@ export class WorkerPool {
     })
     slot.child = child
     slot.state = 'starting'
+    // IPC to a worker that just died fails with EPIPE; its 'exit' handler does the cleanup.
+    child.on('error', () => undefined)
     return new Promise<void>((resolve, reject) => {
       child.on('message', (m: WorkerMessage) => {
         if (m.type === 'ready') {
@@ -91,7 +93,8 @@ export class WorkerPool {
           resolve()
           this.pump()
         } else if (m.type === 'init-error') {
-          reject(new BundleError('E_RUNNER_CRASHED', `runner ${this.options.runner} worker #${slot.index} could not start: ${m.message}`))
+          const code = m.code === 'E_RUNNER_GPU_UNAVAILABLE' ? m.code : 'E_RUNNER_CRASHED'
+          reject(new BundleError(code, `runner ${this.options.runner} worker #${slot.index} could not start: ${m.message}`))
           child.kill('SIGKILL')
         } else if (m.type === 'result' || m.type === 'error') {
           const call = slot.call
@@ -128,7 +131,7 @@ export class WorkerPool {
         }, delay).unref()
       })
       const msg: ParentMessage = { type: 'init', runner: this.options.runner, index: slot.index, backend: this.options.backend }
-      child.send(msg)
+      child.send(msg, (err) => err && child.kill('SIGKILL'))
     })
   }
 
@@ -155,7 +158,8 @@ export class WorkerPool {
         }, this.options.timeoutMs)
       }
       const msg: ParentMessage = { type: 'run', id: call.id, method: call.method, args: call.args }
-      slot.child.send(msg)
+      // A send that fails means the worker is gone: 'exit' fails the call with E_RUNNER_CRASHED.
+      slot.child.send(msg, (err) => err && slot.child?.kill('SIGKILL'))
     }
   }
 
@@ -176,7 +180,7 @@ export class WorkerPool {
               clearTimeout(kill)
               resolve()
             })
-            if (child.connected) child.send({ type: 'shutdown' } satisfies ParentMessage)
+            if (child.connected) child.send({ type: 'shutdown' } satisfies ParentMessage, (err) => err && child.kill('SIGKILL'))
             else child.kill('SIGTERM')
           }),
       ),

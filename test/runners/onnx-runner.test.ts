@@ -45,3 +45,27 @@ describe('OnnxRunner with the real PaddleOCR cls model', () => {
     }
   })
 })
+
+describe('OnnxRunner on GPUs', () => {
+  it('a GPU runner without GPUs, or without onnxruntime CUDA binaries, fails start with a clear error', { timeout: 60_000 }, async () => {
+    const home = join(tempDir(), 'home')
+    const store = ModelStore.open({ home })
+    await store.save({ name: 'ocr-cls', version: '1.0.0', paths: [MODELS.cls] })
+    store.close()
+    const saved = process.env.BUNDLE_GPU_DEVICES
+    try {
+      process.env.BUNDLE_GPU_DEVICES = ''
+      const none = new OnnxRunner('ocr-cls', { home, resources: { gpu: 1 } })
+      await assert.rejects(none.start(), (e: { code?: string; message: string }) => e.code === 'E_RUNNER_GPU_UNAVAILABLE' && /none was found/.test(e.message))
+      await none.stop()
+      // A simulated device: placement succeeds, then this CPU-only onnxruntime cannot start CUDA.
+      process.env.BUNDLE_GPU_DEVICES = '0'
+      const noCuda = new OnnxRunner('ocr-cls', { home, resources: { gpu: 1 } })
+      await assert.rejects(noCuda.start(), (e: { code?: string; message: string }) => e.code === 'E_RUNNER_GPU_UNAVAILABLE' && /--onnxruntime-node-install=cuda12/.test(e.message))
+      await noCuda.stop()
+    } finally {
+      if (saved === undefined) delete process.env.BUNDLE_GPU_DEVICES
+      else process.env.BUNDLE_GPU_DEVICES = saved
+    }
+  })
+})
