@@ -1,5 +1,6 @@
 // Runners: models in worker processes behind adaptive batching. May import store/ and errors/.
 export { onnxRunner, OnnxRunner, type OnnxRunnerOptions, type BatchingOptions } from './onnx-runner.js'
+export { customRunner, CustomRunner, type CustomRunnerOptions, type CustomMethodOptions } from './custom-runner.js'
 export { Dispatcher, type DispatcherOptions, type Slice } from './batching/dispatcher.js'
 export { LatencyModel } from './batching/latency-model.js'
 export { WorkerPool, type PoolOptions } from './pool/worker-pool.js'

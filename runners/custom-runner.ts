@@ -1,0 +1,85 @@
+import { fileURLToPath } from 'node:url'
+import { BundleError } from '../errors/index.js'
+import { Dispatcher } from './batching/dispatcher.js'
+import { WorkerPool } from './pool/worker-pool.js'
+
+export interface CustomMethodOptions {
+  /** The worker method takes an array of items and returns one result per item, in order. */
+  batchable?: boolean
+  maxBatchSize?: number
+  maxLatencyMs?: number
+}
+
+export interface CustomRunnerOptions {
+  name: string
+  workers?: number
+  timeoutMs?: number
+  /** Methods to batch; every other method is called as is. */
+  methods?: Record<string, CustomMethodOptions>
+}
+
+/**
+ * Arbitrary TypeScript (pre/post-processing, non-ONNX models) in worker processes. The module
+ * is loaded in the worker, so it is named by path (or URL) and export, not passed as a value.
+ *
+ * @example
+ * const tok = customRunner({ module: new URL('./tokenizer.ts', import.meta.url), export: 'Tokenizer' }, { name: 'tokenizer', methods: { encode: { batchable: true } } })
+ * const [ids] = await tok.batch<string, number[]>('encode', ['hello'])
+ */
+export class CustomRunner {
+  readonly name: string
+  private pool: WorkerPool | undefined
+  private readonly dispatchers = new Map<string, Dispatcher<unknown[], unknown[]>>()
+
+  constructor(
+    private readonly source: { module: string | URL; export: string },
+    private readonly options: CustomRunnerOptions,
+  ) {
+    this.name = options.name
+  }
+
+  async start(): Promise<void> {
+    const module = this.source.module instanceof URL ? fileURLToPath(this.source.module) : this.source.module
+    const workers = this.options.workers ?? 1
+    this.pool = new WorkerPool({ runner: this.name, workers, timeoutMs: this.options.timeoutMs ?? 30_000, backend: { kind: 'custom', module, exportName: this.source.export } })
+    await this.pool.start()
+    for (const [method, m] of Object.entries(this.options.methods ?? {})) {
+      if (!m.batchable) continue
+      this.dispatchers.set(
+        method,
+        new Dispatcher<unknown[], unknown[]>({ maxBatchSize: m.maxBatchSize ?? 32, maxLatencyMs: m.maxLatencyMs ?? 100, slots: workers }, async (slices) => {
+          const items = slices.flatMap((s) => s.payload.slice(s.start, s.start + s.rows))
+          const out = (await this.pool!.run(method, items)) as unknown[]
+          if (!Array.isArray(out) || out.length !== items.length) throw new BundleError('E_INTERNAL', `runner ${this.name}: batchable method ${method} must return one result per item`)
+          let at = 0
+          return slices.map((s) => out.slice(at, (at += s.rows)))
+        }),
+      )
+    }
+  }
+
+  ready(): boolean {
+    return this.pool?.ready() ?? false
+  }
+
+  /** Calls a method once with `args` (no batching). */
+  async call<T = unknown>(method: string, args?: unknown): Promise<T> {
+    if (this.pool === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`)
+    return (await this.pool.run(method, args)) as T
+  }
+
+  /** Sends `items` through a batchable method; concurrent calls are merged into batches. */
+  async batch<I, O>(method: string, items: I[]): Promise<O[]> {
+    const d = this.dispatchers.get(method)
+    if (d === undefined) throw new BundleError('E_SERVICE_DEFINITION', `runner ${this.name}: ${method} is not declared batchable (methods: { ${method}: { batchable: true } })`)
+    if (items.length === 0) return []
+    return ((await d.submit(items, items.length)) as O[][]).flat()
+  }
+
+  async stop(): Promise<void> {
+    for (const d of this.dispatchers.values()) d.close()
+    await this.pool?.stop()
+  }
+}
+
+export const customRunner = (source: { module: string | URL; export: string }, options: CustomRunnerOptions): CustomRunner => new CustomRunner(source, options)
