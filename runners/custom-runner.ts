@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url'
 import { BundleError } from '../errors/index.js'
 import { Dispatcher } from './batching/dispatcher.js'
+import type { RunnerMetrics } from './metrics.js'
 import { WorkerPool } from './pool/worker-pool.js'
 
 export interface CustomMethodOptions {
@@ -30,6 +31,19 @@ export class CustomRunner {
   readonly name: string
   private pool: WorkerPool | undefined
   private readonly dispatchers = new Map<string, Dispatcher<unknown[], unknown[]>>()
+  private metrics: RunnerMetrics | undefined
+
+  attachMetrics(metrics: RunnerMetrics): void {
+    this.metrics = metrics
+  }
+
+  queueDepth(): Record<string, number> {
+    return Object.fromEntries([...this.dispatchers].map(([m, d]) => [m, d.stats().queuedRows]))
+  }
+
+  restarts(): number {
+    return this.pool?.restarts ?? 0
+  }
 
   constructor(
     private readonly source: { module: string | URL; export: string },
@@ -47,7 +61,7 @@ export class CustomRunner {
       if (!m.batchable) continue
       this.dispatchers.set(
         method,
-        new Dispatcher<unknown[], unknown[]>({ maxBatchSize: m.maxBatchSize ?? 32, maxLatencyMs: m.maxLatencyMs ?? 100, slots: workers }, async (slices) => {
+        new Dispatcher<unknown[], unknown[]>({ maxBatchSize: m.maxBatchSize ?? 32, maxLatencyMs: m.maxLatencyMs ?? 100, slots: workers, ...(this.metrics ? { observer: this.metrics.observer(this.name, method) } : {}) }, async (slices) => {
           const items = slices.flatMap((s) => s.payload.slice(s.start, s.start + s.rows))
           const out = (await this.pool!.run(method, items)) as unknown[]
           if (!Array.isArray(out) || out.length !== items.length) throw new BundleError('E_INTERNAL', `runner ${this.name}: batchable method ${method} must return one result per item`)

@@ -5,3 +5,4 @@ export { Dispatcher, type DispatcherOptions, type Slice } from './batching/dispa
 export { LatencyModel } from './batching/latency-model.js'
 export { WorkerPool, type PoolOptions } from './pool/worker-pool.js'
 export type { RunnerTensor, RunnerDType } from './tensor.js'
+export { RunnerMetrics, type RunnerMetricsSource } from './metrics.js'

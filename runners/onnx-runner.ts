@@ -2,6 +2,7 @@ import { BundleError } from '../errors/index.js'
 import { ModelStore, type ModelInfo } from '../store/index.js'
 import { Dispatcher, type Slice } from './batching/dispatcher.js'
 import type { WireTensor } from './pool/protocol.js'
+import type { RunnerMetrics } from './metrics.js'
 import { WorkerPool } from './pool/worker-pool.js'
 import { gpuDevices } from './gpu/devices.js'
 import { placeWorkers, type GpuRequest } from './gpu/placement.js'
@@ -50,6 +51,20 @@ export class OnnxRunner {
   model: ModelInfo | undefined
   private pool: WorkerPool | undefined
   private dispatcher: Dispatcher<Request, Request> | undefined
+  private metrics: RunnerMetrics | undefined
+
+  /** Called by the server before start: batches, waits and rejections feed its /metrics. */
+  attachMetrics(metrics: RunnerMetrics): void {
+    this.metrics = metrics
+  }
+
+  queueDepth(): Record<string, number> {
+    return { run: this.dispatcher?.stats().queuedRows ?? 0 }
+  }
+
+  restarts(): number {
+    return this.pool?.restarts ?? 0
+  }
 
   constructor(
     readonly tag: string,
@@ -79,7 +94,7 @@ export class OnnxRunner {
       await this.pool.start()
       const b = this.options.batching ?? {}
       this.dispatcher = new Dispatcher<Request, Request>(
-        { maxBatchSize: b.maxBatchSize ?? 32, maxLatencyMs: b.maxLatencyMs ?? 100, slots: workers, batching: b.enabled ?? true },
+        { maxBatchSize: b.maxBatchSize ?? 32, maxLatencyMs: b.maxLatencyMs ?? 100, slots: workers, batching: b.enabled ?? true, ...(this.metrics ? { observer: this.metrics.observer(this.name, 'run') } : {}) },
         (slices, rows) => this.execute(slices, rows),
       )
     } finally {

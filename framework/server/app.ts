@@ -9,6 +9,7 @@ import { DEFAULT_MAX_BODY_BYTES, readBody } from './body.js'
 import { Deadlines } from './deadlines.js'
 import { docsAsset, docsPage } from './docs.js'
 import { errorResponse } from './error-response.js'
+import { RunnerMetrics } from '../../runners/index.js'
 import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
 
@@ -112,6 +113,13 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   if (options.logger === undefined) setInterval(() => log.flush(), 250).unref()
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
   const metrics = createMetrics(definition.name, definition.apis.map((a) => a.name))
+  const withMetrics = definition.runners.filter((r) => r.attachMetrics !== undefined)
+  if (withMetrics.length > 0) {
+    const runnerMetrics = new RunnerMetrics(metrics.registry, definition.name, () =>
+      withMetrics.map((r) => ({ name: r.name, queueDepth: () => r.queueDepth?.() ?? {}, restarts: () => r.restarts?.() ?? 0 })),
+    )
+    for (const r of withMetrics) r.attachMetrics!(runnerMetrics)
+  }
   const keyDigest = options.apiKey ? digest(options.apiKey) : undefined
   const accessLog = options.accessLog ?? process.env.BUNDLE_ACCESS_LOG !== '0'
   let phase: Phase = 'starting'

@@ -1,4 +1,5 @@
 import { BundleError } from '../../errors/index.js'
+import type { RunnerMetrics } from '../../runners/index.js'
 import type { HeaderReader, IODescriptor } from '../io/types.js'
 
 export interface TrafficOptions {
@@ -25,6 +26,10 @@ export interface RunnerDeclaration {
   start?(): Promise<void>
   stop?(): Promise<void>
   ready?(): boolean
+  /** Runners that publish bundle_runner_* series get the server's metrics before start. */
+  attachMetrics?(metrics: RunnerMetrics): void
+  queueDepth?(): Record<string, number>
+  restarts?(): number
 }
 
 export interface ApiDefinition {

@@ -12,7 +12,15 @@ export interface Slice<P> {
 /** Runs one batch; returns one result per slice, in order. */
 export type Execute<P, R> = (slices: readonly Slice<P>[], rows: number) => Promise<R[]>
 
+/** Hooks for metrics; the dispatcher itself stays free of any metrics library. */
+export interface DispatchObserver {
+  /** A batch finished: its rows, how long each of its requests waited, how long it ran (ms). */
+  batch(rows: number, waitedMs: readonly number[], executionMs: number, ok: boolean): void
+  rejected(reason: 'queue_full' | 'deadline'): void
+}
+
 export interface DispatcherOptions {
+  observer?: DispatchObserver
   /** Most rows in one batch. */
   maxBatchSize: number
   /** No request may wait plus run longer than this; those that would are shed. */
@@ -112,9 +120,13 @@ export class Dispatcher<P, R> {
     }
     this.lastArrival = now
     this.arrivals++
-    if (this.queuedRows + rows > this.maxQueueRows) return Promise.reject(overloaded(`the runner queue is full (${this.queuedRows} rows waiting)`))
+    if (this.queuedRows + rows > this.maxQueueRows) {
+      this.options.observer?.rejected('queue_full')
+      return Promise.reject(overloaded(`the runner queue is full (${this.queuedRows} rows waiting)`))
+    }
     const predicted = this.predictedFinish(now, rows)
     if (predicted > now + this.options.maxLatencyMs) {
+      this.options.observer?.rejected('deadline')
       return Promise.reject(overloaded(`the runner cannot finish this request within ${this.options.maxLatencyMs} ms (about ${Math.round(predicted - now)} ms expected)`))
     }
     return new Promise<R[]>((resolve, reject) => {
@@ -181,6 +193,7 @@ export class Dispatcher<P, R> {
       if (this.model.observations >= 3 && now + this.model.estimate(batchRows) > head.deadline) {
         q.shift()
         this.queuedRows -= head.rows - head.next
+        this.options.observer?.rejected('deadline')
         this.fail(head, overloaded(`the request waited ${Math.round(now - head.arrived)} ms and can no longer finish within ${this.options.maxLatencyMs} ms`))
         continue
       }
@@ -243,6 +256,7 @@ export class Dispatcher<P, R> {
     this.queuedRows -= taken
     this.busy++
     const started = this.clock.now()
+    const waited = owners.map((o) => started - o.arrived)
     let result: Promise<R[]>
     try {
       result = this.execute(slices, taken)
@@ -252,6 +266,7 @@ export class Dispatcher<P, R> {
     result.then(
       (results) => {
         this.model.observe(taken, this.clock.now() - started)
+        this.options.observer?.batch(taken, waited, this.clock.now() - started, true)
         slices.forEach((s, i) => {
           const item = owners[i]!
           item.outstanding--
@@ -263,6 +278,7 @@ export class Dispatcher<P, R> {
         })
       },
       (err) => {
+        this.options.observer?.batch(taken, waited, this.clock.now() - started, false)
         for (const item of owners) {
           // The rest of a split request must not run for nothing.
           if (item.next < item.rows) {

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import pino from 'pino'
+import { parsePrometheus } from '../utils/prom.js'
 import { tempDir } from '../utils/tmp.js'
 
 describe('examples/quickstart: the text-direction classifier', () => {
@@ -38,6 +39,18 @@ describe('examples/quickstart: the text-direction classifier', () => {
       assert.equal(results.length, 2)
       const bad = await svc.app.request('/classifyTensor', { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '2,3,48,100' }, body: new Uint8Array(2 * 3 * 48 * 100 * 4) })
       assert.equal(bad.status, 400)
+
+      // Runner series on the same /metrics: 6 images + 2 tensor rows went through the model.
+      const samples = parsePrometheus(await (await svc.app.request('/metrics')).text())
+      const value = (name: string, extra: Record<string, string> = {}) =>
+        samples.find((s) => s.name === name && s.labels.runner === 'ocr-cls' && s.labels.method === 'run' && Object.entries(extra).every(([k, v]) => s.labels[k] === v))?.value
+      assert.equal(value('bundle_runner_inference_total'), 8)
+      assert.ok(value('bundle_runner_execution_total')! >= 1)
+      assert.equal(value('bundle_runner_batch_size_sum'), 8)
+      assert.equal(value('bundle_runner_queue_duration_seconds_count'), 7)
+      assert.equal(value('bundle_runner_rejected_total', { reason: 'deadline' }), 0)
+      assert.equal(value('bundle_runner_queue_depth'), 0)
+      assert.equal(samples.find((s) => s.name === 'bundle_runner_worker_restarts' && s.labels.runner === 'ocr-cls')?.value, 0)
     } finally {
       await svc.stop()
     }

@@ -1,0 +1,83 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
+import type { DispatchObserver, DispatcherStats } from './batching/dispatcher.js'
+
+const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+const TIME_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+/** What a runner exposes so the server can publish it: per method, a dispatcher and its stats. */
+export interface RunnerMetricsSource {
+  readonly name: string
+  /** Queue depth (rows) per method, read at scrape time. */
+  queueDepth(): Record<string, number>
+  /** Worker restarts since start, read at scrape time. */
+  restarts(): number
+}
+
+type Labels = 'service' | 'runner' | 'method'
+
+/**
+ * The runner series on a server's registry (created once per registry), and an observer per
+ * runner method that feeds them. Scrape-time gauges read queue depth and restarts directly.
+ */
+export class RunnerMetrics {
+  private readonly batchSize: Histogram<Labels>
+  private readonly queueTime: Histogram<Labels>
+  private readonly execTime: Histogram<Labels>
+  private readonly rows: Counter<Labels>
+  private readonly batches: Counter<Labels>
+  private readonly rejected: Counter<Labels | 'reason'>
+
+  constructor(
+    registry: Registry,
+    private readonly service: string,
+    sources: () => readonly RunnerMetricsSource[],
+  ) {
+    const r = [registry]
+    this.batchSize = new Histogram({ name: 'bundle_runner_batch_size', help: 'Rows per executed batch', labelNames: ['service', 'runner', 'method'], buckets: BATCH_BUCKETS, registers: r })
+    this.queueTime = new Histogram({ name: 'bundle_runner_queue_duration_seconds', help: 'Time a request waited in the batching queue', labelNames: ['service', 'runner', 'method'], buckets: TIME_BUCKETS, registers: r })
+    this.execTime = new Histogram({ name: 'bundle_runner_execution_duration_seconds', help: 'Time a batch took in the worker, IPC included', labelNames: ['service', 'runner', 'method'], buckets: TIME_BUCKETS, registers: r })
+    this.rows = new Counter({ name: 'bundle_runner_inference_total', help: 'Rows run through the model', labelNames: ['service', 'runner', 'method'], registers: r })
+    this.batches = new Counter({ name: 'bundle_runner_execution_total', help: 'Batches executed', labelNames: ['service', 'runner', 'method'], registers: r })
+    this.rejected = new Counter({ name: 'bundle_runner_rejected_total', help: 'Requests shed by the batcher', labelNames: ['service', 'runner', 'method', 'reason'], registers: r })
+    const svc = service
+    new Gauge({
+      name: 'bundle_runner_queue_depth',
+      help: 'Rows waiting in the batching queue',
+      labelNames: ['service', 'runner', 'method'],
+      registers: r,
+      collect() {
+        for (const s of sources()) for (const [method, depth] of Object.entries(s.queueDepth())) this.set({ service: svc, runner: s.name, method }, depth)
+      },
+    })
+    new Gauge({
+      name: 'bundle_runner_worker_restarts',
+      help: 'Runner worker processes restarted after a crash or timeout',
+      labelNames: ['service', 'runner'],
+      registers: r,
+      collect() {
+        for (const s of sources()) this.set({ service: svc, runner: s.name }, s.restarts())
+      },
+    })
+  }
+
+  observer(runner: string, method: string): DispatchObserver {
+    const labels = { service: this.service, runner, method }
+    for (const reason of ['queue_full', 'deadline']) this.rejected.inc({ ...labels, reason }, 0)
+    this.rows.inc(labels, 0)
+    this.batches.inc(labels, 0)
+    return {
+      batch: (rows, waited, ms, ok) => {
+        this.batchSize.observe(labels, rows)
+        for (const w of waited) this.queueTime.observe(labels, w / 1000)
+        this.execTime.observe(labels, ms / 1000)
+        if (ok) {
+          this.rows.inc(labels, rows)
+          this.batches.inc(labels)
+        }
+      },
+      rejected: (reason) => this.rejected.inc({ ...labels, reason }),
+    }
+  }
+}
+
+export type { DispatcherStats }
