@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { watch } from 'node:fs'
+import { readFileSync, watch } from 'node:fs'
 import { dirname } from 'node:path'
 import { Command } from 'commander'
 import { BundleError } from '../errors/index.js'
+import type { RunnerOverrides } from '../runners/index.js'
 import { loadService, parseEntry } from './load-service.js'
 
 function port(value: string | undefined): number {
@@ -55,6 +56,24 @@ function reloading(entry: string): void {
   startChild()
 }
 
+async function readServeConfig(file: string): Promise<Record<string, RunnerOverrides>> {
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch {
+    throw new BundleError('E_SERVE_CONFIG_INVALID', `${file}: no such config file`)
+  }
+  const { parse } = await import('yaml')
+  let doc: unknown
+  try {
+    doc = parse(text)
+  } catch (err) {
+    throw new BundleError('E_SERVE_CONFIG_INVALID', `${file} is not valid YAML: ${(err as Error).message.split('\n')[0]}`)
+  }
+  const { parseServeConfig } = await import('../runners/index.js')
+  return parseServeConfig(doc, file)
+}
+
 export function serveCommand(): Command {
   return new Command('serve')
     .description('serve a service over HTTP (ENTRY: path/to/service.ts[:ClassName])')
@@ -64,10 +83,12 @@ export function serveCommand(): Command {
     .option('--api-key <key>', 'require Authorization: Bearer <key> on API routes (default $BUNDLE_API_KEY)')
     .option('--max-body-size <bytes>', 'largest request body (default 33554432, 32 MiB)')
     .option('--grace <ms>', 'how long shutdown waits for in-flight requests (default 30000)')
+    .option('-c, --config <file>', 'YAML file of runner overrides keyed by runner name (see README "Tuning runners")')
     .option('--no-access-log', 'do not log one line per request (default: log; or BUNDLE_ACCESS_LOG=0)')
     .option('--reload', 'restart when source files change (development)', false)
-    .action(async (entry: string, opts: { port?: string; host?: string; apiKey?: string; maxBodySize?: string; grace?: string; accessLog: boolean; reload: boolean }) => {
+    .action(async (entry: string, opts: { port?: string; host?: string; apiKey?: string; maxBodySize?: string; grace?: string; config?: string; accessLog: boolean; reload: boolean }) => {
       if (opts.reload) return reloading(entry)
+      const runnerConfig = opts.config === undefined ? undefined : await readServeConfig(opts.config)
       const definition = await loadService(entry)
       const { serve } = await import('../framework/index.js')
       const apiKey = opts.apiKey ?? process.env.BUNDLE_API_KEY
@@ -78,6 +99,7 @@ export function serveCommand(): Command {
         ...(opts.maxBodySize !== undefined ? { maxBodyBytes: wholeNumber('--max-body-size', opts.maxBodySize, 1) } : {}),
         ...(opts.grace !== undefined ? { graceMs: wholeNumber('--grace', opts.grace, 0) } : {}),
         ...(opts.accessLog === false ? { accessLog: false } : {}),
+        ...(runnerConfig ? { runnerConfig } : {}),
       })
     })
 }

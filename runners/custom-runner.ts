@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url'
 import { BundleError } from '../errors/index.js'
 import { Dispatcher } from './batching/dispatcher.js'
+import type { RunnerOverrides } from './config.js'
 import type { RunnerMetrics } from './metrics.js'
 import { WorkerPool } from './pool/worker-pool.js'
 
@@ -33,6 +34,19 @@ export class CustomRunner {
   private readonly dispatchers = new Map<string, Dispatcher<unknown[], unknown[]>>()
   private metrics: RunnerMetrics | undefined
 
+  configure(overrides: RunnerOverrides): void {
+    this.options = { ...this.options, ...(overrides.workers ? { workers: overrides.workers } : {}), ...(overrides.timeoutMs ? { timeoutMs: overrides.timeoutMs } : {}) }
+    if (overrides.batching) {
+      this.options.methods = Object.fromEntries(
+        Object.entries(this.options.methods ?? {}).map(([m, o]) => [m, o.batchable ? { ...o, ...(overrides.batching!.maxBatchSize ? { maxBatchSize: overrides.batching!.maxBatchSize } : {}), ...(overrides.batching!.maxLatencyMs ? { maxLatencyMs: overrides.batching!.maxLatencyMs } : {}), ...(overrides.batching!.enabled === false ? { batchable: false } : {}) } : o]),
+      )
+    }
+  }
+
+  effectiveConfig(): Record<string, unknown> {
+    return { kind: 'custom', module: String(this.source.module), export: this.source.export, workers: 1, timeoutMs: 30_000, ...this.options }
+  }
+
   attachMetrics(metrics: RunnerMetrics): void {
     this.metrics = metrics
   }
@@ -47,7 +61,7 @@ export class CustomRunner {
 
   constructor(
     private readonly source: { module: string | URL; export: string },
-    private readonly options: CustomRunnerOptions,
+    private options: CustomRunnerOptions,
   ) {
     this.name = options.name
   }

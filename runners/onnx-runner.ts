@@ -2,6 +2,7 @@ import { BundleError } from '../errors/index.js'
 import { ModelStore, type ModelInfo } from '../store/index.js'
 import { Dispatcher, type Slice } from './batching/dispatcher.js'
 import type { WireTensor } from './pool/protocol.js'
+import { mergeOverrides, type RunnerOverrides } from './config.js'
 import type { RunnerMetrics } from './metrics.js'
 import { WorkerPool } from './pool/worker-pool.js'
 import { gpuDevices } from './gpu/devices.js'
@@ -53,6 +54,17 @@ export class OnnxRunner {
   private dispatcher: Dispatcher<Request, Request> | undefined
   private metrics: RunnerMetrics | undefined
 
+  /** Operator overrides (serve config file, environment), applied before start. */
+  configure(overrides: RunnerOverrides): void {
+    this.options = mergeOverrides(this.options, overrides)
+  }
+
+  /** The options this runner runs with, after overrides; the model version once started. */
+  effectiveConfig(): Record<string, unknown> {
+    const { home: _home, ...options } = this.options
+    return { kind: 'onnx', tag: this.tag, ...(this.model ? { model: this.model.tag, digest: this.model.digest } : {}), workers: 1, timeoutMs: 30_000, ...options, batching: { enabled: true, maxBatchSize: 32, maxLatencyMs: 100, ...options.batching } }
+  }
+
   /** Called by the server before start: batches, waits and rejections feed its /metrics. */
   attachMetrics(metrics: RunnerMetrics): void {
     this.metrics = metrics
@@ -68,7 +80,7 @@ export class OnnxRunner {
 
   constructor(
     readonly tag: string,
-    private readonly options: OnnxRunnerOptions = {},
+    private options: OnnxRunnerOptions = {},
   ) {
     this.name = options.name ?? tag.split(/[:@]/)[0]!
   }

@@ -9,7 +9,7 @@ import { DEFAULT_MAX_BODY_BYTES, readBody } from './body.js'
 import { Deadlines } from './deadlines.js'
 import { docsAsset, docsPage } from './docs.js'
 import { errorResponse } from './error-response.js'
-import { RunnerMetrics } from '../../runners/index.js'
+import { envOverrides, mergeOverrides, RunnerMetrics, type RunnerOverrides } from '../../runners/index.js'
 import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
 
@@ -21,6 +21,8 @@ export interface AppOptions {
   logger?: Logger
   /** One log line per request (default true; BUNDLE_ACCESS_LOG=0 turns it off). */
   accessLog?: boolean
+  /** Runner overrides keyed by runner name (a serve config file's `runners:`); env wins over these. */
+  runnerConfig?: Record<string, RunnerOverrides>
   /** Shown in OpenAPI `info.version`. */
   version?: string
 }
@@ -46,7 +48,7 @@ export interface ServiceApp {
 
 // A client's request id is echoed only if it is short and plain; anything else gets a fresh one.
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/
-const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs']
+const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/runners']
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
 
@@ -155,6 +157,9 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     if (phase === 'ready' && waiting === undefined) return c.json({ status: 'ready' })
     return c.json({ status: phase === 'ready' ? 'not ready' : phase, reason: waiting !== undefined ? `runner ${waiting} is not ready` : reason }, 503)
   })
+  app.get('/runners', (c) =>
+    c.json(definition.runners.map((r) => ({ name: r.name, ready: r.ready?.() ?? true, config: r.effectiveConfig?.() ?? {} }))),
+  )
   app.get('/metrics', async (c) => c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType }))
   const openapi = JSON.stringify(openapiDocument(definition, options.version))
   app.get('/openapi.json', (c) => c.body(openapi, 200, { 'content-type': 'application/json' }))
@@ -255,6 +260,12 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     start() {
       starting ??= (async () => {
         try {
+          // Operators tune runners without touching code: config file, then environment.
+          const names = new Set(definition.runners.map((r) => r.name))
+          for (const name of Object.keys(options.runnerConfig ?? {})) {
+            if (!names.has(name)) throw new BundleError('E_SERVE_CONFIG_INVALID', `the config names runner "${name}", but this service has ${[...names].join(', ') || 'no runners'}`)
+          }
+          for (const r of definition.runners) r.configure?.(mergeOverrides({}, options.runnerConfig?.[r.name] ?? {}, envOverrides(r.name)))
           instance = definition.create()
           for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
           for (const r of definition.runners) await r.start?.()
@@ -262,6 +273,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
           if (phase !== 'starting') return
           phase = 'ready'
           reason = ''
+          if (definition.runners.length) log.info({ runners: Object.fromEntries(definition.runners.map((r) => [r.name, r.effectiveConfig?.() ?? {}])) }, 'runner configuration')
           log.info({ apis: definition.apis.map((a) => a.route) }, 'service ready')
         } catch (err) {
           phase = 'failed'

@@ -1,5 +1,5 @@
 import { BundleError } from '../../errors/index.js'
-import type { RunnerMetrics } from '../../runners/index.js'
+import type { RunnerMetrics, RunnerOverrides } from '../../runners/index.js'
 import type { HeaderReader, IODescriptor } from '../io/types.js'
 
 export interface TrafficOptions {
@@ -28,6 +28,9 @@ export interface RunnerDeclaration {
   ready?(): boolean
   /** Runners that publish bundle_runner_* series get the server's metrics before start. */
   attachMetrics?(metrics: RunnerMetrics): void
+  /** Operator overrides from a serve config file and BUNDLE_RUNNER_* variables, before start. */
+  configure?(overrides: RunnerOverrides): void
+  effectiveConfig?(): Record<string, unknown>
   queueDepth?(): Record<string, number>
   restarts?(): number
 }
@@ -65,7 +68,7 @@ export interface ServiceOptions {
 const NAME = /^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/
 const ROUTE = /^\/[A-Za-z0-9][-._A-Za-z0-9/]*$/
 /** Paths the server owns; an API cannot take them. */
-export const RESERVED_ROUTES = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/v2', '/']
+export const RESERVED_ROUTES = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/runners', '/v2', '/']
 
 const bad = (msg: string) => new BundleError('E_SERVICE_DEFINITION', msg)
 

@@ -56,3 +56,33 @@ describe('examples/quickstart: the text-direction classifier', () => {
     }
   })
 })
+
+describe('bundle serve --config: operators tune runners without touching code', () => {
+  it('file and environment overrides reach the runner and show on /runners', { timeout: 120_000 }, async () => {
+    const { spawn } = await import('node:child_process')
+    const { writeFileSync } = await import('node:fs')
+    const { BIN } = await import('../utils/cli.js')
+    const dir = tempDir()
+    const cfg = join(dir, 'serve.yaml')
+    writeFileSync(cfg, 'runners:\n  ocr-cls:\n    workers: 2\n    batching:\n      maxBatchSize: 8\n')
+    const port = 21000 + Math.floor(Math.random() * 20000)
+    const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', String(port), '--config', cfg], {
+      env: { ...process.env, BUNDLE_HOME: join(dir, 'home'), BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '25' },
+      stdio: 'ignore',
+    })
+    const exited = new Promise((r) => child.on('exit', r))
+    try {
+      let body: { name: string; ready: boolean; config: { workers: number; batching: { maxBatchSize: number; maxLatencyMs: number } } }[] | undefined
+      for (let i = 0; i < 200 && body?.[0]?.ready !== true; i++) {
+        await new Promise((r) => setTimeout(r, 100))
+        body = await fetch(`http://127.0.0.1:${port}/runners`).then((r) => r.json() as never, () => undefined)
+      }
+      assert.equal(body?.[0]?.name, 'ocr-cls')
+      assert.equal(body![0]!.config.workers, 2)
+      assert.deepEqual(body![0]!.config.batching, { enabled: true, maxBatchSize: 8, maxLatencyMs: 25 })
+    } finally {
+      child.kill('SIGTERM')
+      await exited
+    }
+  })
+})

@@ -1,0 +1,125 @@
+import { BundleError } from '../errors/index.js'
+import type { GpuRequest } from './gpu/placement.js'
+
+/** Every runner option an operator may override without touching code. */
+export interface RunnerOverrides {
+  workers?: number
+  timeoutMs?: number
+  intraOpThreads?: number
+  executionProviders?: string[]
+  batching?: { enabled?: boolean; maxBatchSize?: number; maxLatencyMs?: number }
+  resources?: { gpu?: GpuRequest }
+}
+
+const bad = (msg: string) => new BundleError('E_SERVE_CONFIG_INVALID', msg)
+
+const positiveInt = (where: string, v: unknown): number => {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw bad(`${where} must be a positive integer, got ${JSON.stringify(v)}`)
+  return v
+}
+const positive = (where: string, v: unknown): number => {
+  if (typeof v !== 'number' || !(v > 0)) throw bad(`${where} must be a positive number, got ${JSON.stringify(v)}`)
+  return v
+}
+
+function only(where: string, obj: Record<string, unknown>, keys: readonly string[]): void {
+  for (const k of Object.keys(obj)) if (!keys.includes(k)) throw bad(`${where}: unknown key "${k}" (known: ${keys.join(', ')})`)
+}
+
+/** Validates one runner's overrides (from YAML or env); unknown keys are errors that name the key. */
+export function validateOverrides(where: string, raw: unknown): RunnerOverrides {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw bad(`${where} must be a mapping of runner options`)
+  const o = raw as Record<string, unknown>
+  only(where, o, ['workers', 'timeoutMs', 'intraOpThreads', 'executionProviders', 'batching', 'resources'])
+  const out: RunnerOverrides = {}
+  if (o.workers !== undefined) out.workers = positiveInt(`${where}.workers`, o.workers)
+  if (o.timeoutMs !== undefined) out.timeoutMs = positive(`${where}.timeoutMs`, o.timeoutMs)
+  if (o.intraOpThreads !== undefined) out.intraOpThreads = positiveInt(`${where}.intraOpThreads`, o.intraOpThreads)
+  if (o.executionProviders !== undefined) {
+    if (!Array.isArray(o.executionProviders) || o.executionProviders.some((p) => typeof p !== 'string')) throw bad(`${where}.executionProviders must be a list of names, e.g. [cuda, cpu]`)
+    out.executionProviders = o.executionProviders as string[]
+  }
+  if (o.batching !== undefined) {
+    const b = o.batching as Record<string, unknown>
+    if (b === null || typeof b !== 'object') throw bad(`${where}.batching must be a mapping`)
+    only(`${where}.batching`, b, ['enabled', 'maxBatchSize', 'maxLatencyMs'])
+    out.batching = {}
+    if (b.enabled !== undefined) {
+      if (typeof b.enabled !== 'boolean') throw bad(`${where}.batching.enabled must be true or false`)
+      out.batching.enabled = b.enabled
+    }
+    if (b.maxBatchSize !== undefined) out.batching.maxBatchSize = positiveInt(`${where}.batching.maxBatchSize`, b.maxBatchSize)
+    if (b.maxLatencyMs !== undefined) out.batching.maxLatencyMs = positive(`${where}.batching.maxLatencyMs`, b.maxLatencyMs)
+  }
+  if (o.resources !== undefined) {
+    const r = o.resources as Record<string, unknown>
+    if (r === null || typeof r !== 'object') throw bad(`${where}.resources must be a mapping`)
+    only(`${where}.resources`, r, ['gpu'])
+    if (r.gpu !== undefined) {
+      if (!(typeof r.gpu === 'number' && r.gpu >= 0) && !(Array.isArray(r.gpu) && r.gpu.every((d) => typeof d === 'number' || typeof d === 'string'))) throw bad(`${where}.resources.gpu must be a number or a device list`)
+      out.resources = { gpu: r.gpu as GpuRequest }
+    }
+  }
+  return out
+}
+
+/** The `runners:` section of a serve config file, keyed by runner name. */
+export function parseServeConfig(doc: unknown, file: string): Record<string, RunnerOverrides> {
+  if (doc === null || doc === undefined) return {}
+  if (typeof doc !== 'object' || Array.isArray(doc)) throw bad(`${file} must be a mapping with a "runners" key`)
+  only(file, doc as Record<string, unknown>, ['runners'])
+  const runners = (doc as { runners?: unknown }).runners ?? {}
+  if (typeof runners !== 'object' || runners === null || Array.isArray(runners)) throw bad(`${file}: runners must be a mapping of runner name → options`)
+  return Object.fromEntries(Object.entries(runners).map(([name, o]) => [name, validateOverrides(`${file}: runners.${name}`, o)]))
+}
+
+const envName = (runner: string) => runner.toUpperCase().replace(/[^A-Z0-9]/g, '_')
+
+/**
+ * Overrides from the environment: BUNDLE_RUNNER_<NAME>_<OPTION>, the name upper-cased with
+ * other characters as "_" (ocr-cls → OCR_CLS). Options: WORKERS, TIMEOUT_MS, INTRA_OP_THREADS,
+ * EXECUTION_PROVIDERS (comma-separated), BATCHING_ENABLED, BATCHING_MAX_BATCH_SIZE,
+ * BATCHING_MAX_LATENCY_MS, GPU (a number or a comma-separated device list).
+ */
+export function envOverrides(runner: string, env: NodeJS.ProcessEnv = process.env): RunnerOverrides {
+  const prefix = `BUNDLE_RUNNER_${envName(runner)}_`
+  const get = (k: string) => env[prefix + k]
+  const num = (k: string) => {
+    const v = get(k)
+    if (v === undefined) return undefined
+    const n = Number(v)
+    if (v.trim() === '' || Number.isNaN(n)) throw bad(`${prefix}${k}="${v}" is not a number`)
+    return n
+  }
+  const raw: Record<string, unknown> = {}
+  const batching: Record<string, unknown> = {}
+  if (get('WORKERS') !== undefined) raw.workers = num('WORKERS')
+  if (get('TIMEOUT_MS') !== undefined) raw.timeoutMs = num('TIMEOUT_MS')
+  if (get('INTRA_OP_THREADS') !== undefined) raw.intraOpThreads = num('INTRA_OP_THREADS')
+  if (get('EXECUTION_PROVIDERS') !== undefined) raw.executionProviders = get('EXECUTION_PROVIDERS')!.split(',').map((s) => s.trim()).filter(Boolean)
+  if (get('BATCHING_ENABLED') !== undefined) {
+    const v = get('BATCHING_ENABLED')!.toLowerCase()
+    if (!['true', 'false', '1', '0'].includes(v)) throw bad(`${prefix}BATCHING_ENABLED must be true or false`)
+    batching.enabled = v === 'true' || v === '1'
+  }
+  if (get('BATCHING_MAX_BATCH_SIZE') !== undefined) batching.maxBatchSize = num('BATCHING_MAX_BATCH_SIZE')
+  if (get('BATCHING_MAX_LATENCY_MS') !== undefined) batching.maxLatencyMs = num('BATCHING_MAX_LATENCY_MS')
+  if (Object.keys(batching).length) raw.batching = batching
+  const gpu = get('GPU')
+  if (gpu !== undefined) raw.resources = { gpu: gpu.includes(',') || !/^\d*\.?\d+$/.test(gpu) ? gpu.split(',').map((s) => s.trim()) : Number(gpu) }
+  return validateOverrides(`environment (${prefix}*)`, raw)
+}
+
+/** code < file < environment; nested batching/resources merge key by key. */
+export function mergeOverrides<T extends RunnerOverrides>(base: T, ...layers: RunnerOverrides[]): T {
+  let out: T = { ...base }
+  for (const l of layers) {
+    out = {
+      ...out,
+      ...l,
+      ...(l.batching || out.batching ? { batching: { ...out.batching, ...l.batching } } : {}),
+      ...(l.resources || out.resources ? { resources: { ...out.resources, ...l.resources } } : {}),
+    }
+  }
+  return out
+}
