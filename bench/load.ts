@@ -16,7 +16,10 @@ export interface LoadResult {
   requests: number
   errors: number
   statuses: Record<string, number>
+  /** All answers per second, errors included. */
   rps: number
+  /** Successful (2xx) answers per second: the throughput that counts. */
+  okRps: number
   p50: number
   p90: number
   p99: number
@@ -73,6 +76,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     errors,
     statuses,
     rps: sorted.length / (o.durationMs / 1000),
+    okRps: (sorted.length - errors) / (o.durationMs / 1000),
     p50: pct(sorted, 50),
     p90: pct(sorted, 90),
     p99: pct(sorted, 99),

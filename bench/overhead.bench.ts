@@ -80,8 +80,8 @@ for (const concurrency of [1, 16]) {
   }
   const [b, q, l] = runs.map((r) => mid(r, (x) => x.rps)) as [Measured, Measured, Measured]
   rows.push(row('bare hono app', b), row('`bundle serve` greeter, access log off', q), row('`bundle serve` greeter, access log on (default)', l))
-  const rq = median(runs[1]!.map((r, i) => r.rps / runs[0]![i]!.rps))
-  const rl = median(runs[2]!.map((r, i) => r.rps / runs[0]![i]!.rps))
+  const rq = median(runs[1]!.map((r, i) => r.okRps / runs[0]![i]!.okRps))
+  const rl = median(runs[2]!.map((r, i) => r.okRps / runs[0]![i]!.okRps))
   ratios.push(`c=${concurrency}: ${fmt(rq, 2)}× (log off), ${fmt(rl, 2)}× (log on)`)
 }
 for (const s of [bare, quiet, logged]) s.child.kill('SIGTERM')
