@@ -4,6 +4,6 @@ export { customRunner, CustomRunner, type CustomRunnerOptions, type CustomMethod
 export { Dispatcher, type DispatcherOptions, type Slice } from './batching/dispatcher.js'
 export { LatencyModel } from './batching/latency-model.js'
 export { WorkerPool, type PoolOptions } from './pool/worker-pool.js'
-export type { RunnerTensor, RunnerDType } from './tensor.js'
+export { TYPED_ARRAYS, type RunnerTensor, type RunnerDType } from './tensor.js'
 export { RunnerMetrics, type RunnerMetricsSource } from './metrics.js'
 export { envOverrides, mergeOverrides, parseServeConfig, validateOverrides, type RunnerOverrides } from './config.js'

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
-import type { DispatchObserver, DispatcherStats } from './batching/dispatcher.js'
+import type { DispatchObserver } from './batching/dispatcher.js'
 
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 const TIME_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -80,4 +80,3 @@ export class RunnerMetrics {
   }
 }
 
-export type { DispatcherStats }

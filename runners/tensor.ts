@@ -1,6 +1,7 @@
 import type { WireTensor } from './pool/protocol.js'
 
-const ARRAYS = {
+/** The one table of tensor dtypes and their typed arrays (the HTTP tensor IO uses it too). */
+export const TYPED_ARRAYS = {
   float32: Float32Array,
   float64: Float64Array,
   int8: Int8Array,
@@ -14,7 +15,7 @@ const ARRAYS = {
   bool: Uint8Array,
 } as const
 
-export type RunnerDType = keyof typeof ARRAYS
+export type RunnerDType = keyof typeof TYPED_ARRAYS
 type AnyTypedArray = Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array
 
 /** A dense row-major tensor as runners take and return it. */
@@ -31,7 +32,7 @@ export function toWire(t: RunnerTensor): WireTensor {
 }
 
 export function fromWire(w: WireTensor): RunnerTensor {
-  const Ctor = ARRAYS[w.dtype as RunnerDType]
+  const Ctor = TYPED_ARRAYS[w.dtype as RunnerDType]
   if (Ctor === undefined) throw new Error(`unsupported dtype ${w.dtype}`)
   const copy = new Uint8Array(w.data.byteLength) // aligned
   copy.set(w.data)

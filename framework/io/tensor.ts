@@ -1,20 +1,9 @@
 import { BundleError } from '../../errors/index.js'
+import { TYPED_ARRAYS } from '../../runners/index.js'
 import { parseJsonBody } from './json.js'
 import { baseMediaType, type IODescriptor } from './types.js'
 
-const ARRAYS = {
-  float32: Float32Array,
-  float64: Float64Array,
-  int8: Int8Array,
-  uint8: Uint8Array,
-  int16: Int16Array,
-  uint16: Uint16Array,
-  int32: Int32Array,
-  uint32: Uint32Array,
-  int64: BigInt64Array,
-  uint64: BigUint64Array,
-  bool: Uint8Array,
-} as const
+const ARRAYS = TYPED_ARRAYS
 
 export type DType = keyof typeof ARRAYS
 export type TypedArrayOf<D extends DType> = InstanceType<(typeof ARRAYS)[D]>

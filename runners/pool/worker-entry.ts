@@ -1,6 +1,7 @@
 // The runner worker process: loads one backend, then answers 'run' messages one at a time.
 // Not exported: the pool starts it with `node worker-entry.js <title>`.
 import { pathToFileURL } from 'node:url'
+import { fromWire } from '../tensor.js'
 import type { BackendSpec, ParentMessage, WireTensor, WorkerMessage } from './protocol.js'
 
 type Methods = Record<string, (args: unknown) => unknown>
@@ -48,17 +49,10 @@ async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<M
     }
     throw err
   }
-  const ARRAYS: Record<string, { new (b: ArrayBuffer, o: number, n: number): ArrayBufferView; BYTES_PER_ELEMENT: number }> = {
-    float32: Float32Array, float64: Float64Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array,
-    int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array, bool: Uint8Array,
-  } as never
-  const toOrt = (t: WireTensor) => {
-    const Ctor = ARRAYS[t.dtype]
-    if (Ctor === undefined) throw new Error(`unsupported dtype ${t.dtype}`)
-    // Copy into an aligned buffer: IPC bytes may sit at any offset.
-    const copy = new Uint8Array(t.data.byteLength)
-    copy.set(t.data)
-    return new ort.Tensor(t.dtype as never, new Ctor(copy.buffer, 0, copy.byteLength / Ctor.BYTES_PER_ELEMENT) as never, t.shape)
+  // fromWire copies into an aligned buffer: IPC bytes may sit at any offset.
+  const toOrt = (w: WireTensor) => {
+    const t = fromWire(w)
+    return new ort.Tensor(t.dtype as never, t.data as never, t.shape)
   }
   return {
     async run(args: unknown) {

@@ -13,12 +13,18 @@ const input = (rows: number, seed: number) => {
   return { dtype: 'float32' as const, shape: [rows, 3, 48, 192], data }
 }
 
+/** A fresh store holding the cls model as ocr-cls:1.0.0. */
+async function homeWithCls(): Promise<string> {
+  const home = join(tempDir(), 'home')
+  const store = ModelStore.open({ home })
+  await store.save({ name: 'ocr-cls', version: '1.0.0', paths: [MODELS.cls] })
+  store.close()
+  return home
+}
+
 describe('OnnxRunner with the real PaddleOCR cls model', () => {
   it('batched and split runs in a worker give what onnxruntime gives in-process', { timeout: 120_000 }, async () => {
-    const home = join(tempDir(), 'home')
-    const store = ModelStore.open({ home })
-    await store.save({ name: 'ocr-cls', version: '1.0.0', paths: [MODELS.cls] })
-    store.close()
+    const home = await homeWithCls()
     const session = await ort.InferenceSession.create(MODELS.cls)
     const direct = async (x: ReturnType<typeof input>) => {
       const out = await session.run({ x: new ort.Tensor('float32', x.data, x.shape) })
@@ -48,10 +54,7 @@ describe('OnnxRunner with the real PaddleOCR cls model', () => {
 
 describe('OnnxRunner on GPUs', () => {
   it('a GPU runner without GPUs, or without onnxruntime CUDA binaries, fails start with a clear error', { timeout: 60_000 }, async () => {
-    const home = join(tempDir(), 'home')
-    const store = ModelStore.open({ home })
-    await store.save({ name: 'ocr-cls', version: '1.0.0', paths: [MODELS.cls] })
-    store.close()
+    const home = await homeWithCls()
     const saved = process.env.BUNDLE_GPU_DEVICES
     try {
       process.env.BUNDLE_GPU_DEVICES = ''
