@@ -24,6 +24,9 @@ export interface LoadResult {
   p90: number
   p99: number
   mean: number
+  /** Latency percentiles of successful answers only (the latency bound is about these). */
+  okP50: number
+  okP99: number
 }
 
 const pct = (sorted: number[], p: number): number => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN)
@@ -42,6 +45,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   const windowStart = start + o.warmupMs
   const windowEnd = windowStart + o.durationMs
   const latencies: number[] = []
+  const okLatencies: number[] = []
   const statuses: Record<string, number> = {}
   let errors = 0
 
@@ -64,6 +68,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
         latencies.push(t1 - t0)
         statuses[status] = (statuses[status] ?? 0) + 1
         if (status < 200 || status >= 300) errors++
+        else okLatencies.push(t1 - t0)
       }
     }
   }
@@ -81,5 +86,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     p90: pct(sorted, 90),
     p99: pct(sorted, 99),
     mean: sorted.reduce((a, b) => a + b, 0) / (sorted.length || 1),
+    okP50: pct(okLatencies.sort((a, b) => a - b), 50),
+    okP99: pct(okLatencies, 99),
   }
 }

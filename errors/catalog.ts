@@ -69,6 +69,7 @@ export const CATALOG = {
   E_RUNNER_TIMEOUT: entry(504, 1, 'A batch ran longer than the runner timeout; the worker was recycled.', 'Send smaller inputs or raise the runner timeout.'),
   E_RUNNER_GPU_UNAVAILABLE: entry(503, 1, 'A runner asks for GPUs this machine does not have, or onnxruntime lacks its CUDA binaries.', 'Check nvidia-smi -L (or BUNDLE_GPU_DEVICES) and resources.gpu; install onnxruntime-node with --onnxruntime-node-install=cuda12 for the CUDA execution provider.'),
   E_SERVE_CONFIG_INVALID: entry(400, 2, 'A serve config file or BUNDLE_RUNNER_* variable has an unknown key, a bad value, or names no runner.', 'Fix the key the message names; see README "Tuning runners" for every option.'),
+  E_RUNNER_BATCH_DIM: entry(500, 1, "A model output lacks the dimension the runner splits batched results along.", 'Set batching.batchDim to [input dimension, output dimension] for this model, or batching.enabled: false.'),
   E_RUNNER_STOPPED: entry(503, 1, 'The runner is stopping or stopped.', 'Retry against a running server.'),
 } as const satisfies Record<string, CatalogEntry>
 

@@ -7,8 +7,9 @@ export interface RunnerOverrides {
   timeoutMs?: number
   intraOpThreads?: number
   executionProviders?: string[]
-  batching?: { enabled?: boolean; maxBatchSize?: number; maxLatencyMs?: number }
-  resources?: { gpu?: GpuRequest }
+  batching?: { enabled?: boolean; maxBatchSize?: number; maxLatencyMs?: number; batchDim?: number | [number, number] }
+  resources?: { cpu?: number; gpu?: GpuRequest }
+  warmup?: false | { rounds?: number; shapes?: Record<string, number[]> }
 }
 
 const bad = (msg: string) => new BundleError('E_SERVE_CONFIG_INVALID', msg)
@@ -30,7 +31,7 @@ function only(where: string, obj: Record<string, unknown>, keys: readonly string
 export function validateOverrides(where: string, raw: unknown): RunnerOverrides {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw bad(`${where} must be a mapping of runner options`)
   const o = raw as Record<string, unknown>
-  only(where, o, ['workers', 'timeoutMs', 'intraOpThreads', 'executionProviders', 'batching', 'resources'])
+  only(where, o, ['workers', 'timeoutMs', 'intraOpThreads', 'executionProviders', 'batching', 'resources', 'warmup'])
   const out: RunnerOverrides = {}
   if (o.workers !== undefined) out.workers = positiveInt(`${where}.workers`, o.workers)
   if (o.timeoutMs !== undefined) out.timeoutMs = positive(`${where}.timeoutMs`, o.timeoutMs)
@@ -42,7 +43,7 @@ export function validateOverrides(where: string, raw: unknown): RunnerOverrides 
   if (o.batching !== undefined) {
     const b = o.batching as Record<string, unknown>
     if (b === null || typeof b !== 'object') throw bad(`${where}.batching must be a mapping`)
-    only(`${where}.batching`, b, ['enabled', 'maxBatchSize', 'maxLatencyMs'])
+    only(`${where}.batching`, b, ['enabled', 'maxBatchSize', 'maxLatencyMs', 'batchDim'])
     out.batching = {}
     if (b.enabled !== undefined) {
       if (typeof b.enabled !== 'boolean') throw bad(`${where}.batching.enabled must be true or false`)
@@ -50,14 +51,45 @@ export function validateOverrides(where: string, raw: unknown): RunnerOverrides 
     }
     if (b.maxBatchSize !== undefined) out.batching.maxBatchSize = positiveInt(`${where}.batching.maxBatchSize`, b.maxBatchSize)
     if (b.maxLatencyMs !== undefined) out.batching.maxLatencyMs = positive(`${where}.batching.maxLatencyMs`, b.maxLatencyMs)
+    if (b.batchDim !== undefined) {
+      const dim = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
+      if (dim(b.batchDim)) out.batching.batchDim = b.batchDim as number
+      else if (Array.isArray(b.batchDim) && b.batchDim.length === 2 && b.batchDim.every(dim)) out.batching.batchDim = b.batchDim as [number, number]
+      else throw bad(`${where}.batching.batchDim must be a dimension index (0, 1, …) or [input dimension, output dimension], got ${JSON.stringify(b.batchDim)}`)
+    }
   }
   if (o.resources !== undefined) {
     const r = o.resources as Record<string, unknown>
     if (r === null || typeof r !== 'object') throw bad(`${where}.resources must be a mapping`)
-    only(`${where}.resources`, r, ['gpu'])
+    only(`${where}.resources`, r, ['cpu', 'gpu'])
+    out.resources = {}
+    if (r.cpu !== undefined) out.resources.cpu = positive(`${where}.resources.cpu`, r.cpu)
     if (r.gpu !== undefined) {
       if (!(typeof r.gpu === 'number' && r.gpu >= 0) && !(Array.isArray(r.gpu) && r.gpu.every((d) => typeof d === 'number' || typeof d === 'string'))) throw bad(`${where}.resources.gpu must be a number or a device list`)
-      out.resources = { gpu: r.gpu as GpuRequest }
+      out.resources.gpu = r.gpu as GpuRequest
+    }
+  }
+  if (o.warmup !== undefined) out.warmup = validateWarmup(`${where}.warmup`, o.warmup)
+  return out
+}
+
+function validateWarmup(where: string, w: unknown): RunnerOverrides['warmup'] {
+  if (w === false) return false
+  if (w === null || typeof w !== 'object' || Array.isArray(w)) throw bad(`${where} must be false or a mapping with rounds and/or shapes`)
+  const o = w as Record<string, unknown>
+  only(where, o, ['rounds', 'shapes'])
+  const out: { rounds?: number; shapes?: Record<string, number[]> } = {}
+  if (o.rounds !== undefined) {
+    if (typeof o.rounds !== 'number' || !Number.isSafeInteger(o.rounds) || o.rounds < 0) throw bad(`${where}.rounds must be a whole number (0 turns warm-up off), got ${JSON.stringify(o.rounds)}`)
+    out.rounds = o.rounds
+  }
+  if (o.shapes !== undefined) {
+    const shapes = o.shapes as Record<string, unknown>
+    if (shapes === null || typeof shapes !== 'object' || Array.isArray(shapes)) throw bad(`${where}.shapes must map input names to per-row shapes, e.g. { x: [3, 48, 192] }`)
+    out.shapes = {}
+    for (const [name, shape] of Object.entries(shapes)) {
+      if (!Array.isArray(shape) || shape.some((d) => typeof d !== 'number' || !Number.isSafeInteger(d) || d < 1)) throw bad(`${where}.shapes.${name} must be a list of positive sizes without the batch dimension, got ${JSON.stringify(shape)}`)
+      out.shapes[name] = shape as number[]
     }
   }
   return out
@@ -79,7 +111,8 @@ const envName = (runner: string) => runner.toUpperCase().replace(/[^A-Z0-9]/g, '
  * Overrides from the environment: BUNDLE_RUNNER_<NAME>_<OPTION>, the name upper-cased with
  * other characters as "_" (ocr-cls → OCR_CLS). Options: WORKERS, TIMEOUT_MS, INTRA_OP_THREADS,
  * EXECUTION_PROVIDERS (comma-separated), BATCHING_ENABLED, BATCHING_MAX_BATCH_SIZE,
- * BATCHING_MAX_LATENCY_MS, GPU (a number or a comma-separated device list).
+ * BATCHING_MAX_LATENCY_MS, BATCHING_BATCH_DIM (a number, or "input,output"), CPU, GPU (a number
+ * or a comma-separated device list), WARMUP_ROUNDS (0 turns warm-up off).
  */
 export function envOverrides(runner: string, env: NodeJS.ProcessEnv = process.env): RunnerOverrides {
   const prefix = `BUNDLE_RUNNER_${envName(runner)}_`
@@ -104,9 +137,15 @@ export function envOverrides(runner: string, env: NodeJS.ProcessEnv = process.en
   }
   if (get('BATCHING_MAX_BATCH_SIZE') !== undefined) batching.maxBatchSize = num('BATCHING_MAX_BATCH_SIZE')
   if (get('BATCHING_MAX_LATENCY_MS') !== undefined) batching.maxLatencyMs = num('BATCHING_MAX_LATENCY_MS')
+  const batchDim = get('BATCHING_BATCH_DIM')
+  if (batchDim !== undefined) batching.batchDim = batchDim.includes(',') ? batchDim.split(',').map((d) => (d.trim() === '' ? NaN : Number(d))) : batchDim.trim() === '' ? NaN : Number(batchDim)
   if (Object.keys(batching).length) raw.batching = batching
+  if (get('WARMUP_ROUNDS') !== undefined) raw.warmup = { rounds: num('WARMUP_ROUNDS') }
+  const resources: Record<string, unknown> = {}
+  if (get('CPU') !== undefined) resources.cpu = num('CPU')
   const gpu = get('GPU')
-  if (gpu !== undefined) raw.resources = { gpu: gpu.includes(',') || !/^\d*\.?\d+$/.test(gpu) ? gpu.split(',').map((s) => s.trim()) : Number(gpu) }
+  if (gpu !== undefined) resources.gpu = gpu.includes(',') || !/^\d*\.?\d+$/.test(gpu) ? gpu.split(',').map((s) => s.trim()) : Number(gpu)
+  if (Object.keys(resources).length) raw.resources = resources
   return validateOverrides(`environment (${prefix}*)`, raw)
 }
 
@@ -119,6 +158,8 @@ export function mergeOverrides<T extends RunnerOverrides>(base: T, ...layers: Ru
       ...l,
       ...(l.batching || out.batching ? { batching: { ...out.batching, ...l.batching } } : {}),
       ...(l.resources || out.resources ? { resources: { ...out.resources, ...l.resources } } : {}),
+      // warmup: false replaces; a mapping merges into an earlier mapping.
+      ...(l.warmup !== undefined ? { warmup: l.warmup === false || out.warmup === false || out.warmup === undefined ? l.warmup : { ...out.warmup, ...l.warmup } } : {}),
     }
   }
   return out

@@ -70,7 +70,12 @@ export class CustomRunner {
     const module = this.source.module instanceof URL ? fileURLToPath(this.source.module) : this.source.module
     const workers = this.options.workers ?? 1
     this.pool = new WorkerPool({ runner: this.name, workers, timeoutMs: this.options.timeoutMs ?? 30_000, backend: { kind: 'custom', module, exportName: this.source.export } })
-    await this.pool.start()
+    try {
+      await this.pool.start()
+    } catch (err) {
+      await this.pool.stop(0) // no worker keeps restarting behind a runner that failed to start
+      throw err
+    }
     for (const [method, m] of Object.entries(this.options.methods ?? {})) {
       if (!m.batchable) continue
       this.dispatchers.set(
@@ -104,8 +109,9 @@ export class CustomRunner {
     return ((await d.submit(items, items.length)) as O[][]).flat()
   }
 
+  /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */
   async stop(): Promise<void> {
-    for (const d of this.dispatchers.values()) d.close()
+    await Promise.all([...this.dispatchers.values()].map((d) => d.drain()))
     await this.pool?.stop()
   }
 }

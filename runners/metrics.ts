@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
-import type { DispatchObserver } from './batching/dispatcher.js'
+import type { DispatchObserver, RejectReason } from './batching/dispatcher.js'
 
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 const TIME_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -38,7 +38,7 @@ export class RunnerMetrics {
     this.execTime = new Histogram({ name: 'bundle_runner_execution_duration_seconds', help: 'Time a batch took in the worker, IPC included', labelNames: ['service', 'runner', 'method'], buckets: TIME_BUCKETS, registers: r })
     this.rows = new Counter({ name: 'bundle_runner_inference_total', help: 'Rows run through the model', labelNames: ['service', 'runner', 'method'], registers: r })
     this.batches = new Counter({ name: 'bundle_runner_execution_total', help: 'Batches executed', labelNames: ['service', 'runner', 'method'], registers: r })
-    this.rejected = new Counter({ name: 'bundle_runner_rejected_total', help: 'Requests shed by the batcher', labelNames: ['service', 'runner', 'method', 'reason'], registers: r })
+    this.rejected = new Counter({ name: 'bundle_runner_rejected_total', help: 'Requests shed by the batcher (reason: queue_full, admission, deadline)', labelNames: ['service', 'runner', 'method', 'reason'], registers: r })
     const svc = service
     new Gauge({
       name: 'bundle_runner_queue_depth',
@@ -62,7 +62,7 @@ export class RunnerMetrics {
 
   observer(runner: string, method: string): DispatchObserver {
     const labels = { service: this.service, runner, method }
-    for (const reason of ['queue_full', 'deadline']) this.rejected.inc({ ...labels, reason }, 0)
+    for (const reason of ['queue_full', 'admission', 'deadline'] satisfies RejectReason[]) this.rejected.inc({ ...labels, reason }, 0)
     this.rows.inc(labels, 0)
     this.batches.inc(labels, 0)
     return {

@@ -1,13 +1,15 @@
+import { availableParallelism } from 'node:os'
 import { BundleError } from '../errors/index.js'
 import { ModelStore, type ModelInfo } from '../store/index.js'
-import { Dispatcher, type Slice } from './batching/dispatcher.js'
+import { Dispatcher, type DispatcherStats, type Slice } from './batching/dispatcher.js'
 import type { WireTensor } from './pool/protocol.js'
+import type { TensorSignature } from '../store/index.js'
 import { mergeOverrides, type RunnerOverrides } from './config.js'
 import type { RunnerMetrics } from './metrics.js'
 import { WorkerPool } from './pool/worker-pool.js'
 import { gpuDevices } from './gpu/devices.js'
 import { placeWorkers, type GpuRequest } from './gpu/placement.js'
-import { concatRows, fromWire, sliceRows, toWire, type RunnerTensor } from './tensor.js'
+import { concatRows, fromWire, sliceRows, toWire, TYPED_ARRAYS, type RunnerDType, type RunnerTensor } from './tensor.js'
 
 // Device discovery runs only for runners that ask for a GPU (nvidia-smi costs a process spawn).
 const devicesFor = (gpu: GpuRequest | undefined): string[] => (gpu === undefined || gpu === 0 ? [] : gpuDevices())
@@ -18,6 +20,11 @@ export interface BatchingOptions {
   maxBatchSize?: number
   /** Queue wait plus execution bound per request (default 100 ms). */
   maxLatencyMs?: number
+  /**
+   * The dimension requests are merged along (default 0), or [input dimension, output
+   * dimension] when the outputs carry the batch elsewhere (a [seq, batch, …] model: 1).
+   */
+  batchDim?: number | [number, number]
 }
 
 export interface OnnxRunnerOptions {
@@ -31,8 +38,26 @@ export interface OnnxRunnerOptions {
   intraOpThreads?: number
   /** Model store directory (default $BUNDLE_HOME). */
   home?: string
-  /** `gpu`: devices per worker (1, 2), a fraction to pack workers (0.5), or a device list. */
-  resources?: { gpu?: GpuRequest }
+  /**
+   * `cpu`: cores per worker — onnxruntime's intra-op threads (unless intraOpThreads is given)
+   * and, without `workers`, as many workers as the machine's cores hold.
+   * `gpu`: devices per worker (1, 2), a fraction to pack workers (0.5), or a device list.
+   */
+  resources?: { cpu?: number; gpu?: GpuRequest }
+  /**
+   * Dummy batches each worker runs before it reports ready (after a restart too), so no
+   * request pays for onnxruntime's lazy initialisation and the batcher starts with measured
+   * batch times. On by default where the model's inputs have fixed non-batch dimensions;
+   * `shapes` gives the per-row shape of inputs with variable ones; `false` turns it off.
+   */
+  warmup?: WarmupOptions | false
+}
+
+export interface WarmupOptions {
+  /** Timed rounds over every batch size, after one untimed round (default 1). */
+  rounds?: number
+  /** Per-row shape (without the batch dimension) of each input, e.g. `{ x: [3, 48, 192] }`. */
+  shapes?: Record<string, number[]>
 }
 
 type Inputs = Record<string, RunnerTensor>
@@ -53,6 +78,9 @@ export class OnnxRunner {
   private pool: WorkerPool | undefined
   private dispatcher: Dispatcher<Request, Request> | undefined
   private metrics: RunnerMetrics | undefined
+  /** What warm-up does, once started (shown by GET /runners). */
+  private warmupPlan: unknown
+  private resolvedWorkers: number | undefined
 
   /** Operator overrides (serve config file, environment), applied before start. */
   configure(overrides: RunnerOverrides): void {
@@ -62,12 +90,17 @@ export class OnnxRunner {
   /** The options this runner runs with, after overrides; the model version once started. */
   effectiveConfig(): Record<string, unknown> {
     const { home: _home, ...options } = this.options
-    return { kind: 'onnx', tag: this.tag, ...(this.model ? { model: this.model.tag, digest: this.model.digest } : {}), workers: 1, timeoutMs: 30_000, ...options, batching: { enabled: true, maxBatchSize: 32, maxLatencyMs: 100, ...options.batching } }
+    return { kind: 'onnx', tag: this.tag, ...(this.model ? { model: this.model.tag, digest: this.model.digest } : {}), timeoutMs: 30_000, ...options, workers: this.resolvedWorkers ?? options.workers ?? 1, batching: { enabled: true, maxBatchSize: 32, maxLatencyMs: 100, ...options.batching }, warmup: this.warmupPlan ?? options.warmup ?? 'auto' }
   }
 
   /** Called by the server before start: batches, waits and rejections feed its /metrics. */
   attachMetrics(metrics: RunnerMetrics): void {
     this.metrics = metrics
+  }
+
+  /** The batcher's state: queue, batches running, the batch size it aims for, batches timed. */
+  stats(): DispatcherStats | undefined {
+    return this.dispatcher?.stats()
   }
 
   queueDepth(): Record<string, number> {
@@ -92,23 +125,51 @@ export class OnnxRunner {
       if (onnx === undefined) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `model ${this.tag} has no .onnx file`)
       const { model, files } = await store.paths(this.tag)
       this.model = model
-      const workers = this.options.workers ?? 1
+      const cpu = this.options.resources?.cpu
+      const workers = this.options.workers ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : 1)
+      const threads = this.options.intraOpThreads ?? (cpu ? Math.max(1, Math.ceil(cpu)) : undefined)
+      this.resolvedWorkers = workers
       // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
       const placement = placeWorkers(workers, this.options.resources?.gpu, devicesFor(this.options.resources?.gpu))
       const providers = this.options.executionProviders ?? (placement ? ['cuda'] : undefined)
+      const b = this.options.batching ?? {}
+      const batching = b.enabled ?? true
+      const maxBatchSize = b.maxBatchSize ?? 32
+      const dispatcher = new Dispatcher<Request, Request>(
+        { maxBatchSize, maxLatencyMs: b.maxLatencyMs ?? 100, slots: workers, batching, ...(this.metrics ? { observer: this.metrics.observer(this.name, 'run') } : {}) },
+        (slices, rows) => this.execute(slices, rows),
+      )
+      const [inDim] = this.batchDims()
+      const rowShapes = this.warmupShapes(model.signatures[onnx.path]?.inputs ?? [])
+      const sizes = batching ? batchSizes(maxBatchSize) : [1]
+      const rounds = (this.options.warmup || {}).rounds ?? 1
+      this.warmupPlan = rowShapes ? { rounds, sizes, shapes: Object.fromEntries(rowShapes.map((r) => [r.name, r.shape])) } : this.options.warmup === false || rounds < 1 ? false : 'off: the model has variable non-batch dimensions; set warmup.shapes'
       this.pool = new WorkerPool({
         ...(placement ? { env: (i: number) => ({ CUDA_VISIBLE_DEVICES: placement[i]!.join(',') }) } : {}),
         runner: this.name,
         workers,
         timeoutMs: this.options.timeoutMs ?? 30_000,
-        backend: { kind: 'onnx', modelPath: files[onnx.path]!, ...(providers ? { executionProviders: providers } : {}), ...(this.options.intraOpThreads ? { intraOpThreads: this.options.intraOpThreads } : {}) },
+        backend: { kind: 'onnx', modelPath: files[onnx.path]!, ...(providers ? { executionProviders: providers } : {}), ...(threads ? { intraOpThreads: threads } : {}) },
+        ...(rowShapes
+          ? {
+              warmup: {
+                method: 'run',
+                sizes,
+                rounds,
+                args: (rows: number) => ({ inputs: Object.fromEntries(rowShapes.map(({ name, dtype, shape }) => [name, zeros(dtype, [...shape.slice(0, inDim), rows, ...shape.slice(inDim)])])) }),
+                // Warm-up timings seed the batcher: it starts with measured batch times.
+                observe: (rows: number, ms: number) => dispatcher.model.observe(rows, ms),
+              },
+            }
+          : {}),
       })
-      await this.pool.start()
-      const b = this.options.batching ?? {}
-      this.dispatcher = new Dispatcher<Request, Request>(
-        { maxBatchSize: b.maxBatchSize ?? 32, maxLatencyMs: b.maxLatencyMs ?? 100, slots: workers, batching: b.enabled ?? true, ...(this.metrics ? { observer: this.metrics.observer(this.name, 'run') } : {}) },
-        (slices, rows) => this.execute(slices, rows),
-      )
+      try {
+        await this.pool.start()
+      } catch (err) {
+        await this.pool.stop(0) // no worker keeps restarting behind a runner that failed to start
+        throw err
+      }
+      this.dispatcher = dispatcher
     } finally {
       store.close()
     }
@@ -118,37 +179,93 @@ export class OnnxRunner {
     return this.pool?.ready() ?? false
   }
 
-  /** Concatenates the slices along dimension 0, runs one batch, splits the outputs back. */
+  /**
+   * Per-row shapes to warm up with, or undefined for no warm-up: explicit `warmup.shapes`, else
+   * the model's own shapes when every non-batch dimension is fixed. Asking for a warm-up of a
+   * model with variable dimensions and no shapes is a configuration error that names the fix.
+   */
+  private warmupShapes(inputs: readonly TensorSignature[]): { name: string; dtype: RunnerDType; shape: number[] }[] | undefined {
+    const w = this.options.warmup
+    if (w === false || (w?.rounds ?? 1) < 1 || inputs.length === 0) return undefined
+    const out: { name: string; dtype: RunnerDType; shape: number[] }[] = []
+    for (const input of inputs) {
+      const given = w?.shapes?.[input.name]
+      const [inDim] = this.batchDims()
+      const shape = given ?? input.shape.filter((_, i) => i !== inDim)
+      const dtype = input.dtype as RunnerDType
+      if (!(dtype in TYPED_ARRAYS) || shape.some((d) => !(Number.isInteger(d) && d > 0))) {
+        if (w === undefined) return undefined // the default: warm up only where the model says how
+        const why = !(dtype in TYPED_ARRAYS) ? `its dtype ${input.dtype} cannot be filled with zeros` : `its per-row shape is [${shape.join(', ')}]`
+        throw new BundleError('E_SERVE_CONFIG_INVALID', `runner ${this.name}: cannot warm up input "${input.name}": ${why}; give warmup.shapes.${input.name} as a list of positive sizes without the batch dimension, or set warmup: false`)
+      }
+      out.push({ name: input.name, dtype, shape })
+    }
+    return out
+  }
+
+  /** [input, output] batch dimensions. */
+  private batchDims(): [number, number] {
+    const d = this.options.batching?.batchDim ?? 0
+    return Array.isArray(d) ? d : [d, d]
+  }
+
+  /** Concatenates the slices along the batch dimension, runs one batch, splits the outputs back. */
   private async execute(slices: readonly Slice<Request>[], _rows: number): Promise<Request[]> {
+    const [inDim, outDim] = this.batchDims()
     const names = Object.keys(slices[0]!.payload)
-    const inputs = Object.fromEntries(names.map((n) => [n, concatRows(slices.map((s) => sliceRows(s.payload[n]!, s.start, s.rows)))]))
+    const inputs = Object.fromEntries(names.map((n) => [n, concatRows(slices.map((s) => sliceRows(s.payload[n]!, s.start, s.rows, inDim)), inDim)]))
     const out = (await this.pool!.run('run', { inputs })) as Request
     let at = 0
     return slices.map((s) => {
-      const part = Object.fromEntries(Object.entries(out).map(([k, t]) => [k, sliceRows(t, at, s.rows)]))
+      const part = Object.fromEntries(
+        Object.entries(out).map(([k, t]) => {
+          if (!(t.shape.length > outDim)) throw new BundleError('E_RUNNER_BATCH_DIM', `runner ${this.name}: output "${k}" has shape [${t.shape.join(', ')}], no batch dimension ${outDim}; set batching.batchDim, or batching.enabled: false`)
+          return [k, sliceRows(t, at, s.rows, outDim)]
+        }),
+      )
       at += s.rows
       return part
     })
   }
 
-  /** Runs the model on `inputs` (batch dimension first); results keep the request's rows. */
+  /** Runs the model on `inputs` (rows along the batch dimension, 0 unless configured); results keep the request's rows. */
   async run(inputs: Inputs): Promise<Outputs> {
     if (this.dispatcher === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`)
+    const [inDim, outDim] = this.batchDims()
     const wire = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toWire(t)]))
-    const first = Object.values(wire)[0]
-    if (first === undefined) throw new BundleError('E_INPUT_INVALID', `runner ${this.name} got no inputs`)
-    const rows = first.shape[0] ?? 1
+    const entries = Object.entries(wire)
+    if (entries.length === 0) throw new BundleError('E_INPUT_INVALID', `runner ${this.name} got no inputs`)
+    for (const [k, t] of entries) {
+      if (!(t.shape.length > inDim)) throw new BundleError('E_INPUT_INVALID', `runner ${this.name}: input "${k}" has shape [${t.shape.join(', ')}], which has no batch dimension ${inDim}`)
+    }
+    const rows = entries[0]![1].shape[inDim]!
+    const odd = entries.find(([, t]) => t.shape[inDim] !== rows)
+    if (odd) throw new BundleError('E_INPUT_INVALID', `runner ${this.name}: inputs disagree on the batch size (dimension ${inDim}): "${entries[0]![0]}" has ${rows}, "${odd[0]}" has ${odd[1].shape[inDim]}`)
+    if (rows < 1) throw new BundleError('E_INPUT_INVALID', `runner ${this.name}: the batch dimension ${inDim} is empty`)
     // Only requests whose non-batch dimensions and dtypes agree may share a batch.
-    const key = Object.entries(wire).map(([k, t]) => `${k}:${t.dtype}:${t.shape.slice(1).join('x')}`).join('|')
+    const key = entries.map(([k, t]) => `${k}:${t.dtype}:${t.shape.map((d, i) => (i === inDim ? '*' : d)).join('x')}`).join('|')
     const parts = await this.dispatcher.submit(wire, rows, key)
     const names = Object.keys(parts[0]!)
-    return Object.fromEntries(names.map((n) => [n, fromWire(concatRows(parts.map((p) => p[n]!)))]))
+    return Object.fromEntries(names.map((n) => [n, fromWire(concatRows(parts.map((p) => p[n]!), outDim))]))
   }
 
+  /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */
   async stop(): Promise<void> {
-    this.dispatcher?.close()
+    await this.dispatcher?.drain()
     await this.pool?.stop()
   }
+}
+
+/** Powers of two up to max, and max itself: the sizes the batcher measures. */
+const batchSizes = (max: number): number[] => {
+  const out: number[] = []
+  for (let n = 1; n < max; n *= 2) out.push(n)
+  return [...out, max]
+}
+
+const zeros = (dtype: RunnerDType, shape: number[]): WireTensor => {
+  const Ctor = TYPED_ARRAYS[dtype]
+  return { dtype, shape, data: new Uint8Array(shape.reduce((a, b) => a * b, 1) * Ctor.BYTES_PER_ELEMENT) }
 }
 
 export const onnxRunner = (tag: string, options: OnnxRunnerOptions = {}): OnnxRunner => new OnnxRunner(tag, options)

@@ -31,9 +31,14 @@ export function toWire(t: RunnerTensor): WireTensor {
   return { dtype: t.dtype, shape: t.shape, data: bytesOf(t) }
 }
 
+/** The typed-array view of wire bytes; copies only when the bytes sit at an offset the type cannot view. */
 export function fromWire(w: WireTensor): RunnerTensor {
   const Ctor = TYPED_ARRAYS[w.dtype as RunnerDType]
   if (Ctor === undefined) throw new Error(`unsupported dtype ${w.dtype}`)
+  const size = Ctor.BYTES_PER_ELEMENT
+  if (w.data.byteOffset % size === 0 && w.data.byteLength % size === 0) {
+    return { dtype: w.dtype as RunnerDType, shape: w.shape, data: new Ctor(w.data.buffer as ArrayBuffer, w.data.byteOffset, w.data.byteLength / size) as AnyTypedArray }
+  }
   const copy = new Uint8Array(w.data.byteLength) // aligned
   copy.set(w.data)
   return { dtype: w.dtype as RunnerDType, shape: w.shape, data: new Ctor(copy.buffer) as AnyTypedArray }
@@ -42,21 +47,53 @@ export function fromWire(w: WireTensor): RunnerTensor {
 /** Bytes of one row along dimension 0. */
 const rowBytes = (t: WireTensor): number => (t.shape[0]! === 0 ? 0 : t.data.byteLength / t.shape[0]!)
 
-/** Rows [start, start + rows) of a tensor, as a view (no copy). */
-export function sliceRows(t: WireTensor, start: number, rows: number): WireTensor {
-  const rb = rowBytes(t)
-  return { dtype: t.dtype, shape: [rows, ...t.shape.slice(1)], data: t.data.subarray(start * rb, (start + rows) * rb) }
+/**
+ * Outer blocks and the bytes of one row inside each, for rows along `dim`: a tensor of shape
+ * [a, b, c] batched along dim 1 is `a` blocks, each holding `b` rows of c elements.
+ */
+function layout(t: WireTensor, dim: number): { outer: number; row: number } {
+  const outer = t.shape.slice(0, dim).reduce((a, b) => a * b, 1)
+  const rows = t.shape[dim]!
+  return { outer, row: outer * rows === 0 ? 0 : t.data.byteLength / (outer * rows) }
 }
 
-/** Concatenates tensors of one dtype and trailing shape along dimension 0. */
-export function concatRows(parts: readonly WireTensor[]): WireTensor {
+/** Rows [start, start + rows) along `dim`: a view for dim 0, a copy otherwise. */
+export function sliceRows(t: WireTensor, start: number, rows: number, dim = 0): WireTensor {
+  if (dim === 0) {
+    const rb = rowBytes(t)
+    return { dtype: t.dtype, shape: [rows, ...t.shape.slice(1)], data: t.data.subarray(start * rb, (start + rows) * rb) }
+  }
+  const { outer, row } = layout(t, dim)
+  const total = t.shape[dim]!
+  const data = new Uint8Array(outer * rows * row)
+  for (let o = 0; o < outer; o++) data.set(t.data.subarray((o * total + start) * row, (o * total + start + rows) * row), o * rows * row)
+  return { dtype: t.dtype, shape: t.shape.map((d, i) => (i === dim ? rows : d)), data }
+}
+
+/** Concatenates tensors of one dtype whose other dimensions agree, along `dim`. */
+export function concatRows(parts: readonly WireTensor[], dim = 0): WireTensor {
   if (parts.length === 1) return parts[0]!
   const total = parts.reduce((n, p) => n + p.data.byteLength, 0)
   const data = new Uint8Array(total)
-  let off = 0
-  for (const p of parts) {
-    data.set(p.data, off)
-    off += p.data.byteLength
+  const rows = parts.reduce((n, p) => n + p.shape[dim]!, 0)
+  const shape = parts[0]!.shape.map((d, i) => (i === dim ? rows : d))
+  if (dim === 0) {
+    let off = 0
+    for (const p of parts) {
+      data.set(p.data, off)
+      off += p.data.byteLength
+    }
+    return { dtype: parts[0]!.dtype, shape, data }
   }
-  return { dtype: parts[0]!.dtype, shape: [parts.reduce((n, p) => n + p.shape[0]!, 0), ...parts[0]!.shape.slice(1)], data }
+  // Each outer block of the result is the parts' blocks one after another.
+  const { outer } = layout(parts[0]!, dim)
+  let off = 0
+  for (let o = 0; o < outer; o++) {
+    for (const p of parts) {
+      const block = p.data.byteLength / outer
+      data.set(p.data.subarray(o * block, (o + 1) * block), off)
+      off += block
+    }
+  }
+  return { dtype: parts[0]!.dtype, shape, data }
 }

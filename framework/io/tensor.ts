@@ -112,7 +112,9 @@ export function tensor<D extends DType>(options: { dtype: D; shape?: number[] })
         const Ctor = ARRAYS[dtype]
         const expected = count(shape) * Ctor.BYTES_PER_ELEMENT
         if (bytes.byteLength !== expected) throw invalid(`raw tensor body has ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${dtype} needs ${expected}`)
-        // Copy into a fresh, aligned buffer: the body's offset may not be a multiple of the element size.
+        // A view where the body's bytes are aligned for the dtype (the usual case: a fresh
+        // buffer); a copy only where they are not.
+        if (bytes.byteOffset % Ctor.BYTES_PER_ELEMENT === 0) return { dtype, shape, data: new Ctor(bytes.buffer as ArrayBuffer, bytes.byteOffset, count(shape)) as TypedArrayOf<D> }
         const aligned = new Uint8Array(expected)
         aligned.set(bytes)
         return { dtype, shape, data: new Ctor(aligned.buffer) as TypedArrayOf<D> }

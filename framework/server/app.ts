@@ -158,7 +158,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     return c.json({ status: phase === 'ready' ? 'not ready' : phase, reason: waiting !== undefined ? `runner ${waiting} is not ready` : reason }, 503)
   })
   app.get('/runners', (c) =>
-    c.json(definition.runners.map((r) => ({ name: r.name, ready: r.ready?.() ?? true, config: r.effectiveConfig?.() ?? {} }))),
+    c.json(definition.runners.map((r) => ({ name: r.name, ready: r.ready?.() ?? true, config: r.effectiveConfig?.() ?? {}, ...(r.stats?.() ? { batcher: r.stats() } : {}) }))),
   )
   app.get('/metrics', async (c) => c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType }))
   const openapi = JSON.stringify(openapiDocument(definition, options.version))

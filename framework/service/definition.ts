@@ -33,6 +33,8 @@ export interface RunnerDeclaration {
   effectiveConfig?(): Record<string, unknown>
   queueDepth?(): Record<string, number>
   restarts?(): number
+  /** The batcher's live state (queue, in flight, the batch size it aims for), for GET /runners. */
+  stats?(): object | undefined
 }
 
 export interface ApiDefinition {

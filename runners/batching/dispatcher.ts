@@ -16,8 +16,15 @@ export type Execute<P, R> = (slices: readonly Slice<P>[], rows: number) => Promi
 export interface DispatchObserver {
   /** A batch finished: its rows, how long each of its requests waited, how long it ran (ms). */
   batch(rows: number, waitedMs: readonly number[], executionMs: number, ok: boolean): void
-  rejected(reason: 'queue_full' | 'deadline'): void
+  rejected(reason: RejectReason): void
 }
+
+/**
+ * Why a request was shed: `queue_full` — the memory bound on waiting rows; `admission` — on
+ * arrival, the work already queued ahead could not finish in time; `deadline` — it waited and
+ * could no longer finish within maxLatencyMs in the batch it would go into.
+ */
+export type RejectReason = 'queue_full' | 'admission' | 'deadline'
 
 export interface DispatcherOptions {
   observer?: DispatchObserver
@@ -53,7 +60,10 @@ interface Pending<P, R> {
 export interface DispatcherStats {
   queuedRows: number
   inFlight: number
+  /** The batch size the batcher currently aims for (measured, not configured). */
   targetBatchSize: number
+  /** Batches the latency model has timed (warm-up included). */
+  observations: number
 }
 
 const overloaded = (why: string) => new BundleError('E_RUNNER_OVERLOADED', why)
@@ -85,6 +95,8 @@ export class Dispatcher<P, R> {
   /** Arrival rate in rows per ms (moving average). */
   private rate = 0
   private closed = false
+  /** Set by drain(): resolves once nothing is queued or running. */
+  private drained: (() => void) | undefined
   readonly model: LatencyModel
   private readonly clock: Clock
   private readonly batching: boolean
@@ -102,7 +114,7 @@ export class Dispatcher<P, R> {
   }
 
   stats(): DispatcherStats {
-    return { queuedRows: this.queuedRows, inFlight: this.busy, targetBatchSize: this.target() }
+    return { queuedRows: this.queuedRows, inFlight: this.busy, targetBatchSize: this.target(), observations: this.model.observations }
   }
 
   private target(): number {
@@ -124,9 +136,12 @@ export class Dispatcher<P, R> {
       this.options.observer?.rejected('queue_full')
       return Promise.reject(overloaded(`the runner queue is full (${this.queuedRows} rows waiting)`))
     }
-    const predicted = this.predictedFinish(now, rows)
+    // Admission control needs work ahead to predict from: an idle runner always takes the
+    // request (running it is also how a pessimistic latency model gets corrected).
+    const ahead = this.queuedRows > 0 || this.busy >= this.options.slots
+    const predicted = ahead ? this.predictedFinish(now, rows) : now
     if (predicted > now + this.options.maxLatencyMs) {
-      this.options.observer?.rejected('deadline')
+      this.options.observer?.rejected('admission')
       return Promise.reject(overloaded(`the runner cannot finish this request within ${this.options.maxLatencyMs} ms (about ${Math.round(predicted - now)} ms expected)`))
     }
     return new Promise<R[]>((resolve, reject) => {
@@ -140,19 +155,25 @@ export class Dispatcher<P, R> {
   }
 
   /**
-   * When the request would finish if everything queued ahead ran first (now, until the model
-   * has data). A backlog is drained with the batch size that clears it soonest — up to
-   * maxBatchSize — not necessarily the throughput-optimal one, so a long queue is not mistaken
-   * for a hopeless one.
+   * The earliest the request could finish if everything queued ahead ran first (now, until the
+   * model has data). Admission rejects only requests that would be late even then: times
+   * measured under load include the load itself — CPU taken by the very requests being turned
+   * away — so a typical-time prediction feeds on itself (shed → clients retry at once → more
+   * CPU spent answering 503s → slower batches → more shed) and once turned a 2-core server
+   * that could serve ~500 req/s into one serving ~50. Requests admitted on the optimistic
+   * prediction that then really cannot make it are shed at dispatch, by the typical estimate.
+   * A backlog is assumed drained with the batch size that clears it soonest (up to
+   * maxBatchSize), so a long queue is not mistaken for a hopeless one.
    */
   private predictedFinish(now: number, rows: number): number {
     if (this.model.observations < 3) return now
     const ahead = this.queuedRows + rows
-    const size = this.drainSize(ahead, Infinity)
+    const best = (n: number) => this.model.estimate(n, 'best')
+    const size = this.drainSize(ahead, Infinity, best)
     const rounds = Math.ceil(Math.ceil(ahead / size) / this.options.slots)
     // A busy slot is on average half way through its batch.
-    const busyWait = this.busy >= this.options.slots ? this.model.estimate(size) / 2 : 0
-    return now + busyWait + rounds * this.model.estimate(Math.min(size, ahead))
+    const busyWait = this.busy >= this.options.slots ? best(size) / 2 : 0
+    return now + busyWait + rounds * best(Math.min(size, ahead))
   }
 
   /**
@@ -160,10 +181,10 @@ export class Dispatcher<P, R> {
    * while the backlog would take longer than `budgetMs` at the current size and a bigger size
    * drains it faster (Infinity: the size that drains `queued` rows soonest).
    */
-  private drainSize(queued: number, budgetMs: number): number {
+  private drainSize(queued: number, budgetMs: number, estimate = (n: number) => this.model.estimate(n)): number {
     const max = this.options.maxBatchSize
     let size = Math.min(this.target(), max)
-    const time = (b: number) => Math.ceil(Math.ceil(queued / b) / this.options.slots) * this.model.estimate(Math.min(b, queued))
+    const time = (b: number) => Math.ceil(Math.ceil(queued / b) / this.options.slots) * estimate(Math.min(b, queued))
     while (size < Math.min(max, queued)) {
       const bigger = Math.min(size * 2, max)
       // Only where a bigger batch really drains faster (on a CPU it may not: see rule 5).
@@ -180,6 +201,25 @@ export class Dispatcher<P, R> {
     for (const q of this.queues.values()) for (const item of q) this.fail(item, new BundleError('E_RUNNER_STOPPED', 'the runner is stopping'))
     this.queues.clear()
     this.queuedRows = 0
+  }
+
+  /**
+   * Stops taking requests and runs what is queued without waiting for more rows; resolves
+   * once every queued and running batch has finished (graceful shutdown: nothing accepted is lost).
+   */
+  drain(): Promise<void> {
+    this.closed = true
+    const done = new Promise<void>((resolve) => (this.drained = resolve))
+    this.schedule(true)
+    this.checkDrained()
+    return done
+  }
+
+  private checkDrained(): void {
+    if (this.drained !== undefined && this.queuedRows === 0 && this.busy === 0) {
+      this.drained()
+      this.drained = undefined
+    }
   }
 
   private fail(item: Pending<P, R>, err: unknown): void {
@@ -200,34 +240,39 @@ export class Dispatcher<P, R> {
       this.clock.clearTimeout(this.timer)
       this.timer = undefined
     }
-    // A wait during which nothing arrived showed the rate estimate was stale: run what is queued.
-    const noMoreWaiting = afterWait && this.arrivals === this.waitArrivals
+    // A wait during which nothing arrived showed the rate estimate was stale: run what is
+    // queued. Draining never waits either.
+    const noMoreWaiting = (afterWait && this.arrivals === this.waitArrivals) || this.closed
     while (this.busy < this.options.slots) {
       const q = this.oldestQueue()
       if (q === undefined) return
       const now = this.clock.now()
-      // Shed a head that can no longer finish in time in the batch it would go into now
-      // (the head has the earliest deadline of its queue, so the rest of the batch is safe).
       const head = q[0]!
+      const headRows = head.rows - head.next
       const target = this.target()
       const queued = q.reduce((n, it) => n + it.rows - it.next, 0)
-      const batchRows = this.batching ? Math.min(queued, target, this.options.maxBatchSize) : head.rows - head.next
-      if (this.model.observations >= 3 && now + this.model.estimate(batchRows) > head.deadline) {
+      const known = this.model.observations >= 3
+      // The batch that would run now: the head alone without batching; a full target batch
+      // (bigger under a backlog that target-sized batches cannot clear before the oldest
+      // deadline: latency first, then throughput); or, short of target, what is queued.
+      const size = !this.batching ? headRows : queued >= target ? (known ? this.drainSize(queued, head.deadline - now) : target) : queued
+      // Shed a head that is past its deadline, or that could not finish in that batch while
+      // others wait behind it (the head has the earliest deadline of its queue, so the rest of
+      // the batch is safe; and a head alone is run: the worker would idle otherwise).
+      const late = now >= head.deadline || (known && this.queuedRows > headRows && now + this.model.estimate(Math.min(size, this.options.maxBatchSize)) > head.deadline)
+      if (late) {
         q.shift()
-        this.queuedRows -= head.rows - head.next
+        this.queuedRows -= headRows
         this.options.observer?.rejected('deadline')
         this.fail(head, overloaded(`the request waited ${Math.round(now - head.arrived)} ms and can no longer finish within ${this.options.maxLatencyMs} ms`))
         continue
       }
       if (!this.batching) {
-        this.dispatch(q, head.rows - head.next, true)
+        this.dispatch(q, headRows, true)
         continue
       }
       if (queued >= target) {
-        // Under a backlog that target-sized batches cannot clear before the oldest deadline,
-        // run bigger batches: latency first, then throughput.
-        const budget = head.deadline - now
-        this.dispatch(q, this.model.observations >= 3 ? this.drainSize(queued, budget) : target, false)
+        this.dispatch(q, size, false)
         continue
       }
       const wait = noMoreWaiting ? 0 : this.worthWaiting(now, head, queued, target)
@@ -320,6 +365,7 @@ export class Dispatcher<P, R> {
     ).finally(() => {
       this.busy--
       this.schedule()
+      this.checkDrained()
     })
   }
 }

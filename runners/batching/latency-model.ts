@@ -1,16 +1,19 @@
 /**
- * What the dispatcher knows about a runner's speed, learned from the batches it ran:
- * - `estimate(rows)`: expected execution time, from a least-squares line a + b·rows over recent
- *   batches (the deadline arithmetic needs a number for any size);
- * - `bestBatchSize(max)`: the batch size with the highest measured throughput (rows/ms), found by
+ * What the dispatcher knows about a runner's speed, learned from the batches it ran (and from
+ * warm-up batches), kept per size class — powers of two, so 5 rows count toward 8:
+ * - each class remembers its last `window` batches; its time is their **median**, so one cold
+ *   first run or one batch slowed by a noisy neighbour does not move it (a mean or a line fit
+ *   over all batches did: a few 50 ms cold batches once made a 2 ms model look hopeless, and a
+ *   model that sheds everything never observes again to correct itself);
+ * - `estimate(rows)` interpolates linearly between the measured classes and extrapolates from
+ *   the nearest two (the deadline arithmetic needs a number for any size);
+ * - `bestBatchSize(max)`: the class with the highest measured throughput (rows/ms), found by
  *   walking up powers of two while throughput keeps rising. A line can never say "bigger is
  *   slower", and on a 2-core CPU it is (onnxruntime's rec model is slower per row at 32 than at 4).
  */
 export interface LatencyModelOptions {
-  /** Batches remembered for the line fit. */
+  /** Batches remembered per size class. */
   window?: number
-  /** Weight of a new observation in a size bucket's moving average. */
-  alpha?: number
   /** Throughput must rise by this fraction for a bigger size to count as better. */
   minGain?: number
   /** Every this many batches, the next size up is probed again (hardware and load drift). */
@@ -18,23 +21,34 @@ export interface LatencyModelOptions {
 }
 
 interface Bucket {
+  rows: number[]
+  ms: number[]
+  /** Next slot to overwrite once the ring is full. */
+  at: number
+}
+
+interface Point {
   rows: number
   ms: number
-  samples: number
+}
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  const mid = s.length >> 1
+  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
 }
 
 export class LatencyModel {
-  private readonly recent: { rows: number; ms: number }[] = []
   private readonly buckets = new Map<number, Bucket>()
   private batches = 0
+  /** Sorted measured points (median and fastest), rebuilt lazily after an observation. */
+  private points: { typical: Point[]; best: Point[] } | undefined
   private readonly window: number
-  private readonly alpha: number
   private readonly minGain: number
   private readonly reprobeEvery: number
 
   constructor(options: LatencyModelOptions = {}) {
-    this.window = options.window ?? 128
-    this.alpha = options.alpha ?? 0.2
+    this.window = options.window ?? 15
     this.minGain = options.minGain ?? 0.05
     this.reprobeEvery = options.reprobeEvery ?? 64
   }
@@ -45,17 +59,19 @@ export class LatencyModel {
   }
 
   observe(rows: number, ms: number): void {
-    if (!(rows > 0) || !(ms >= 0)) return
+    if (!(rows > 0) || !(ms >= 0) || !Number.isFinite(ms)) return
     this.batches++
-    this.recent.push({ rows, ms })
-    if (this.recent.length > this.window) this.recent.shift()
+    this.points = undefined
     const key = LatencyModel.bucketOf(rows)
-    const b = this.buckets.get(key)
-    if (b === undefined) this.buckets.set(key, { rows, ms, samples: 1 })
-    else {
-      b.rows += this.alpha * (rows - b.rows)
-      b.ms += this.alpha * (ms - b.ms)
-      b.samples++
+    let b = this.buckets.get(key)
+    if (b === undefined) this.buckets.set(key, (b = { rows: [], ms: [], at: 0 }))
+    if (b.ms.length < this.window) {
+      b.rows.push(rows)
+      b.ms.push(ms)
+    } else {
+      b.rows[b.at] = rows
+      b.ms[b.at] = ms
+      b.at = (b.at + 1) % this.window
     }
   }
 
@@ -63,33 +79,43 @@ export class LatencyModel {
     return this.batches
   }
 
-  /** Expected execution time of a batch of `rows`, in ms (0 before anything was observed). */
-  estimate(rows: number): number {
-    const n = this.recent.length
-    if (n === 0) return 0
-    let sx = 0
-    let sy = 0
-    for (const o of this.recent) {
-      sx += o.rows
-      sy += o.ms
+  private measured(which: 'typical' | 'best'): Point[] {
+    if (this.points === undefined) {
+      const buckets = [...this.buckets.values()].sort((a, b) => a.rows[0]! - b.rows[0]!)
+      const rows = (b: Bucket) => b.rows.reduce((s, r) => s + r, 0) / b.rows.length
+      this.points = {
+        typical: buckets.map((b) => ({ rows: rows(b), ms: median(b.ms) })),
+        best: buckets.map((b) => ({ rows: rows(b), ms: Math.min(...b.ms) })),
+      }
     }
-    const mx = sx / n
-    const my = sy / n
-    let sxx = 0
-    let sxy = 0
-    for (const o of this.recent) {
-      sxx += (o.rows - mx) ** 2
-      sxy += (o.rows - mx) * (o.ms - my)
-    }
-    if (sxx === 0) return (my / mx) * rows // one size seen so far: assume time grows with rows
-    const slope = Math.max(0, sxy / sxx)
-    const intercept = Math.max(0, my - slope * mx)
-    return intercept + slope * rows
+    return this.points[which]
+  }
+
+  /**
+   * Execution time of a batch of `rows`, in ms (0 before anything was observed): `typical` from
+   * the median of recent batches; `best` from the fastest — what the runner can do when it is not
+   * slowed by the load around it (admission control uses it: see Dispatcher.submit).
+   */
+  estimate(rows: number, which: 'typical' | 'best' = 'typical'): number {
+    const p = this.measured(which)
+    if (p.length === 0) return 0
+    if (p.length === 1) return (p[0]!.ms / p[0]!.rows) * rows // one size seen so far: time grows with rows
+    // The segment that holds `rows`, or the nearest one at either end.
+    let i = 0
+    while (i < p.length - 2 && rows > p[i + 1]!.rows) i++
+    const a = p[i]!
+    const b = p[i + 1]!
+    const slope = Math.max(0, (b.ms - a.ms) / (b.rows - a.rows))
+    // Below the smallest measured size a batch is not assumed faster than that size's per-row cost.
+    const floor = rows < a.rows ? (a.ms / a.rows) * rows : 0
+    return Math.max(floor, a.ms + slope * (rows - a.rows))
   }
 
   private throughput(size: number): number | undefined {
     const b = this.buckets.get(size)
-    return b === undefined || b.ms <= 0 ? undefined : b.rows / b.ms
+    if (b === undefined) return undefined
+    const ms = median(b.ms)
+    return ms <= 0 ? undefined : b.rows.reduce((s, r) => s + r, 0) / b.rows.length / ms
   }
 
   /**

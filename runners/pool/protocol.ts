@@ -1,7 +1,8 @@
 /**
  * The messages between the API process and a runner worker, as one typed union each way
  * (child_process IPC with the 'advanced' serializer, so tensors travel as raw bytes — typed
- * arrays — never as JSON number arrays).
+ * arrays — never as JSON number arrays). Tensors of 256 KiB or more travel through a
+ * shared-memory file instead; the message then holds a reference where their bytes were.
  */
 
 /** A dense tensor on the wire: `data` holds the raw little-endian bytes. */
@@ -17,12 +18,14 @@ export type BackendSpec =
   | { kind: 'onnx'; modelPath: string; executionProviders?: string[]; intraOpThreads?: number }
 
 export type ParentMessage =
-  | { type: 'init'; runner: string; index: number; backend: BackendSpec }
+  /** `shm`: the shared-memory file tensor bytes travel through (see shm.ts); absent: all inline. */
+  | { type: 'init'; runner: string; index: number; backend: BackendSpec; shm?: string }
   | { type: 'run'; id: number; method: string; args: unknown }
   | { type: 'shutdown' }
 
 export type WorkerMessage =
-  | { type: 'ready'; methods: string[] }
+  /** `shm`: the worker opened the shared-memory file; without it every call stays inline. */
+  | { type: 'ready'; methods: string[]; shm: boolean }
   | { type: 'init-error'; message: string; code?: string }
   | { type: 'result'; id: number; value: unknown }
   | { type: 'error'; id: number; message: string; code?: string }

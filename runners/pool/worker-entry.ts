@@ -3,6 +3,7 @@
 import { pathToFileURL } from 'node:url'
 import { fromWire } from '../tensor.js'
 import type { BackendSpec, ParentMessage, WireTensor, WorkerMessage } from './protocol.js'
+import { ShmChannel } from './shm.js'
 
 type Methods = Record<string, (args: unknown) => unknown>
 
@@ -49,7 +50,7 @@ async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<M
     }
     throw err
   }
-  // fromWire copies into an aligned buffer: IPC bytes may sit at any offset.
+  // fromWire copies only bytes that sit at an offset the dtype cannot view (inline IPC bytes may).
   const toOrt = (w: WireTensor) => {
     const t = fromWire(w)
     return new ort.Tensor(t.dtype as never, t.data as never, t.shape)
@@ -73,14 +74,24 @@ async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<M
 }
 
 let methods: Methods | undefined
+let shm: ShmChannel | undefined
+let reuseInputs = false
 
 process.on('message', (msg: ParentMessage) => {
   if (msg.type === 'init') {
     process.title = `bundle-runner-worker ${msg.runner}#${msg.index}`
+    if (msg.shm !== undefined) {
+      try {
+        shm = ShmChannel.open(msg.shm)
+      } catch {
+        shm = undefined // 'ready' says so: the API process then sends everything inline
+      }
+    }
+    reuseInputs = msg.backend.kind === 'onnx'
     load(msg.backend).then(
       (m) => {
         methods = m
-        send({ type: 'ready', methods: Object.keys(m) })
+        send({ type: 'ready', methods: Object.keys(m), shm: shm !== undefined })
       },
       (err: Error & { code?: string }) => send({ type: 'init-error', message: err?.message ?? String(err), ...(err?.code ? { code: err.code } : {}) }),
     )
@@ -88,9 +99,10 @@ process.on('message', (msg: ParentMessage) => {
     const fn = methods?.[msg.method]
     if (fn === undefined) return send({ type: 'error', id: msg.id, message: `the runner has no method ${msg.method}` })
     Promise.resolve()
-      .then(() => fn(msg.args))
+      // onnxruntime is done with its inputs when run() resolves: they may live in reused memory.
+      .then(() => fn(shm ? shm.decode(msg.args, reuseInputs) : msg.args))
       .then(
-        (value) => send({ type: 'result', id: msg.id, value }),
+        (value) => send({ type: 'result', id: msg.id, value: shm ? shm.encode(value) : value }),
         (err: Error & { code?: string }) => send({ type: 'error', id: msg.id, message: err?.message ?? String(err), ...(err?.code ? { code: err.code } : {}) }),
       )
   } else if (msg.type === 'shutdown') {

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { BundleError } from '../../errors/index.js'
 import { workerTitle, type BackendSpec, type ParentMessage, type WorkerMessage } from './protocol.js'
+import { ShmChannel, shmDir } from './shm.js'
 
 export interface PoolOptions {
   runner: string
@@ -15,6 +16,21 @@ export interface PoolOptions {
   /** Restart delay after a crash: doubles from min to max while crashes keep coming. */
   backoffMs?: { min: number; max: number }
   onEvent?: (e: { type: 'crash' | 'restart' | 'timeout'; index: number; detail: string }) => void
+  /** Dummy calls every worker runs before it counts as ready (after each restart too). */
+  warmup?: Warmup
+}
+
+/**
+ * Warm-up: for each round, `method` is called once per size with `args(rows)`. The first round
+ * pays for lazy initialisation (memory arenas, kernel selection) and is not reported; later
+ * rounds report their timings through `observe` (they seed the batcher's latency model).
+ */
+export interface Warmup {
+  method: string
+  sizes: readonly number[]
+  rounds: number
+  args: (rows: number) => unknown
+  observe?: (rows: number, ms: number) => void
 }
 
 interface Call {
@@ -29,11 +45,14 @@ interface Call {
 interface Slot {
   index: number
   child?: ChildProcess
-  state: 'starting' | 'idle' | 'busy' | 'down'
+  /** warming: running warm-up calls; neither ready nor available to callers. */
+  state: 'starting' | 'warming' | 'idle' | 'busy' | 'down'
   call?: Call
   backoff: number
   /** Set when a call timed out: the exit that follows is ours, not a crash. */
   killedFor?: BundleError
+  /** Tensor bytes go through this file once the worker confirmed it opened it. */
+  shm?: ShmChannel
 }
 
 // The compiled worker sits next to this file; from source (tests, tsx) it is the .ts file.
@@ -53,6 +72,7 @@ export class WorkerPool {
   private readonly waiting: Call[] = []
   private nextId = 1
   private stopping = false
+  private readonly shmDir = shmDir()
   restarts = 0
 
   constructor(private readonly options: PoolOptions) {
@@ -83,15 +103,34 @@ export class WorkerPool {
     })
     slot.child = child
     slot.state = 'starting'
+    slot.shm = undefined
+    const shm = ShmChannel.create(this.shmDir, `${this.options.runner}-${slot.index}`)
     // IPC to a worker that just died fails with EPIPE; its 'exit' handler does the cleanup.
     child.on('error', () => undefined)
     return new Promise<void>((resolve, reject) => {
       child.on('message', (m: WorkerMessage) => {
         if (m.type === 'ready') {
-          slot.state = 'idle'
-          slot.backoff = this.options.backoffMs?.min ?? 100
-          resolve()
-          this.pump()
+          // Both sides hold the file open now: its name can go (no leftovers after a SIGKILL).
+          shm?.unlink()
+          if (m.shm && shm !== undefined) slot.shm = shm
+          else shm?.close()
+          slot.state = 'warming'
+          this.warm(slot).then(
+            () => {
+              if (slot.child !== child || slot.state !== 'warming') return
+              slot.state = 'idle'
+              slot.backoff = this.options.backoffMs?.min ?? 100
+              resolve()
+              this.pump()
+            },
+            (err: Error) => {
+              // A warm-up that fails on a live worker is a configuration problem: say so.
+              if (slot.child === child && child.exitCode === null) {
+                reject(new BundleError('E_RUNNER_CRASHED', `runner ${this.options.runner} worker #${slot.index} failed its warm-up: ${err.message}`))
+                child.kill('SIGKILL')
+              }
+            },
+          )
         } else if (m.type === 'init-error') {
           const code = m.code === 'E_RUNNER_GPU_UNAVAILABLE' ? m.code : 'E_RUNNER_CRASHED'
           reject(new BundleError(code, `runner ${this.options.runner} worker #${slot.index} could not start: ${m.message}`))
@@ -101,13 +140,26 @@ export class WorkerPool {
           if (call === undefined || call.id !== m.id) return
           clearTimeout(call.timer)
           slot.call = undefined
-          slot.state = 'idle'
-          if (m.type === 'result') call.resolve(m.value)
-          else call.reject(new Error(m.message))
+          if (slot.state === 'busy') slot.state = 'idle'
+          if (m.type === 'result') {
+            // Read shared-memory outputs now: the next call to this worker reuses the file.
+            let value: unknown
+            try {
+              value = slot.shm ? slot.shm.decode(m.value) : m.value
+            } catch (err) {
+              call.reject(err)
+              this.pump()
+              return
+            }
+            call.resolve(value)
+          } else call.reject(new Error(m.message))
           this.pump()
         }
       })
       child.on('exit', (code, signal) => {
+        shm?.unlink()
+        shm?.close()
+        if (slot.shm === shm) slot.shm = undefined
         const call = slot.call
         slot.call = undefined
         slot.state = 'down'
@@ -130,7 +182,7 @@ export class WorkerPool {
           this.spawn(slot).catch(() => undefined) // a failed restart exits and schedules the next one
         }, delay).unref()
       })
-      const msg: ParentMessage = { type: 'init', runner: this.options.runner, index: slot.index, backend: this.options.backend }
+      const msg: ParentMessage = { type: 'init', runner: this.options.runner, index: slot.index, backend: this.options.backend, ...(shm ? { shm: shm.path } : {}) }
       child.send(msg, (err) => err && child.kill('SIGKILL'))
     })
   }
@@ -148,18 +200,41 @@ export class WorkerPool {
     for (const slot of this.slots) {
       if (this.waiting.length === 0) return
       if (slot.state !== 'idle' || slot.child === undefined) continue
-      const call = this.waiting.shift()!
       slot.state = 'busy'
-      slot.call = call
-      if (this.options.timeoutMs !== undefined) {
-        call.timer = setTimeout(() => {
-          slot.killedFor = new BundleError('E_RUNNER_TIMEOUT', `runner ${this.options.runner} took longer than ${this.options.timeoutMs} ms on ${call.method}; the worker was recycled`)
-          slot.child?.kill('SIGKILL')
-        }, this.options.timeoutMs)
+      this.send(slot, this.waiting.shift()!)
+    }
+  }
+
+  /** Hands `call` to the worker in `slot`, under the pool's timeout. */
+  private send(slot: Slot, call: Call): void {
+    slot.call = call
+    if (this.options.timeoutMs !== undefined) {
+      call.timer = setTimeout(() => {
+        slot.killedFor = new BundleError('E_RUNNER_TIMEOUT', `runner ${this.options.runner} took longer than ${this.options.timeoutMs} ms on ${call.method}; the worker was recycled`)
+        slot.child?.kill('SIGKILL')
+      }, this.options.timeoutMs)
+    }
+    let args = call.args
+    try {
+      args = slot.shm ? slot.shm.encode(call.args) : call.args
+    } catch {
+      // the bytes go inline
+    }
+    const msg: ParentMessage = { type: 'run', id: call.id, method: call.method, args }
+    // A send that fails means the worker is gone: 'exit' fails the call with E_RUNNER_CRASHED.
+    slot.child!.send(msg, (err) => err && slot.child?.kill('SIGKILL'))
+  }
+
+  /** Runs the warm-up calls on one worker, timed from the API process (IPC included, as batches are). */
+  private async warm(slot: Slot): Promise<void> {
+    const w = this.options.warmup
+    if (w === undefined || w.rounds < 1) return
+    for (let round = 0; round <= w.rounds; round++) {
+      for (const rows of w.sizes) {
+        const started = performance.now()
+        await new Promise((resolve, reject) => this.send(slot, { id: this.nextId++, method: w.method, args: w.args(rows), resolve, reject }))
+        if (round > 0) w.observe?.(rows, performance.now() - started)
       }
-      const msg: ParentMessage = { type: 'run', id: call.id, method: call.method, args: call.args }
-      // A send that fails means the worker is gone: 'exit' fails the call with E_RUNNER_CRASHED.
-      slot.child.send(msg, (err) => err && slot.child?.kill('SIGKILL'))
     }
   }
 

@@ -67,12 +67,12 @@ describe('bundle serve --config: operators tune runners without touching code', 
     writeFileSync(cfg, 'runners:\n  ocr-cls:\n    workers: 2\n    batching:\n      maxBatchSize: 8\n')
     const port = 21000 + Math.floor(Math.random() * 20000)
     const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', String(port), '--config', cfg], {
-      env: { ...process.env, BUNDLE_HOME: join(dir, 'home'), BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '25' },
+      env: { ...process.env, BUNDLE_HOME: join(dir, 'home'), BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '25', BUNDLE_RUNNER_OCR_CLS_WARMUP_ROUNDS: '2' },
       stdio: 'ignore',
     })
     const exited = new Promise((r) => child.on('exit', r))
     try {
-      let body: { name: string; ready: boolean; config: { workers: number; batching: { maxBatchSize: number; maxLatencyMs: number } } }[] | undefined
+      let body: { name: string; ready: boolean; config: { workers: number; batching: { maxBatchSize: number; maxLatencyMs: number }; warmup: unknown }; batcher: { observations: number; queuedRows: number } }[] | undefined
       for (let i = 0; i < 200 && body?.[0]?.ready !== true; i++) {
         await new Promise((r) => setTimeout(r, 100))
         body = await fetch(`http://127.0.0.1:${port}/runners`).then((r) => r.json() as never, () => undefined)
@@ -80,6 +80,11 @@ describe('bundle serve --config: operators tune runners without touching code', 
       assert.equal(body?.[0]?.name, 'ocr-cls')
       assert.equal(body![0]!.config.workers, 2)
       assert.deepEqual(body![0]!.config.batching, { enabled: true, maxBatchSize: 8, maxLatencyMs: 25 })
+      // The environment's warm-up rounds merge with the shapes the code gives.
+      assert.deepEqual(body![0]!.config.warmup, { rounds: 2, sizes: [1, 2, 4, 8], shapes: { x: [3, 48, 192] } })
+      // Warm-up timed 2 rounds × 4 sizes on each of 2 workers before ready.
+      assert.equal(body![0]!.batcher.observations, 16)
+      assert.equal(body![0]!.batcher.queuedRows, 0)
     } finally {
       child.kill('SIGTERM')
       await exited

@@ -22,5 +22,23 @@ describe('runner overrides (config file and environment)', () => {
     const merged = mergeOverrides({ workers: 1, batching: { maxBatchSize: 32, maxLatencyMs: 50 } }, { workers: 2, batching: { maxBatchSize: 16 } }, fromEnv)
     assert.deepEqual(merged, { workers: 3, batching: { maxBatchSize: 16, maxLatencyMs: 20 }, resources: { gpu: ['0', '1'] } })
     refuses(() => envOverrides('ocr-cls', { BUNDLE_RUNNER_OCR_CLS_WORKERS: 'many' }), /BUNDLE_RUNNER_OCR_CLS_WORKERS="many" is not a number/)
+    assert.deepEqual(envOverrides('m', { BUNDLE_RUNNER_M_BATCHING_BATCH_DIM: '1,0', BUNDLE_RUNNER_M_CPU: '2' }), { batching: { batchDim: [1, 0] }, resources: { cpu: 2 } })
+    assert.deepEqual(envOverrides('m', { BUNDLE_RUNNER_M_BATCHING_BATCH_DIM: '1' }), { batching: { batchDim: 1 } })
+    refuses(() => envOverrides('m', { BUNDLE_RUNNER_M_BATCHING_BATCH_DIM: 'x' }), /batchDim must be a dimension index/)
+    refuses(() => parseServeConfig({ runners: { m: { batching: { batchDim: [1] } } } }, 'serve.yaml'), /batchDim must be a dimension index/)
+    refuses(() => parseServeConfig({ runners: { m: { resources: { cpu: 0 } } } }, 'serve.yaml'), /resources.cpu must be a positive number/)
+  })
+
+  it('warmup: false, a mapping of rounds and shapes, or WARMUP_ROUNDS; a mapping merges with the code', () => {
+    const cfg = parseServeConfig({ runners: { a: { warmup: false }, b: { warmup: { rounds: 3, shapes: { x: [3, 48, 320] } } } } }, 'serve.yaml')
+    assert.equal(cfg.a!.warmup, false)
+    assert.deepEqual(cfg.b!.warmup, { rounds: 3, shapes: { x: [3, 48, 320] } })
+    refuses(() => parseServeConfig({ runners: { a: { warmup: { round: 1 } } } }, 'serve.yaml'), /warmup: unknown key "round"/)
+    refuses(() => parseServeConfig({ runners: { a: { warmup: { shapes: { x: [3, -1] } } } } }, 'serve.yaml'), /warmup.shapes.x must be a list of positive sizes/)
+    refuses(() => parseServeConfig({ runners: { a: { warmup: true } } }, 'serve.yaml'), /warmup must be false or a mapping/)
+    assert.deepEqual(envOverrides('ocr-cls', { BUNDLE_RUNNER_OCR_CLS_WARMUP_ROUNDS: '0' }), { warmup: { rounds: 0 } })
+    const code = { warmup: { shapes: { x: [3, 48, 192] } } }
+    assert.deepEqual(mergeOverrides(code, { warmup: { rounds: 2 } }).warmup, { rounds: 2, shapes: { x: [3, 48, 192] } })
+    assert.equal(mergeOverrides(code, { warmup: false }).warmup, false)
   })
 })

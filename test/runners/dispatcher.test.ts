@@ -155,6 +155,84 @@ describe('Dispatcher (fake time)', () => {
     assert.ok(at4 >= 40, `settled on 4-row batches: ${late}`)
   })
 
+  it('a pessimistic latency model cannot lock the runner: an idle runner runs, and the model corrects itself', async () => {
+    const clock = new FakeClock()
+    const r = runner(clock, () => 2)
+    // As after a few cold first runs: every batch looks like 10 × the latency bound.
+    const cold = new LatencyModel()
+    for (let n = 1; n <= 8; n *= 2) for (let i = 0; i < 3; i++) cold.observe(n, 500)
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxLatencyMs: 50, slots: 1, clock, model: cold }, r.execute)
+    // A closed loop of 8 clients, each sending its next request when the last one is answered.
+    const counts = { ok: 0, shed: 0 }
+    let stop = false
+    const client = async (c: number) => {
+      for (let i = 0; !stop; i++) {
+        const ok = await d.submit({ id: `c${c}-${i}` }, 1).then(
+          () => true,
+          () => false,
+        )
+        counts[ok ? 'ok' : 'shed']++
+        if (!ok) await new Promise<void>((res) => clock.setTimeout(res, 1))
+      }
+    }
+    const clients = Array.from({ length: 8 }, (_, c) => client(c))
+    await clock.advance(1000)
+    stop = true
+    await clock.advance(100)
+    await Promise.all(clients)
+    assert.ok(d.model.estimate(1) < 10, `the model learned the real cost: ${d.model.estimate(1)} ms`)
+    // At 2 ms per batch, one second holds hundreds of batches; a locked runner would serve none.
+    assert.ok(counts.ok >= 400, `served ${counts.ok}, shed ${counts.shed}`)
+  })
+
+  it('names why it shed: admission on arrival, deadline after waiting, queue_full at the memory bound', async () => {
+    const clock = new FakeClock()
+    const cost = (n: number) => 20 + 5 * n
+    const r = runner(clock, cost)
+    const reasons: string[] = []
+    const observer = { batch: () => undefined, rejected: (why: string) => void reasons.push(why) }
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 4, maxLatencyMs: 100, slots: 1, clock, model: trained(cost, 4), maxQueueRows: 12, observer }, r.execute)
+    const all: Promise<unknown>[] = []
+    for (let i = 0; i < 20; i++) all.push(d.submit({ id: `r${i}` }, 1).catch(() => undefined))
+    all.push(d.submit({ id: 'big' }, 13).catch(() => undefined))
+    await clock.advance(1000)
+    await Promise.all(all)
+    assert.ok(reasons.includes('admission'), `reasons: ${reasons}`)
+    assert.ok(reasons.includes('queue_full'), `reasons: ${reasons}`)
+    // A request admitted behind a batch that then ran slow waits past its bound and is shed late.
+    const slow = new FakeClock()
+    let first = true
+    const late: string[] = []
+    const d2 = new Dispatcher<Payload, string>(
+      { maxBatchSize: 1, maxLatencyMs: 100, slots: 1, clock: slow, model: trained(() => 10, 1), observer: { batch: () => undefined, rejected: (why) => void late.push(why) } },
+      (slices) => new Promise((res) => slow.setTimeout(() => res(slices.map((s) => s.payload.id)), first ? ((first = false), 150) : 10)),
+    )
+    const a = d2.submit({ id: 'a' }, 1)
+    const b = d2.submit({ id: 'b' }, 1).catch((e: BundleError) => e.code)
+    const c = d2.submit({ id: 'c' }, 1).catch((e: BundleError) => e.code)
+    await slow.advance(500)
+    assert.equal((await a)[0], 'a')
+    assert.equal(await b, 'E_RUNNER_OVERLOADED')
+    assert.equal(await c, 'E_RUNNER_OVERLOADED')
+    assert.deepEqual(late, ['deadline', 'deadline'])
+  })
+
+  it('drain: runs everything queued at once, refuses new requests, resolves when the last batch is done', async () => {
+    const clock = new FakeClock()
+    const r = runner(clock, () => 10)
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 2, maxLatencyMs: 1000, slots: 1, clock, model: trained(() => 10, 2) }, r.execute)
+    const queued = ['a', 'b', 'c', 'd', 'e'].map((id) => d.submit({ id }, 1))
+    let drained = false
+    const done = d.drain().then(() => (drained = true))
+    await assert.rejects(d.submit({ id: 'late' }, 1), (e: BundleError) => e.code === 'E_RUNNER_STOPPED')
+    await clock.advance(25)
+    assert.equal(drained, false, 'batches are still running')
+    await clock.advance(100)
+    await done
+    assert.deepEqual((await Promise.all(queued)).flat(), ['a:0-1', 'b:0-1', 'c:0-1', 'd:0-1', 'e:0-1'])
+    assert.equal(d.stats().inFlight, 0)
+  })
+
   it('batching off: every request runs alone in arrival order', async () => {
     const clock = new FakeClock()
     const r = runner(clock, () => 1)
@@ -182,7 +260,7 @@ describe('Dispatcher (fake time)', () => {
 })
 
 describe('LatencyModel', () => {
-  it('estimates from a line fit and picks the size with the best measured throughput', () => {
+  it('estimates by interpolating measured sizes and picks the size with the best measured throughput', () => {
     const m = new LatencyModel({ reprobeEvery: 1_000_000 })
     assert.equal(m.bestBatchSize(32), 32, 'nothing measured: start big')
     for (let i = 0; i < 5; i++) {
@@ -190,10 +268,23 @@ describe('LatencyModel', () => {
       m.observe(8, 12)
       m.observe(16, 30)
     }
-    assert.ok(Math.abs(m.estimate(8) - m.estimate(16) / 2) < 10)
+    assert.equal(m.estimate(8), 12)
+    assert.equal(m.estimate(12), 21, 'between 8 and 16 rows: on the line between them')
+    assert.equal(m.estimate(32), 66, 'past the largest: the last segment extended')
     // measured: 8 is best; its neighbours 4 (unknown) gets probed first
     assert.equal(m.bestBatchSize(32), 4)
     for (let i = 0; i < 5; i++) m.observe(4, 11)
     assert.equal(m.bestBatchSize(32), 8)
+  })
+
+  it('a few outliers (cold first runs, a noisy neighbour) do not move the estimate; a lasting change does', () => {
+    const m = new LatencyModel()
+    for (let i = 0; i < 3; i++) m.observe(4, 60) // cold
+    for (let i = 0; i < 10; i++) m.observe(4, 2)
+    assert.equal(m.estimate(4), 2)
+    m.observe(4, 80)
+    assert.equal(m.estimate(4), 2)
+    for (let i = 0; i < 15; i++) m.observe(4, 5) // the machine got slower for good
+    assert.equal(m.estimate(4), 5)
   })
 })

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { describe, it } from 'node:test'
 import { BundleError } from '../../errors/index.js'
@@ -85,5 +85,42 @@ describe('WorkerPool (real child processes)', () => {
     const bad = new WorkerPool({ runner: 'bad', workers: 1, backend: { kind: 'custom', module: ECHO, exportName: 'Nope' } })
     await assert.rejects(bad.start(), (e: BundleError) => e.code === 'E_RUNNER_CRASHED' && /no export named Nope/.test(e.message))
     await bad.stop()
+  })
+
+  it('big tensors travel through a shared-memory file that leaves no name behind; without /dev/shm they go inline', { timeout: 60_000 }, async () => {
+    const tensor = (bytes: number, seed: number) => ({ dtype: 'uint8', shape: [bytes], data: Uint8Array.from({ length: bytes }, (_, i) => (i * 31 + seed) & 255) })
+    const shmFiles = () => readdirSync('/dev/shm').filter((f) => f.startsWith(`modelbundle-${process.pid}-`))
+    for (const inline of [false, true]) {
+      const saved = process.env.BUNDLE_IPC_SHM
+      if (inline) process.env.BUNDLE_IPC_SHM = '0'
+      const p = pool({ workers: 1 })
+      try {
+        await p.start()
+        // Two big tensors and a small one in one message, nested as runner inputs are.
+        const args = { inputs: { a: tensor(1 << 20, 1), b: tensor(300_000, 2), small: tensor(16, 3) }, note: 'kept' }
+        for (let i = 0; i < 3; i++) {
+          const out = (await p.run('echo', args)) as typeof args
+          assert.equal(out.note, 'kept')
+          for (const k of ['a', 'b', 'small'] as const) {
+            assert.deepEqual(out.inputs[k].shape, args.inputs[k].shape)
+            assert.ok(Buffer.from(out.inputs[k].data).equals(Buffer.from(args.inputs[k].data)), `${k} came back byte for byte`)
+          }
+        }
+        const fds = readdirSync(`/proc/${p.pids()[0]}/fd`).map((fd) => {
+          try {
+            return readlinkSync(`/proc/${p.pids()[0]}/fd/${fd}`)
+          } catch {
+            return ''
+          }
+        })
+        const mapped = fds.some((l) => /\/dev\/shm\/modelbundle-.*\(deleted\)/.test(l))
+        assert.equal(mapped, !inline, inline ? 'BUNDLE_IPC_SHM=0: no shared-memory file' : 'the worker holds the (already unlinked) shared-memory file')
+        assert.deepEqual(shmFiles(), [], 'no name is left in /dev/shm')
+      } finally {
+        await p.stop()
+        if (saved === undefined) delete process.env.BUNDLE_IPC_SHM
+        else process.env.BUNDLE_IPC_SHM = saved
+      }
+    }
   })
 })
