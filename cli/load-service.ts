@@ -16,6 +16,11 @@ export function parseEntry(entry: string): { file: string; className?: string } 
  * the named export, or the only exported service.
  */
 export async function loadService(entry: string): Promise<ServiceDefinition> {
+  return (await findService(entry)).definition
+}
+
+/** loadService, also saying which export holds the service (a bundle records it). */
+export async function findService(entry: string): Promise<{ definition: ServiceDefinition; exportName: string }> {
   const { file, className } = parseEntry(entry)
   if (!existsSync(file) || !statSync(file).isFile()) throw new BundleError('E_SERVICE_LOAD', `${file}: no such file`)
   const { definitionOf } = await import('../framework/index.js')
@@ -34,9 +39,9 @@ export async function loadService(entry: string): Promise<ServiceDefinition> {
   if (className !== undefined) {
     const found = services.find((s) => s.name === className)
     if (!found) throw new BundleError('E_SERVICE_LOAD', `${file} has no exported service named ${className}${services.length ? ` (it exports ${services.map((s) => s.name).join(', ')})` : ''}`)
-    return found.def
+    return { definition: found.def, exportName: found.name }
   }
   if (services.length === 0) throw new BundleError('E_SERVICE_LOAD', `${file} exports no service: decorate an exported class with @service (or export a defineService() result)`)
   if (services.length > 1) throw new BundleError('E_SERVICE_LOAD', `${file} exports several services (${services.map((s) => s.name).join(', ')}); pick one with ${file}:ClassName`)
-  return services[0]!.def
+  return { definition: services[0]!.def, exportName: services[0]!.name }
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { Command } from 'commander'
 import { reportError } from './errors.js'
+import { bundleCommands } from './bundles.js'
 import { modelsCommand } from './models.js'
 import { serveCommand } from './serve.js'
 
@@ -25,6 +26,7 @@ export function program(): Command {
     })
   root.addCommand(modelsCommand())
   root.addCommand(serveCommand())
+  for (const c of bundleCommands()) root.addCommand(c)
   // Every subcommand: throw instead of exiting, so reportError decides the exit code.
   const override = (cmd: Command): void => {
     cmd.exitOverride()

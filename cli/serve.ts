@@ -1,10 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync, watch } from 'node:fs'
-import { dirname } from 'node:path'
+import { dirname, resolve } from 'node:path'
 import { Command } from 'commander'
 import { BundleError } from '../errors/index.js'
+import type { ServiceDefinition } from '../framework/index.js'
 import type { RunnerOverrides } from '../runners/index.js'
 import { loadService, parseEntry } from './load-service.js'
+import { isBundleDir, loadBundle } from './serve-bundle.js'
 
 function port(value: string | undefined): number {
   const raw = value ?? process.env.PORT ?? '3000'
@@ -74,9 +76,35 @@ async function readServeConfig(file: string): Promise<Record<string, RunnerOverr
   return parseServeConfig(doc, file)
 }
 
+/** A service source file, a bundle directory, or a stored bundle's tag — in that order. */
+async function resolveEntry(entry: string): Promise<ServiceDefinition> {
+  if (isBundleDir(entry)) return (await loadBundle(resolve(entry))).definition
+  let source: string | undefined
+  try {
+    source = parseEntry(entry).file
+  } catch {
+    // not a file entry: maybe a tag
+  }
+  // Something that looks like a source file is one (a missing file says so); anything else is a tag.
+  if (source !== undefined) return loadService(entry)
+  const { ModelStore, parseTag } = await import('../store/index.js')
+  try {
+    parseTag(entry)
+  } catch {
+    throw new BundleError('E_SERVICE_LOAD', `"${entry}" is neither a service file (path/to/service.ts[:ClassName]), a bundle directory, nor a bundle tag`)
+  }
+  const store = ModelStore.open()
+  try {
+    const { dir } = await store.bundles.paths(entry)
+    return (await loadBundle(dir)).definition
+  } finally {
+    store.close()
+  }
+}
+
 export function serveCommand(): Command {
   return new Command('serve')
-    .description('serve a service over HTTP (ENTRY: path/to/service.ts[:ClassName])')
+    .description('serve a service over HTTP: ENTRY is path/to/service.ts[:ClassName], a stored bundle (name[:version]) or a bundle directory')
     .argument('<entry>')
     .option('-p, --port <port>', 'port to listen on (default $PORT or 3000)')
     .option('--host <host>', 'interface to bind (default 127.0.0.1, this machine only; use 0.0.0.0 in containers)')
@@ -89,7 +117,7 @@ export function serveCommand(): Command {
     .action(async (entry: string, opts: { port?: string; host?: string; apiKey?: string; maxBodySize?: string; grace?: string; config?: string; accessLog: boolean; reload: boolean }) => {
       if (opts.reload) return reloading(entry)
       const runnerConfig = opts.config === undefined ? undefined : await readServeConfig(opts.config)
-      const definition = await loadService(entry)
+      const definition = await resolveEntry(entry)
       const { serve } = await import('../framework/index.js')
       const apiKey = opts.apiKey ?? process.env.BUNDLE_API_KEY
       await serve(definition, {

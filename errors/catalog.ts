@@ -71,6 +71,14 @@ export const CATALOG = {
   E_SERVE_CONFIG_INVALID: entry(400, 2, 'A serve config file or BUNDLE_RUNNER_* variable has an unknown key, a bad value, or names no runner.', 'Fix the key the message names; see README "Tuning runners" for every option.'),
   E_RUNNER_BATCH_DIM: entry(500, 1, "A model output lacks the dimension the runner splits batched results along.", 'Set batching.batchDim to [input dimension, output dimension] for this model, or batching.enabled: false.'),
   E_RUNNER_STOPPED: entry(503, 1, 'The runner is stopping or stopped.', 'Retry against a running server.'),
+
+  // bundles
+  E_BUNDLE_CONFIG_INVALID: entry(400, 2, 'bundle.yaml is missing, unreadable, or has an unknown key or a bad value.', 'Fix the key the message names; README "Bundles" lists every key.'),
+  E_BUNDLE_BUILD_FAILED: entry(400, 1, 'The service could not be compiled or its files collected.', 'Fix the error the message quotes (file and line), then build again.'),
+  E_BUNDLE_NOT_FOUND: entry(404, 1, 'No stored bundle matches the tag.', 'Run `bundle list` to see stored bundles, or build/import one first.'),
+  E_BUNDLE_EXISTS: entry(409, 1, 'A bundle is already stored under this name and version.', 'Choose another --version or delete the existing bundle first.'),
+  E_BUNDLE_MODEL_MISMATCH: entry(409, 1, "A model the bundle pins is missing or has different content than when the bundle was built.", 'Import the bundle again (it carries its models) or build it again against the current models.'),
+  E_BUNDLE_INVALID: entry(400, 1, 'A bundle file or archive is malformed, tampered with or incomplete.', 'Export the bundle again from a good store; nothing was imported.'),
 } as const satisfies Record<string, CatalogEntry>
 
 export type ErrorCode = keyof typeof CATALOG

@@ -82,6 +82,13 @@ export class OnnxRunner {
   private warmupPlan: unknown
   private resolvedWorkers: number | undefined
 
+  private pinned: { tag: string; digest: string } | undefined
+
+  /** Serve exactly this model version and content (a bundle's pin), whatever `tag` would resolve to now. */
+  pin(tag: string, digest: string): void {
+    this.pinned = { tag, digest }
+  }
+
   /** Operator overrides (serve config file, environment), applied before start. */
   configure(overrides: RunnerOverrides): void {
     this.options = mergeOverrides(this.options, overrides)
@@ -121,9 +128,18 @@ export class OnnxRunner {
   async start(): Promise<void> {
     const store = ModelStore.open(this.options.home ? { home: this.options.home } : {})
     try {
-      const onnx = store.get(this.tag).files.find((f) => f.path.endsWith('.onnx'))
-      if (onnx === undefined) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `model ${this.tag} has no .onnx file`)
-      const { model, files } = await store.paths(this.tag)
+      const tag = this.pinned?.tag ?? this.tag
+      let info
+      try {
+        info = store.get(tag)
+      } catch (err) {
+        if (this.pinned && (err as { code?: string }).code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag}, which is not in the store at ${store.home}; import the bundle's archive (it carries its models)`)
+        throw err
+      }
+      if (this.pinned && info.digest !== this.pinned.digest) throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag} with digest ${this.pinned.digest}, the store has ${info.digest}`)
+      const onnx = info.files.find((f) => f.path.endsWith('.onnx'))
+      if (onnx === undefined) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `model ${tag} has no .onnx file`)
+      const { model, files } = await store.paths(tag)
       this.model = model
       const cpu = this.options.resources?.cpu
       const workers = this.options.workers ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : 1)

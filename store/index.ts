@@ -1,5 +1,6 @@
 // The model store: SQLite index + content-addressed blobs. Imports nothing of ours but errors/.
 export { ModelStore, type OpenOptions, type DeleteOptions } from './model-store.js'
+export { BundleStore, type SaveBundleInput } from './bundle-store.js'
 export { parseTag, formatTag, validateName, validateVersion, type TagQuery } from './tag.js'
 export { parseLabelArgs, parseMetadataArg, validateLabels, validateMetadata, type Labels } from './labels.js'
 export { generateVersion } from './version-id.js'
@@ -7,6 +8,8 @@ export { defaultHome } from './home.js'
 export { ARCHIVE_EXTENSION, defaultArchiveName } from './archive/export.js'
 export { importLimit, type ImportOptions } from './archive/import.js'
 export type {
+  BundleInfo,
+  BundleModelRef,
   Framework,
   GcReport,
   GraphSignature,

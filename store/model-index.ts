@@ -68,15 +68,19 @@ export class ModelIndex {
       refsOf: p('SELECT kind, ref FROM model_refs WHERE model_id = ? ORDER BY kind, ref'),
       addRef: p('INSERT OR IGNORE INTO model_refs (model_id, kind, ref) VALUES (?, ?, ?)'),
       removeRef: p('DELETE FROM model_refs WHERE model_id = ? AND kind = ? AND ref = ?'),
-      blobReferenced: p('SELECT 1 FROM model_files WHERE blob = ? LIMIT 1'),
+      removeRefsTo: p('DELETE FROM model_refs WHERE kind = ? AND ref = ?'),
+      // Bundles share the blobs: a blob is in use while a model or a bundle holds it.
+      blobReferenced: p('SELECT 1 FROM model_files WHERE blob = ? UNION ALL SELECT 1 FROM bundle_files WHERE blob = ? LIMIT 1'),
       blobLeased: p('SELECT 1 FROM blob_leases WHERE blob = ? LIMIT 1'),
       addLease: p('INSERT OR IGNORE INTO blob_leases (blob, owner, host, pid, created_at) VALUES (?, ?, ?, ?, ?)'),
       dropLeases: p('DELETE FROM blob_leases WHERE owner = ?'),
       allLeases: p('SELECT blob, owner, host, pid, created_at FROM blob_leases'),
-      allBlobs: p('SELECT blob, MAX(size) AS size FROM model_files GROUP BY blob'),
-      digestInUse: p('SELECT 1 FROM models WHERE digest = ? LIMIT 1'),
+      allBlobs: p('SELECT blob, MAX(size) AS size FROM (SELECT blob, size FROM model_files UNION ALL SELECT blob, size FROM bundle_files) GROUP BY blob'),
+      digestInUse: p('SELECT 1 FROM models WHERE digest = ? UNION ALL SELECT 1 FROM bundles WHERE digest = ? LIMIT 1'),
       count: p('SELECT COUNT(*) AS n FROM models'),
-      modelsWithBlob: p("SELECT DISTINCT m.name || ':' || m.version AS tag FROM model_files f JOIN models m ON m.id = f.model_id WHERE f.blob = ? ORDER BY tag"),
+      modelsWithBlob: p(
+        "SELECT DISTINCT m.name || ':' || m.version AS tag FROM model_files f JOIN models m ON m.id = f.model_id WHERE f.blob = ? UNION SELECT 'bundle ' || b.name || ':' || b.version FROM bundle_files f JOIN bundles b ON b.id = f.bundle_id WHERE f.blob = ? ORDER BY tag",
+      ),
     }
   }
 
@@ -217,12 +221,17 @@ export class ModelIndex {
     this.q.removeRef!.run(id, kind, ref)
   }
 
+  /** Drops every reference `kind ref` holds (a bundle being deleted). */
+  removeRefsTo(kind: string, ref: string): void {
+    this.q.removeRefsTo!.run(kind, ref)
+  }
+
   isBlobInUse(sha256: string): boolean {
-    return this.q.blobReferenced!.get(sha256) !== undefined || this.q.blobLeased!.get(sha256) !== undefined
+    return this.q.blobReferenced!.get(sha256, sha256) !== undefined || this.q.blobLeased!.get(sha256) !== undefined
   }
 
   isDigestInUse(digest: string): boolean {
-    return this.q.digestInUse!.get(digest) !== undefined
+    return this.q.digestInUse!.get(digest, digest) !== undefined
   }
 
   lease(sha256: string, owner: string, host: string, pid: number, now: number): void {
@@ -237,9 +246,9 @@ export class ModelIndex {
     return this.q.allLeases!.all() as { blob: string; owner: string; host: string; pid: number; created_at: number }[]
   }
 
-  /** Tags of the models holding a blob (for verify's report). */
+  /** Tags of the models (and `bundle name:version` of bundles) holding a blob (for verify's report). */
   modelsWithBlob(sha256: string): string[] {
-    return (this.q.modelsWithBlob!.all(sha256) as { tag: string }[]).map((r) => r.tag)
+    return (this.q.modelsWithBlob!.all(sha256, sha256) as { tag: string }[]).map((r) => r.tag)
   }
 
   /** Every blob the index references, with its size. */

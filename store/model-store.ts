@@ -3,6 +3,7 @@ import { existsSync, linkSync, copyFileSync, mkdirSync, readdirSync, renameSync,
 import { dirname, join } from 'node:path'
 import { BundleError } from '../errors/index.js'
 import { BlobStore, type StagedBlob } from './blobs.js'
+import { BundleStore } from './bundle-store.js'
 import { openIndex, translateSqliteError, type Db } from './db/open.js'
 import { modelDigest } from './digest.js'
 import { HOST, ioError, removeQuietly, tempName } from './fs-util.js'
@@ -16,7 +17,7 @@ import { ModelIndex, type NewModel, type StoredModel } from './model-index.js'
 import { readOnnxSignature } from './onnx-signature.js'
 import { resolveTag } from './resolve.js'
 import { formatTag, parseTag, validateName, validateVersion } from './tag.js'
-import { FRAMEWORKS, type Framework, type ImportStatus, type ListFilter, type ModelInfo, type ModelPaths, type ModelSummary, type ProgressFn, type SaveInput, type Signatures, type GcReport, type VerifyReport } from './types.js'
+import { FRAMEWORKS, type Framework, type ImportStatus, type ListFilter, type ModelInfo, type ModelPaths, type ModelSummary, type ProgressFn, type SaveInput, type Signatures, type GcReport, type VerifyReport, type ModelFile } from './types.js'
 import { generateVersion } from './version-id.js'
 
 export interface OpenOptions {
@@ -48,9 +49,10 @@ export class ModelStore {
   readonly layout: StoreLayout
   /** @internal used by archives and maintenance */
   readonly index: ModelIndex
+  /** @internal the SQLite handle, for the bundle index */
+  readonly db: Db
   /** @internal */
   readonly blobs: BlobStore
-  private readonly db: Db
 
   private constructor(home: string) {
     this.layout = layout(home)
@@ -70,6 +72,13 @@ export class ModelStore {
 
   get home(): string {
     return this.layout.home
+  }
+
+  private bundleStore: BundleStore | undefined
+
+  /** Bundles, kept in the same index and blobs as the models they reference. */
+  get bundles(): BundleStore {
+    return (this.bundleStore ??= new BundleStore(this))
   }
 
   close(): void {
@@ -301,23 +310,32 @@ export class ModelStore {
    */
   async paths(tag: string): Promise<ModelPaths> {
     const model = this.get(tag)
-    const dir = this.checkoutDir(model.digest)
-    const files = Object.fromEntries(model.files.map((f) => [f.path, join(dir, f.path)]))
+    const { dir, files } = await this.checkout(model.tag, model.digest, model.files)
+    return { model, dir, files }
+  }
+
+  /**
+   * @internal A directory keyed by `digest` holding `files` under their own paths, hard-linked
+   * to the blobs; made once (atomically, by rename) and reused. Models and bundles use it.
+   */
+  async checkout(label: string, digest: string, list: readonly ModelFile[]): Promise<{ dir: string; files: Record<string, string> }> {
+    const dir = this.checkoutDir(digest)
+    const files = Object.fromEntries(list.map((f) => [f.path, join(dir, f.path)]))
     const complete = (): boolean =>
-      model.files.every((f) => {
+      list.every((f) => {
         try {
           return statSync(join(dir, f.path)).size === f.size
         } catch {
           return false
         }
       })
-    if (existsSync(dir) && complete()) return { model, dir, files }
-    for (const f of model.files) {
-      if (!this.blobs.has(f.sha256)) throw new BundleError('E_STORE_CORRUPT', `${model.tag}: file ${f.path} (blob ${f.sha256.slice(0, 12)}) is missing from the store`)
+    if (existsSync(dir) && complete()) return { dir, files }
+    for (const f of list) {
+      if (!this.blobs.has(f.sha256)) throw new BundleError('E_STORE_CORRUPT', `${label}: file ${f.path} (blob ${f.sha256.slice(0, 12)}) is missing from the store`)
     }
     const staging = tempName(this.layout.tmp, 'checkout')
     try {
-      for (const f of model.files) {
+      for (const f of list) {
         const dest = join(staging, f.path)
         mkdirSync(dirname(dest), { recursive: true })
         try {
@@ -345,11 +363,11 @@ export class ModelStore {
         // another process materialized it first
       }
     } catch (err) {
-      throw ioError(err, `preparing files of ${model.tag}`)
+      throw ioError(err, `preparing files of ${label}`)
     } finally {
       await removeQuietly(staging)
     }
-    return { model, dir, files }
+    return { dir, files }
   }
 
   /** Writes a `.bundlemodel` archive (default `./<name>-<version>.bundlemodel`). */

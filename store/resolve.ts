@@ -1,9 +1,26 @@
 import semver from 'semver'
 import { BundleError } from '../errors/index.js'
+import type { ErrorCode } from '../errors/index.js'
 import type { ModelIndex, StoredModel } from './model-index.js'
 import { parseTag } from './tag.js'
 
 const MAX_LISTED = 10
+
+/** What tag resolution needs of an index: models and bundles both have one. */
+export interface TagIndex<T> {
+  latest(name: string): T | undefined
+  exact(name: string, version: string): T | undefined
+  prefixed(name: string, prefix: string): { id: number; version: string }[]
+  versions(name: string): { id: number; version: string }[]
+  byId(id: number): T | undefined
+}
+
+export interface Kind {
+  noun: 'model' | 'bundle'
+  notFound: ErrorCode
+}
+
+const MODEL: Kind = { noun: 'model', notFound: 'E_STORE_MODEL_NOT_FOUND' }
 
 /**
  * Resolves a tag to one stored model:
@@ -12,10 +29,15 @@ const MAX_LISTED = 10
  * - `name@range` → highest semver version satisfying the range.
  */
 export function resolveTag(index: ModelIndex, tag: string): StoredModel {
+  return resolveIn(index, tag, MODEL)
+}
+
+/** resolveTag over any index (bundles use it), with that kind's noun and not-found code. */
+export function resolveIn<T>(index: TagIndex<T>, tag: string, kind: Kind): T {
   const q = parseTag(tag)
   if (q.kind === 'latest') {
     const m = index.latest(q.name)
-    if (m === undefined) throw new BundleError('E_STORE_MODEL_NOT_FOUND', `no model named "${q.name}" is stored`)
+    if (m === undefined) throw new BundleError(kind.notFound, `no ${kind.noun} named "${q.name}" is stored`)
     return m
   }
   if (q.kind === 'version') {
@@ -24,8 +46,8 @@ export function resolveTag(index: ModelIndex, tag: string): StoredModel {
     const candidates = index.prefixed(q.name, q.version)
     if (candidates.length === 1) return index.byId(candidates[0]!.id)!
     if (candidates.length === 0) {
-      const hint = index.latest(q.name) === undefined ? `no model named "${q.name}" is stored` : `no version of "${q.name}" starts with "${q.version}"`
-      throw new BundleError('E_STORE_MODEL_NOT_FOUND', `${tag}: ${hint}`)
+      const hint = index.latest(q.name) === undefined ? `no ${kind.noun} named "${q.name}" is stored` : `no version of "${q.name}" starts with "${q.version}"`
+      throw new BundleError(kind.notFound, `${tag}: ${hint}`)
     }
     const shown = candidates.slice(0, MAX_LISTED).map((c) => `${q.name}:${c.version}`)
     const more = candidates.length > MAX_LISTED ? ` and more` : ''
@@ -36,7 +58,7 @@ export function resolveTag(index: ModelIndex, tag: string): StoredModel {
   if (best === null) {
     const have = semverVersions.map((v) => v.version).sort(semver.rcompare).slice(0, MAX_LISTED)
     const hint = have.length ? `stored semver versions: ${have.join(', ')}` : `"${q.name}" has no semver versions`
-    throw new BundleError('E_STORE_MODEL_NOT_FOUND', `no version of "${q.name}" satisfies ${q.range} (${hint})`)
+    throw new BundleError(kind.notFound, `no version of "${q.name}" satisfies ${q.range} (${hint})`)
   }
   const id = semverVersions.find((v) => v.version === best)!.id
   return index.byId(id)!

@@ -100,3 +100,26 @@ export interface GcReport {
 }
 
 export type ImportStatus = 'imported' | 'already-present' | 'replaced'
+
+/** A model a bundle uses, pinned: exact tag and content digest (and the name the service knows it by). */
+export interface BundleModelRef {
+  tag: string
+  digest: string
+  alias?: string
+}
+
+/** What the store knows about one bundle version. This is the stable `bundle list -o json` shape (plus files and manifest in `get`). */
+export interface BundleInfo {
+  tag: string
+  name: string
+  version: string
+  /** `sha256:<hex>` over the sorted file list: building the same inputs gives the same digest. */
+  digest: string
+  size: number
+  models: BundleModelRef[]
+  labels: Labels
+  /** ISO 8601, UTC; not part of the digest. */
+  created: string
+  manifest: Record<string, unknown>
+  files: ModelFile[]
+}

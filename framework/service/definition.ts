@@ -31,6 +31,8 @@ export interface RunnerDeclaration {
   /** Operator overrides from a serve config file and BUNDLE_RUNNER_* variables, before start. */
   configure?(overrides: RunnerOverrides): void
   effectiveConfig?(): Record<string, unknown>
+  /** A bundle pins the runner's model to an exact tag and content digest, before start. */
+  pin?(tag: string, digest: string): void
   queueDepth?(): Record<string, number>
   restarts?(): number
   /** The batcher's live state (queue, in flight, the batch size it aims for), for GET /runners. */

@@ -66,6 +66,34 @@ export const MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 2,
+    name: 'bundles (same blobs as models)',
+    sql: `
+      CREATE TABLE bundles (
+        id         INTEGER PRIMARY KEY,
+        name       TEXT    NOT NULL,
+        version    TEXT    NOT NULL,
+        digest     TEXT    NOT NULL,
+        size       INTEGER NOT NULL,
+        labels     TEXT    NOT NULL DEFAULT '{}',
+        -- The bundle's own description (service, models, dependencies), as JSON.
+        manifest   TEXT    NOT NULL,
+        created_at INTEGER NOT NULL,
+        UNIQUE (name, version)
+      );
+      CREATE INDEX bundles_by_created ON bundles (name, created_at);
+
+      CREATE TABLE bundle_files (
+        bundle_id INTEGER NOT NULL REFERENCES bundles (id) ON DELETE CASCADE,
+        path      TEXT    NOT NULL,
+        blob      TEXT    NOT NULL,
+        size      INTEGER NOT NULL,
+        PRIMARY KEY (bundle_id, path)
+      ) WITHOUT ROWID;
+      CREATE INDEX bundle_files_by_blob ON bundle_files (blob);
+    `,
+  },
 ]
 
 export const LATEST_SCHEMA = MIGRATIONS[MIGRATIONS.length - 1]!.version

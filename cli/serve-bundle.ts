@@ -1,0 +1,50 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { register } from 'node:module'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import type { BundleManifest } from '../builder/index.js'
+import { BundleError } from '../errors/index.js'
+import type { ServiceDefinition } from '../framework/index.js'
+
+/** A built bundle directory holds bundle.json. */
+export const isBundleDir = (dir: string): boolean => existsSync(join(dir, 'bundle.json'))
+
+/**
+ * Loads a built bundle (compiled JavaScript: no tsx, no TypeScript at run time) and pins its
+ * runners to the exact model versions and digests it was built with.
+ */
+export async function loadBundle(dir: string): Promise<{ definition: ServiceDefinition; manifest: BundleManifest }> {
+  let manifest: BundleManifest
+  try {
+    manifest = JSON.parse(readFileSync(join(dir, 'bundle.json'), 'utf8')) as BundleManifest
+  } catch (err) {
+    throw new BundleError('E_BUNDLE_INVALID', `${dir}/bundle.json cannot be read: ${(err as Error).message}`)
+  }
+  if (manifest.schema !== 1 || typeof manifest.service?.entry !== 'string') throw new BundleError('E_BUNDLE_INVALID', `${dir}/bundle.json is not a bundle manifest this version understands`)
+  // Environment from bundle.yaml; what the operator set wins.
+  for (const [k, v] of Object.entries(manifest.env ?? {})) process.env[k] ??= v
+  if (!existsSync(join(dir, 'node_modules'))) {
+    const own = new URL('../../', import.meta.url)
+    register(new URL('./bundle-hooks.js', import.meta.url), {
+      parentURL: import.meta.url,
+      data: { root: pathToFileURL(dir + '/').href, bases: [pathToFileURL(join(process.cwd(), 'noop.js')).href, new URL('noop.js', own).href] },
+    })
+  }
+  let mod: Record<string, unknown>
+  try {
+    mod = (await import(pathToFileURL(join(dir, manifest.service.entry)).href)) as Record<string, unknown>
+  } catch (err) {
+    throw new BundleError('E_SERVICE_LOAD', `loading bundle ${manifest.name} failed: ${(err as Error).message?.split('\n')[0]}`, { cause: err })
+  }
+  const { definitionOf } = await import('../framework/index.js')
+  const definition = definitionOf(mod[manifest.service.export])
+  if (definition === undefined) throw new BundleError('E_BUNDLE_INVALID', `bundle ${manifest.name}: ${manifest.service.entry} exports no service named ${manifest.service.export}`)
+  for (const runner of definition.runners) {
+    const tag = (runner as { tag?: unknown }).tag
+    if (typeof tag !== 'string' || runner.pin === undefined) continue
+    const model = manifest.models.find((m) => m.tag === tag || m.requested?.includes(tag))
+    if (model === undefined) throw new BundleError('E_BUNDLE_INVALID', `bundle ${manifest.name}: runner ${runner.name} asks for ${tag}, which the bundle does not pin`)
+    runner.pin(model.tag, model.digest)
+  }
+  return { definition, manifest }
+}

@@ -1,0 +1,173 @@
+import { createReadStream, statSync, statfsSync } from 'node:fs'
+import { Transform, type Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { createGunzip } from 'node:zlib'
+import { Parser, type ReadEntry } from 'tar'
+import { BundleError, isBundleError } from '../../errors/index.js'
+import type { StagedBlob } from '../blobs.js'
+import { isSafeModelPath } from '../model-path.js'
+import type { ModelStore } from '../model-store.js'
+import type { ProgressFn } from '../types.js'
+import { MAX_MANIFEST_BYTES } from './manifest.js'
+
+// Headers, padding and the end-of-archive blocks a well-formed archive adds to its files.
+const TAR_OVERHEAD_PER_ENTRY = 2048
+
+/** An archive entry its manifest declares: where it is in the archive, its size and sha256. */
+export interface DeclaredEntry {
+  entry: string
+  size: number
+  sha256: string
+}
+
+export interface ArchiveSpec<M> {
+  /** The first entry's name (the manifest). */
+  manifestName: string
+  /** Validates the untrusted manifest; throws a coded error on anything unexpected. */
+  parse: (text: string) => M
+  /** Every other entry the archive must hold, from the manifest. */
+  entries: (manifest: M) => readonly DeclaredEntry[]
+  onProgress?: ProgressFn
+}
+
+const unsafe = (msg: string) => new BundleError('E_ARCHIVE_UNSAFE_ENTRY', msg)
+
+/**
+ * Reads a gzip tar whose first entry is a manifest declaring every other entry. Everything is
+ * checked while streaming: entry types and paths, sizes against the manifest (so a gzip bomb
+ * stops at the declared size), duplicates, and every sha256. Entries are staged under the
+ * store's temp directory by content, never by their archive path. On failure nothing staged
+ * survives; on success the caller owns the staged files (commit or discard them).
+ */
+export async function readArchive<M>(store: ModelStore, file: string, spec: ArchiveSpec<M>): Promise<{ manifest: M; staged: Map<string, StagedBlob> }> {
+  let compressedTotal: number
+  try {
+    const st = statSync(file)
+    if (!st.isFile()) throw new Error('not a file')
+    compressedTotal = st.size
+  } catch {
+    throw new BundleError('E_STORE_FILE_NOT_FOUND', `${file}: no such archive file`)
+  }
+  let manifest: M | undefined
+  let declared: Map<string, DeclaredEntry> | undefined
+  let declaredBytes = 0
+  let failure: unknown
+  const staged = new Map<string, Promise<StagedBlob>>()
+  let entries = 0
+  let decompressed = 0
+  let compressed = 0
+
+  const source = createReadStream(file)
+  // Aborts entry copies still waiting for data that will never come (truncated archive, early refusal).
+  const abort = new AbortController()
+  const fail = (err: unknown): void => {
+    failure ??= err
+    source.destroy()
+    abort.abort()
+  }
+
+  const onEntry = (entry: ReadEntry): void => {
+    entries++
+    if (failure !== undefined) return void entry.resume()
+    try {
+      const path = entry.path
+      if (entries === 1) {
+        if (path !== spec.manifestName || entry.type !== 'File') throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', `the first archive entry must be ${spec.manifestName}, found ${JSON.stringify(path)}`)
+        if ((entry.size ?? 0) > MAX_MANIFEST_BYTES) throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', `${spec.manifestName} is larger than ${MAX_MANIFEST_BYTES} bytes`)
+        const chunks: Buffer[] = []
+        entry.on('data', (c: Buffer) => chunks.push(c))
+        entry.on('end', () => {
+          try {
+            manifest = spec.parse(Buffer.concat(chunks).toString('utf8'))
+            declared = new Map(spec.entries(manifest).map((d) => [d.entry, d]))
+            declaredBytes = [...declared.values()].reduce((n, d) => n + d.size, 0)
+            checkFreeSpace(store.layout.tmp, declaredBytes)
+          } catch (err) {
+            fail(err)
+          }
+        })
+        return
+      }
+      if (declared === undefined) throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', 'the archive manifest could not be read')
+      const trimmed = path.replace(/\/+$/, '')
+      if (!isSafeModelPath(trimmed)) throw unsafe(`archive entry ${JSON.stringify(path)} is not a safe relative path`)
+      if (entry.type === 'Directory') return void entry.resume() // harmless; files carry their own paths
+      if (entry.type !== 'File') throw unsafe(`archive entry ${JSON.stringify(path)} is a ${entry.type}; only plain files are accepted`)
+      if (staged.has(path)) throw unsafe(`archive entry ${JSON.stringify(path)} appears twice`)
+      const d = declared.get(path)
+      if (d === undefined) throw unsafe(`archive entry ${JSON.stringify(path)} is not listed in the manifest`)
+      if (entry.size !== d.size) throw new BundleError('E_ARCHIVE_CHECKSUM', `${path}: the archive holds ${entry.size} bytes, the manifest declares ${d.size}`)
+      // ReadEntry is a Minipass stream; pipeline consumes it like a Readable.
+      const job = store.blobs.stage(entry as unknown as Readable, undefined, d.size, abort.signal)
+      job.catch(fail)
+      staged.set(path, job)
+    } catch (err) {
+      entry.resume()
+      fail(err)
+    }
+  }
+
+  // Counts bytes after gunzip: more than the manifest allows means a bomb or trailing junk.
+  const guard = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      decompressed += chunk.length
+      const allowed = MAX_MANIFEST_BYTES + (declared ? declaredBytes + (declared.size + 4) * TAR_OVERHEAD_PER_ENTRY : 64 * 1024)
+      if (decompressed > allowed) return done(new BundleError('E_ARCHIVE_TOO_LARGE', `archive expands past ${allowed} bytes, more than its manifest declares`))
+      done(null, chunk)
+    },
+  })
+  const meter = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      compressed += chunk.length
+      spec.onProgress?.({ phase: 'import', done: compressed, total: compressedTotal })
+      done(null, chunk)
+    },
+  })
+
+  const parser = new Parser({ strict: true, onReadEntry: onEntry })
+  try {
+    await pipeline(source, meter, createGunzip(), guard, parser).catch((err) => {
+      throw failure ?? err
+    })
+    if (failure !== undefined) throw failure
+    const settled = await Promise.allSettled(staged.values())
+    const rejected = settled.find((s) => s.status === 'rejected')
+    if (rejected) throw failure ?? (rejected as PromiseRejectedResult).reason
+    if (manifest === undefined || declared === undefined) throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', `${file} has no ${spec.manifestName}`)
+    const out = new Map<string, StagedBlob>()
+    for (const d of declared.values()) {
+      const job = staged.get(d.entry)
+      if (job === undefined) throw new BundleError('E_ARCHIVE_CORRUPT', `${d.entry} is listed in the manifest but missing from the archive (truncated?)`)
+      const blob = await job
+      if (blob.size !== d.size || blob.sha256 !== d.sha256) throw new BundleError('E_ARCHIVE_CHECKSUM', `${d.entry}: sha256 ${blob.sha256} does not match the manifest's ${d.sha256}`)
+      out.set(d.entry, blob)
+    }
+    return { manifest, staged: out }
+  } catch (err) {
+    source.destroy()
+    abort.abort()
+    const settled = await Promise.allSettled(staged.values())
+    await store.blobs.discard(settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : [])))
+    throw toArchiveError(err, file)
+  }
+}
+
+function checkFreeSpace(dir: string, needed: number): void {
+  try {
+    const fs = statfsSync(dir)
+    const free = Number(fs.bavail) * Number(fs.bsize)
+    if (needed > free) throw new BundleError('E_STORE_NO_SPACE', `the archive needs ${needed} bytes, only ${free} are free under ${dir}`)
+  } catch (err) {
+    if (isBundleError(err)) throw err
+  }
+}
+
+function toArchiveError(err: unknown, file: string): unknown {
+  if (isBundleError(err)) return err
+  const e = err as NodeJS.ErrnoException & { tarCode?: string }
+  if (e?.code === 'Z_DATA_ERROR' || e?.code === 'Z_BUF_ERROR' || e?.code === 'ERR_STREAM_PREMATURE_CLOSE' || e?.tarCode !== undefined || /unexpected end|TAR_/.test(String(e?.message))) {
+    return new BundleError('E_ARCHIVE_CORRUPT', `${file} is not a complete gzip tar archive (${e?.message ?? e})`, { cause: err })
+  }
+  if (e?.code === 'ENOSPC') return new BundleError('E_STORE_NO_SPACE', `no space left while importing ${file}`, { cause: err })
+  return err
+}

@@ -1,0 +1,77 @@
+import assert from 'node:assert/strict'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { readBundleConfig } from '../../builder/index.js'
+import { collectFiles, globToRegExp } from '../../builder/files.js'
+import type { BundleError } from '../../errors/index.js'
+import { tempDir } from '../utils/tmp.js'
+
+const yamlIn = (text: string): string => {
+  const dir = tempDir()
+  writeFileSync(join(dir, 'bundle.yaml'), text)
+  return dir
+}
+
+const refuses = async (text: string, re: RegExp) =>
+  assert.rejects(readBundleConfig(yamlIn(text)), (e: BundleError) => e.code === 'E_BUNDLE_CONFIG_INVALID' && e.exitCode === 2 && re.test(e.message))
+
+describe('bundle.yaml', () => {
+  it('reads every documented key; model entries may be plain tags', async () => {
+    const cfg = await readBundleConfig(
+      yamlIn(`service: service.ts:Svc
+name: demo
+description: A demo
+labels: { team: ocr }
+include: ['**/*.png']
+exclude: ['test/**']
+models:
+  - ocr-cls:2.0.0
+  - { tag: ocr-rec:1.0.0, alias: rec, source: ./rec.onnx }
+env: { LOG_LEVEL: debug, WORKERS: 2 }
+docker: { baseImage: 'node:20-slim', systemPackages: [libgomp1], gpu: false, user: app }
+`),
+    )
+    assert.equal(cfg.service, 'service.ts:Svc')
+    assert.deepEqual(cfg.models, [{ tag: 'ocr-cls:2.0.0' }, { tag: 'ocr-rec:1.0.0', alias: 'rec', source: './rec.onnx' }])
+    assert.deepEqual(cfg.env, { LOG_LEVEL: 'debug', WORKERS: '2' })
+    assert.deepEqual(cfg.docker, { baseImage: 'node:20-slim', systemPackages: ['libgomp1'], gpu: false, user: 'app' })
+  })
+
+  it('an unknown key is an error that names it, wherever it is', async () => {
+    await refuses('service: s.ts\nexlude: [x]\n', /\(top level\): unknown key "exlude"/)
+    await refuses('service: s.ts\ndocker: { baseimage: x }\n', /docker: unknown key "baseimage"/)
+    await refuses('service: s.ts\nmodels: [{ tag: a:1, path: x }]\n', /unknown key "path"/)
+  })
+
+  it('bad values and a missing file say what is wrong', async () => {
+    await refuses('name: x\n', /service/)
+    await refuses('service: service.py\n', /path\/to\/service.ts/)
+    await refuses('service: s.ts\nname: Bad Name\n', /name/)
+    await refuses('service: s.ts\ndocker: { systemPackages: ["rm -rf /"] }\n', /Debian package name/)
+    await refuses('service: [unclosed\n', /not valid YAML/)
+    await assert.rejects(readBundleConfig(tempDir()), (e: BundleError) => e.code === 'E_BUNDLE_CONFIG_INVALID' && /no such file/.test(e.message))
+  })
+})
+
+describe('include / exclude', () => {
+  it('globs: * within a segment, ** across, {a,b}, plain names cover their subtree', () => {
+    assert.equal(globToRegExp('**/*.ts').test('a/b/c.ts'), true)
+    assert.equal(globToRegExp('**/*.ts').test('c.ts'), true)
+    assert.equal(globToRegExp('*.ts').test('a/c.ts'), false)
+    assert.equal(globToRegExp('assets').test('assets/x/y.png'), true)
+    assert.equal(globToRegExp('assets').test('assetsx'), false)
+    assert.equal(globToRegExp('*.{png,jpg}').test('a.jpg'), true)
+    assert.equal(globToRegExp('a.b').test('axb'), false, 'dots are literal')
+  })
+
+  it('by default everything but sources, node_modules and excludes; with include, only what it names', () => {
+    const dir = tempDir()
+    for (const f of ['service.ts', 'util.js', 'assets/a.png', 'assets/b.txt', 'test/x.txt', 'node_modules/p/index.js', 'README.md']) {
+      mkdirSync(join(dir, f, '..'), { recursive: true })
+      writeFileSync(join(dir, f), f)
+    }
+    assert.deepEqual(collectFiles(dir, undefined, ['test/**']), ['README.md', 'assets/a.png', 'assets/b.txt'])
+    assert.deepEqual(collectFiles(dir, ['assets/*.png', '*.ts']), ['assets/a.png', 'service.ts'])
+  })
+})
