@@ -1,5 +1,5 @@
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { dirname, isAbsolute, join, resolve } from 'node:path'
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { BundleError, isBundleError } from '../errors/index.js'
 import { parseTag, type BundleInfo, type Labels, type ModelInfo, type ModelStore } from '../store/index.js'
 import { compileService } from './compile.js'
@@ -74,7 +74,9 @@ export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo
   try {
     const app = join(staging, 'app')
     const compiled = await compileService(cfg.dir, entryFile, app)
-    for (const rel of collectFiles(cfg.dir, cfg.include, cfg.exclude)) {
+    // bundle.yaml itself is build input, not part of the bundle.
+    const self = relative(cfg.dir, cfg.file).split(sep).join('/')
+    for (const rel of collectFiles(cfg.dir, cfg.include, [...(cfg.exclude ?? []), ...(self.startsWith('..') ? [] : [self])])) {
       const dest = join(app, rel)
       if (existsSync(dest)) continue // the compiled entry wins over a same-named file
       mkdirSync(dirname(dest), { recursive: true })

@@ -91,5 +91,27 @@ export function bundleCommands(): Command[] {
       })
     })
 
-  return [build, list, get, del]
+  const exp = new Command('export')
+    .description('write a bundle and the models it pins to one .bundle archive (gzip tar)')
+    .argument('<tag>')
+    .argument('[out]', 'file or directory (default ./<name>-<version>.bundle)')
+    .action(async (tag: string, out: string | undefined) => {
+      await withStore(async (store) => {
+        const { path, bundle } = await store.bundles.export(tag, out)
+        write(`exported ${bundle.tag} to ${path}\n`)
+      })
+    })
+
+  const imp = new Command('import')
+    .description('import a .bundle archive: its models go to the model store (deduplicated), then the bundle')
+    .argument('<file>')
+    .action(async (file: string) => {
+      await withStore(async (store) => {
+        const { bundle, status, models } = await store.bundles.import(file)
+        for (const m of models) write(`model ${m.tag}: ${m.status}\n`)
+        write(`${status === 'imported' ? 'imported' : 'already present:'} ${bundle.tag}\n`)
+      })
+    })
+
+  return [build, list, get, del, exp, imp]
 }

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import { BundleError } from '../errors/index.js'
 import type { StagedBlob } from './blobs.js'
-import { BundleIndex, type StoredBundle } from './bundle-index.js'
+import { exportBundle, importBundle } from './archive/bundle-archive.js'
+import { BundleIndex, type NewBundle, type StoredBundle } from './bundle-index.js'
 import { translateSqliteError } from './db/open.js'
 import { modelDigest } from './digest.js'
 import { HOST } from './fs-util.js'
@@ -76,32 +77,46 @@ export class BundleStore {
     }
     const files = inputs.map((f, i) => ({ path: f.path, sha256: staged[i]!.sha256, size: staged[i]!.size }))
     const digest = modelDigest(files)
+    if (version === undefined) {
+      const same = this.index.withDigest(name, digest)
+      if (same !== undefined) {
+        await this.store.blobs.discard(staged)
+        return { bundle: strip(same), status: 'unchanged' }
+      }
+    }
+    const { bundle } = await this.commit({ name, version: version ?? generateVersion(createdAt), digest, size: files.reduce((n, f) => n + f.size, 0), labels, manifest: input.manifest, files, createdAt }, staged, 'fail')
+    return { bundle, status: 'created' }
+  }
+
+  /**
+   * @internal Places staged blobs and inserts the bundle with its model references (save and
+   * import). Order: lease → place (fsynced) → insert, pin and drop the lease in one transaction.
+   */
+  async commit(b: NewBundle & { manifest: { models: BundleModelRef[] } }, staged: readonly StagedBlob[], onExisting: 'fail' | 'same-digest-ok'): Promise<{ bundle: BundleInfo; status: 'imported' | 'already-present' }> {
     const owner = randomUUID()
     try {
-      if (version === undefined) {
-        const same = this.index.withDigest(name, digest)
-        if (same !== undefined) return { bundle: strip(same), status: 'unchanged' }
-      }
       const now = Date.now()
       this.store.write(() => {
         for (const s of staged) this.store.index.lease(s.sha256, owner, HOST, process.pid, now)
       })
       for (const s of staged) this.store.blobs.place(s)
-      const bundle = this.store.write(() => {
-        const v = version ?? generateVersion(createdAt)
-        const tag = formatTag(name, v)
-        if (this.index.exact(name, v) !== undefined) throw new BundleError('E_BUNDLE_EXISTS', `${tag} already exists; choose another --version or delete it first`)
-        // Pin and reference every model in the same transaction: a model deleted meanwhile fails the save.
-        for (const ref of input.manifest.models) {
+      return this.store.write(() => {
+        const tag = formatTag(b.name, b.version)
+        const existing = this.index.exact(b.name, b.version)
+        if (existing !== undefined) {
+          if (onExisting === 'same-digest-ok' && existing.digest === b.digest) return { bundle: strip(existing), status: 'already-present' as const }
+          throw new BundleError('E_BUNDLE_EXISTS', `${tag} already exists${existing.digest === b.digest ? '' : ` with different content (${existing.digest})`}; choose another --version or delete it first`)
+        }
+        // Pin and reference every model in the same transaction: a model deleted meanwhile fails the commit.
+        for (const ref of b.manifest.models) {
           const m = resolveTag(this.store.index, ref.tag)
-          if (m.digest !== ref.digest) throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `model ${ref.tag} changed while the bundle was built (${m.digest}, expected ${ref.digest}); build again`)
+          if (m.digest !== ref.digest) throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `model ${ref.tag} in the store (${m.digest}) is not the one the bundle pins (${ref.digest})`)
           this.store.index.addRef(m.id, 'bundle', tag)
         }
-        const id = this.index.insert({ name, version: v, digest, size: files.reduce((n, f) => n + f.size, 0), labels, manifest: input.manifest, files, createdAt })
+        const id = this.index.insert(b)
         this.store.index.dropLeases(owner)
-        return strip(this.index.byId(id)!)
+        return { bundle: strip(this.index.byId(id)!), status: 'imported' as const }
       })
-      return { bundle, status: 'created' }
     } finally {
       await this.store.blobs.discard(staged)
       try {
@@ -138,6 +153,16 @@ export class BundleStore {
       // the delete committed; blobs left behind are reclaimed by `gc`
     }
     return deleted.map(strip)
+  }
+
+  /** Writes a `.bundle` archive holding the bundle and every model it pins (default `./<name>-<version>.bundle`). */
+  export(tag: string, out?: string): Promise<{ path: string; bundle: BundleInfo }> {
+    return exportBundle(this.store, tag, out)
+  }
+
+  /** Imports a `.bundle`: its models go to the model store (deduplicated), then the bundle; all or nothing. */
+  import(file: string): Promise<{ bundle: BundleInfo; status: 'imported' | 'already-present'; models: { tag: string; status: string }[] }> {
+    return importBundle(this.store, file)
   }
 
   /** The bundle's files as a directory (hard links to the blobs, made once per digest). */
