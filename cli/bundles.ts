@@ -113,5 +113,22 @@ export function bundleCommands(): Command[] {
       })
     })
 
-  return [build, list, get, del, exp, imp]
+  const containerizeCmd = new Command('containerize')
+    .description('build an OCI image of a bundle (docker, podman or buildah; no daemon needed with podman)')
+    .argument('<tag>')
+    .option('-t, --image <ref>', 'image reference (default <name>:<version>)')
+    .addOption(new Option('--backend <engine>', 'container engine (default: docker if its daemon runs, else podman, else buildah)').choices(['docker', 'podman', 'buildah']))
+    .option('--base-image <ref>', 'base image instead of bundle.yaml docker.baseImage (e.g. one made by docker/local-base-image.sh)')
+    .option('--print-dockerfile', 'print the Dockerfile and build nothing', false)
+    .action(async (tag: string, opts: { image?: string; backend?: 'docker' | 'podman' | 'buildah'; baseImage?: string; printDockerfile: boolean }) => {
+      await withStore(async (store) => {
+        const { containerize, dockerfileFor } = await import('../builder/index.js')
+        if (opts.printDockerfile) return write(dockerfileFor(store.bundles.get(tag), opts.baseImage))
+        const { image, backend } = await containerize({ store, tag, ...(opts.image ? { image: opts.image } : {}), ...(opts.backend ? { backend: opts.backend } : {}), ...(opts.baseImage ? { baseImage: opts.baseImage } : {}) })
+        process.stderr.write(`built with ${backend}\n`)
+        write(`${image}\n`)
+      })
+    })
+
+  return [build, list, get, del, exp, imp, containerizeCmd]
 }

@@ -78,6 +78,8 @@ export const CATALOG = {
   E_BUNDLE_NOT_FOUND: entry(404, 1, 'No stored bundle matches the tag.', 'Run `bundle list` to see stored bundles, or build/import one first.'),
   E_BUNDLE_EXISTS: entry(409, 1, 'A bundle is already stored under this name and version.', 'Choose another --version or delete the existing bundle first.'),
   E_BUNDLE_MODEL_MISMATCH: entry(409, 1, "A model the bundle pins is missing or has different content than when the bundle was built.", 'Import the bundle again (it carries its models) or build it again against the current models.'),
+  E_BUNDLE_DEPS_MISMATCH: entry(409, 1, 'The npm packages installed on this machine are not the versions the bundle was built with.', 'Run npm ci in the project the bundle was built from, or build the bundle again here.'),
+  E_CONTAINER_BACKEND: entry(503, 1, 'No container engine is usable (podman, docker or buildah), or the image build failed.', 'Install podman (README "Containers"), or pass --backend; the message quotes the engine output.'),
   E_BUNDLE_INVALID: entry(400, 1, 'A bundle file or archive is malformed, tampered with or incomplete.', 'Export the bundle again from a good store; nothing was imported.'),
 } as const satisfies Record<string, CatalogEntry>
 
