@@ -5,3 +5,4 @@ export { readBundleConfig, type BundleConfig, type ResolvedConfig } from './conf
 export { MANIFEST_FILE, type BundleManifest } from './manifest.js'
 export { renderDockerfile } from './templates.js'
 export { containerize, dockerfileFor, pickBackend, BACKENDS, type Backend, type ContainerizeOptions } from './containerize.js'
+export { k8sManifests, type K8sOptions } from './k8s.js'

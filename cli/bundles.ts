@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander'
 import type { ServiceInfo } from '../builder/index.js'
+import { BundleError } from '../errors/index.js'
 import type { BundleInfo, ModelStore } from '../store/index.js'
 import { confirm } from './confirm.js'
 import { findService } from './load-service.js'
@@ -130,5 +131,32 @@ export function bundleCommands(): Command[] {
       })
     })
 
-  return [build, list, get, del, exp, imp, containerizeCmd]
+  const int = (flag: string) => (v: string) => {
+    const n = Number(v)
+    if (!Number.isSafeInteger(n) || n < 0) throw new BundleError('E_CLI_USAGE', `${flag} "${v}" must be a whole number`)
+    return n
+  }
+  const deploy = new Command('deploy').description('print deployment manifests for a containerized bundle')
+  deploy
+    .command('k8s')
+    .description('print a Kubernetes Deployment, Service and (with --min/--max) HorizontalPodAutoscaler')
+    .argument('<tag>')
+    .requiredOption('--image <ref>', 'the image `bundle containerize` built, as the cluster pulls it')
+    .option('--replicas <n>', 'replicas (default 1, or --min)', int('--replicas'))
+    .option('--gpu <n>', 'nvidia.com/gpu per pod', int('--gpu'))
+    .option('--min <n>', 'autoscaling: fewest replicas', int('--min'))
+    .option('--max <n>', 'autoscaling: most replicas', int('--max'))
+    .option('--cpu <quantity>', 'CPU request per pod (default 1)')
+    .option('--memory <quantity>', 'memory request and limit per pod (default 1Gi)')
+    .option('-n, --namespace <ns>', 'namespace to put in the manifests')
+    .action(async (tag: string, opts: { image: string; replicas?: number; gpu?: number; min?: number; max?: number; cpu?: string; memory?: string; namespace?: string }) => {
+      await withStore(async (store) => {
+        const { k8sManifests } = await import('../builder/index.js')
+        const { stringify } = await import('yaml')
+        const docs = k8sManifests(store.bundles.get(tag), opts)
+        write(docs.map((d) => stringify(d, { lineWidth: 0, aliasDuplicateObjects: false })).join('---\n'))
+      })
+    })
+
+  return [build, list, get, del, exp, imp, containerizeCmd, deploy]
 }

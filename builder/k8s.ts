@@ -1,0 +1,110 @@
+import { BundleError } from '../errors/index.js'
+import type { BundleInfo } from '../store/index.js'
+import { IMAGE_UID, type BundleManifest } from './manifest.js'
+
+export interface K8sOptions {
+  image: string
+  replicas?: number
+  /** GPUs per pod (nvidia.com/gpu). */
+  gpu?: number
+  /** Autoscaling bounds: with either, a HorizontalPodAutoscaler is emitted. */
+  min?: number
+  max?: number
+  cpu?: string
+  memory?: string
+  namespace?: string
+  /** The server's shutdown grace (bundle serve --grace), in ms. */
+  graceMs?: number
+}
+
+const PORT = 3000
+
+/** Kubernetes names: lower-case alphanumerics and "-" (bundle names may hold "." and "_"). */
+const k8sName = (name: string): string => name.replace(/[^a-z0-9-]/g, '-').replace(/^-+|-+$/g, '').slice(0, 63) || 'bundle'
+
+/**
+ * Deployment, Service and (with --min/--max) a HorizontalPodAutoscaler for a bundle's image:
+ * probes on /readyz and /livez, a termination grace longer than the server's drain, requests and
+ * limits (GPUs included), Prometheus scrape annotations, a memory-backed /dev/shm for the
+ * runners' shared-memory tensors (the 64 MB default is too small), and the non-root user the
+ * image runs as.
+ */
+export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, unknown>[] {
+  const m = bundle.manifest as BundleManifest
+  const name = k8sName(bundle.name)
+  const positive = (flag: string, v: number | undefined) => {
+    if (v !== undefined && !(Number.isSafeInteger(v) && v >= 0)) throw new BundleError('E_CLI_USAGE', `${flag} must be a whole number, got ${v}`)
+  }
+  positive('--replicas', o.replicas)
+  positive('--gpu', o.gpu)
+  positive('--min', o.min)
+  positive('--max', o.max)
+  const min = o.min ?? (o.max !== undefined ? 1 : undefined)
+  if (min !== undefined && o.max !== undefined && min > o.max) throw new BundleError('E_CLI_USAGE', `--min ${min} is above --max ${o.max}`)
+  const labels = { 'app.kubernetes.io/name': name, 'app.kubernetes.io/version': bundle.version.slice(0, 63), 'app.kubernetes.io/managed-by': 'modelbundle' }
+  const selector = { 'app.kubernetes.io/name': name }
+  const metadata = { name, ...(o.namespace ? { namespace: o.namespace } : {}), labels, annotations: { 'modelbundle.io/bundle': bundle.tag, 'modelbundle.io/digest': bundle.digest } }
+  // The server drains for up to graceMs after SIGTERM; the pod must not be killed before it ends.
+  const graceSeconds = Math.ceil((o.graceMs ?? 30_000) / 1000) + 15
+  const gpu = o.gpu ?? 0
+  const deployment = {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata,
+    spec: {
+      replicas: o.replicas ?? min ?? 1,
+      selector: { matchLabels: selector },
+      template: {
+        metadata: { labels, annotations: { 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(PORT), 'prometheus.io/path': '/metrics' } },
+        spec: {
+          terminationGracePeriodSeconds: graceSeconds,
+          securityContext: { runAsNonRoot: true, runAsUser: IMAGE_UID, runAsGroup: IMAGE_UID, fsGroup: IMAGE_UID },
+          containers: [
+            {
+              name,
+              image: o.image,
+              ports: [{ name: 'http', containerPort: PORT }],
+              env: [
+                { name: 'PORT', value: String(PORT) },
+                { name: 'HOST', value: '0.0.0.0' },
+                ...Object.entries(m.env ?? {}).map(([k, v]) => ({ name: k, value: v })),
+              ],
+              startupProbe: { httpGet: { path: '/livez', port: 'http' }, periodSeconds: 2, failureThreshold: 60 },
+              readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 5, failureThreshold: 2 },
+              livenessProbe: { httpGet: { path: '/livez', port: 'http' }, periodSeconds: 10, failureThreshold: 3 },
+              // Endpoints are removed asynchronously: keep answering a few seconds before SIGTERM.
+              lifecycle: { preStop: { exec: { command: ['node', '-e', 'setTimeout(() => {}, 5000)'] } } },
+              resources: {
+                requests: { cpu: o.cpu ?? '1', memory: o.memory ?? '1Gi', ...(gpu ? { 'nvidia.com/gpu': gpu } : {}) },
+                limits: { memory: o.memory ?? '1Gi', ...(gpu ? { 'nvidia.com/gpu': gpu } : {}) },
+              },
+              volumeMounts: [{ name: 'shm', mountPath: '/dev/shm' }],
+            },
+          ],
+          volumes: [{ name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: '512Mi' } }],
+        },
+      },
+    },
+  }
+  const service = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata,
+    spec: { selector, ports: [{ name: 'http', port: 80, targetPort: 'http' }] },
+  }
+  const out: Record<string, unknown>[] = [deployment, service]
+  if (min !== undefined || o.max !== undefined) {
+    out.push({
+      apiVersion: 'autoscaling/v2',
+      kind: 'HorizontalPodAutoscaler',
+      metadata,
+      spec: {
+        scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name },
+        minReplicas: min ?? 1,
+        maxReplicas: o.max ?? Math.max(min ?? 1, 1) * 4,
+        metrics: [{ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } }],
+      },
+    })
+  }
+  return out
+}

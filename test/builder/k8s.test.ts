@@ -1,0 +1,56 @@
+import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { parseAllDocuments } from 'yaml'
+import { bundle } from '../utils/cli.js'
+import { tempDir } from '../utils/tmp.js'
+
+const QUICKSTART = fileURLToPath(new URL('../../examples/quickstart', import.meta.url))
+
+type Doc = Record<string, any>
+
+describe('bundle deploy k8s', () => {
+  it('prints a Deployment, a Service and an autoscaler, field by field what a cluster needs', { timeout: 120_000 }, async () => {
+    const env = { BUNDLE_HOME: join(tempDir(), 'home') }
+    assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], env)).code, 0)
+    const r = await bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'registry.example.com/quickstart:1.0.0', '--min', '2', '--max', '6', '--gpu', '1', '--memory', '2Gi', '-n', 'ml'], env)
+    assert.equal(r.code, 0, r.stderr)
+    assert.doesNotMatch(r.stdout, /[&*]a\d/, 'no YAML anchors')
+    const docs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Doc)
+    assert.deepEqual(docs.map((d) => `${d.apiVersion} ${d.kind}`), ['apps/v1 Deployment', 'v1 Service', 'autoscaling/v2 HorizontalPodAutoscaler'])
+    const [dep, svc, hpa] = docs as [Doc, Doc, Doc]
+    for (const d of docs) {
+      assert.equal(d.metadata.name, 'quickstart')
+      assert.equal(d.metadata.namespace, 'ml')
+      assert.equal(d.metadata.annotations['modelbundle.io/bundle'], 'quickstart:1.0.0')
+    }
+    assert.equal(dep.spec.replicas, 2)
+    assert.deepEqual(dep.spec.selector.matchLabels, { 'app.kubernetes.io/name': 'quickstart' })
+    const pod = dep.spec.template.spec
+    assert.ok(pod.terminationGracePeriodSeconds > 30, 'longer than the server drain (30 s)')
+    assert.equal(pod.securityContext.runAsNonRoot, true)
+    assert.equal(pod.securityContext.runAsUser, 10001)
+    assert.equal(dep.spec.template.metadata.annotations['prometheus.io/scrape'], 'true')
+    assert.equal(dep.spec.template.metadata.annotations['prometheus.io/path'], '/metrics')
+    const c = pod.containers[0]
+    assert.equal(c.image, 'registry.example.com/quickstart:1.0.0')
+    assert.deepEqual(c.ports, [{ name: 'http', containerPort: 3000 }])
+    assert.equal(c.readinessProbe.httpGet.path, '/readyz')
+    assert.equal(c.livenessProbe.httpGet.path, '/livez')
+    assert.deepEqual(c.resources.limits, { memory: '2Gi', 'nvidia.com/gpu': 1 })
+    assert.equal(c.resources.requests['nvidia.com/gpu'], 1)
+    assert.deepEqual(c.volumeMounts, [{ name: 'shm', mountPath: '/dev/shm' }])
+    assert.equal(pod.volumes[0].emptyDir.medium, 'Memory')
+    assert.deepEqual(svc.spec.ports, [{ name: 'http', port: 80, targetPort: 'http' }])
+    assert.deepEqual(svc.spec.selector, dep.spec.selector.matchLabels)
+    assert.deepEqual([hpa.spec.minReplicas, hpa.spec.maxReplicas], [2, 6])
+    assert.equal(hpa.spec.scaleTargetRef.name, 'quickstart')
+
+    const plain = await bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'q:1'], env)
+    assert.deepEqual(parseAllDocuments(plain.stdout).map((d) => (d.toJS() as Doc).kind), ['Deployment', 'Service'], 'no autoscaler without --min/--max')
+    const bad = await bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'q:1', '--min', '5', '--max', '2'], env)
+    assert.equal(bad.code, 2)
+    assert.match(bad.stderr, /^error E_CLI_USAGE: --min 5 is above --max 2/)
+  })
+})
