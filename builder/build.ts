@@ -74,9 +74,12 @@ export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo
   try {
     const app = join(staging, 'app')
     const compiled = await compileService(cfg.dir, entryFile, app)
-    // bundle.yaml itself is build input, not part of the bundle.
-    const self = relative(cfg.dir, cfg.file).split(sep).join('/')
-    for (const rel of collectFiles(cfg.dir, cfg.include, [...(cfg.exclude ?? []), ...(self.startsWith('..') ? [] : [self])])) {
+    // bundle.yaml is build input, and a model store inside the directory is not the service's.
+    const inside = (p: string) => {
+      const rel = relative(cfg.dir, p).split(sep).join('/')
+      return rel.startsWith('..') || rel === '' ? [] : [rel]
+    }
+    for (const rel of collectFiles(cfg.dir, cfg.include, [...(cfg.exclude ?? []), ...inside(cfg.file), ...inside(o.store.home)])) {
       const dest = join(app, rel)
       if (existsSync(dest)) continue // the compiled entry wins over a same-named file
       mkdirSync(dirname(dest), { recursive: true })

@@ -1,0 +1,93 @@
+import assert from 'node:assert/strict'
+import { execFile, spawn } from 'node:child_process'
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import ort from 'onnxruntime-node'
+import { MODELS } from '../utils/models.js'
+import { tempDir } from '../utils/tmp.js'
+
+// A user's own project, outside this repository: it installs the packed modelbundle from npm's
+// tarball, writes a service and bundle.yaml, type-checks, builds, serves, and asks.
+
+const sh = promisify(execFile)
+const REPO = fileURLToPath(new URL('../..', import.meta.url))
+const version = (pkg: string) => (JSON.parse(readFileSync(join(REPO, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version
+
+const SERVICE = `import { api, io, onnxRunner, service, type Tensor } from 'modelbundle'
+import { z } from 'zod'
+
+const cls = onnxRunner('my-cls:1.0.0', { batching: { maxBatchSize: 8, maxLatencyMs: 100 }, warmup: { shapes: { x: [3, 48, 192] } } })
+
+@service({ name: 'my-service', runners: [cls] })
+export class MyService {
+  @api({ input: io.tensor({ dtype: 'float32', shape: [-1, 3, 48, 192] }), output: io.json(z.object({ upsideDown: z.array(z.boolean()) })) })
+  async direction(x: Tensor<'float32'>) {
+    const out = await cls.run({ x })
+    const p = Object.values(out)[0]!.data as Float32Array
+    return { upsideDown: Array.from({ length: x.shape[0]! }, (_, i) => p[i * 2 + 1]! > p[i * 2]!) }
+  }
+}
+`
+
+describe('modelbundle from a user project (npm pack)', () => {
+  it('installs from the packed tarball, type-checks, builds a bundle, serves it and answers', { timeout: 900_000 }, async () => {
+    const dir = tempDir('mb-user-')
+    const { stdout } = await sh('npm', ['pack', '--pack-destination', dir], { cwd: REPO, maxBuffer: 16 << 20 })
+    const tarball = stdout.trim().split('\n').at(-1)!
+    mkdirSync(join(dir, 'models'))
+    copyFileSync(MODELS.cls, join(dir, 'models/cls.onnx'))
+    writeFileSync(join(dir, 'service.ts'), SERVICE)
+    writeFileSync(join(dir, 'bundle.yaml'), 'service: service.ts:MyService\nmodels:\n  - tag: my-cls:1.0.0\n    source: ./models/cls.onnx\nexclude: [models, "*.tgz"]\n')
+    writeFileSync(
+      join(dir, 'package.json'),
+      JSON.stringify({
+        name: 'my-service',
+        private: true,
+        type: 'module',
+        dependencies: { modelbundle: `file:./${tarball}`, zod: `^${version('zod')}` },
+        devDependencies: { typescript: version('typescript'), '@types/node': `^${version('@types/node')}` },
+        // npm runs only the install scripts a project approves: these native packages need theirs.
+        allowScripts: { 'better-sqlite3': true, 'onnxruntime-node': true, esbuild: true, '@scarf/scarf': false },
+      }),
+    )
+    writeFileSync(join(dir, '.npmrc'), 'onnxruntime-node-install=skip\n')
+    writeFileSync(
+      join(dir, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: true, noEmit: true, lib: ['ES2023', 'esnext.decorators'], types: ['node'] }, files: ['service.ts'] }),
+    )
+    const env = { ...process.env, ONNXRUNTIME_NODE_INSTALL: 'skip', BUNDLE_HOME: join(dir, '.modelbundle') }
+    await sh('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], { cwd: dir, env, maxBuffer: 64 << 20 })
+    await sh('npx', ['tsc', '-p', '.'], { cwd: dir, env }) // the package's types work for a user's TypeScript
+    const built = await sh('npx', ['bundle', 'build', '.'], { cwd: dir, env })
+    const tag = built.stdout.trim()
+    assert.match(tag, /^my-service:/)
+
+    const port = 21000 + Math.floor(Math.random() * 20000)
+    // The installed bin itself (npx would not pass SIGTERM on to it).
+    const child = spawn(join(dir, 'node_modules/.bin/bundle'), ['serve', tag, '--port', String(port)], { cwd: dir, env, stdio: 'ignore' })
+    const exited = new Promise((r) => child.on('exit', r))
+    try {
+      let ready = false
+      for (let i = 0; i < 300 && !ready; i++) {
+        ready = (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200
+        if (!ready) await new Promise((r) => setTimeout(r, 100))
+      }
+      assert.ok(ready)
+      const x = new Float32Array(2 * 3 * 48 * 192)
+      for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.01) * (i < x.length / 2 ? 1 : -1)
+      const r = await fetch(`http://127.0.0.1:${port}/direction`, { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '2,3,48,192' }, body: x })
+      assert.equal(r.status, 200)
+      // The same answer onnxruntime gives in this process.
+      const session = await ort.InferenceSession.create(MODELS.cls)
+      const p = Object.values(await session.run({ x: new ort.Tensor('float32', x, [2, 3, 48, 192]) }))[0]!.data as Float32Array
+      await session.release()
+      assert.deepEqual(await r.json(), { upsideDown: [p[1]! > p[0]!, p[3]! > p[2]!] })
+    } finally {
+      child.kill('SIGTERM')
+      await exited
+    }
+  })
+})
