@@ -151,8 +151,9 @@ export class OnnxRunner {
       const b = this.options.batching ?? {}
       const batching = b.enabled ?? true
       const maxBatchSize = b.maxBatchSize ?? 32
+      const maxLatencyMs = b.maxLatencyMs ?? 100
       const dispatcher = new Dispatcher<Request, Request>(
-        { maxBatchSize, maxLatencyMs: b.maxLatencyMs ?? 100, slots: workers, batching, ...(this.metrics ? { observer: this.metrics.observer(this.name, 'run') } : {}) },
+        { maxBatchSize, maxLatencyMs, slots: workers, batching, ...(this.metrics ? { observer: this.metrics.observer(this.name, 'run') } : {}) },
         (slices, rows) => this.execute(slices, rows),
       )
       const [inDim] = this.batchDims()
@@ -175,6 +176,9 @@ export class OnnxRunner {
                 args: (rows: number) => ({ inputs: Object.fromEntries(rowShapes.map(({ name, dtype, shape }) => [name, zeros(dtype, [...shape.slice(0, inDim), rows, ...shape.slice(inDim)])])) }),
                 // Warm-up timings seed the batcher: it starts with measured batch times.
                 observe: (rows: number, ms: number) => dispatcher.model.observe(rows, ms),
+                // A batch twice this size would already blow the latency bound: bigger ones
+                // are not worth warming (start-up time), the batcher measures them if it ever uses them.
+                enough: (_rows: number, ms: number) => batching && 2 * ms > maxLatencyMs,
               },
             }
           : {}),

@@ -21,9 +21,10 @@ export interface PoolOptions {
 }
 
 /**
- * Warm-up: for each round, `method` is called once per size with `args(rows)`. The first round
- * pays for lazy initialisation (memory arenas, kernel selection) and is not reported; later
- * rounds report their timings through `observe` (they seed the batcher's latency model).
+ * Warm-up: for each size, ascending, `method` runs once untimed — paying for lazy
+ * initialisation (memory arenas, kernel selection per shape) — then `rounds` times timed, the
+ * timings going to `observe` (they seed the batcher's latency model). `enough` may end it early:
+ * sizes past one that is already too slow to be useful are not worth the start-up time.
  */
 export interface Warmup {
   method: string
@@ -31,6 +32,8 @@ export interface Warmup {
   rounds: number
   args: (rows: number) => unknown
   observe?: (rows: number, ms: number) => void
+  /** true: skip the sizes after this one (given its last timed run). */
+  enough?: (rows: number, ms: number) => boolean
 }
 
 interface Call {
@@ -229,12 +232,17 @@ export class WorkerPool {
   private async warm(slot: Slot): Promise<void> {
     const w = this.options.warmup
     if (w === undefined || w.rounds < 1) return
-    for (let round = 0; round <= w.rounds; round++) {
-      for (const rows of w.sizes) {
+    const call = (rows: number) => new Promise((resolve, reject) => this.send(slot, { id: this.nextId++, method: w.method, args: w.args(rows), resolve, reject }))
+    for (const rows of w.sizes) {
+      await call(rows)
+      let ms = 0
+      for (let round = 0; round < w.rounds; round++) {
         const started = performance.now()
-        await new Promise((resolve, reject) => this.send(slot, { id: this.nextId++, method: w.method, args: w.args(rows), resolve, reject }))
-        if (round > 0) w.observe?.(rows, performance.now() - started)
+        await call(rows)
+        ms = performance.now() - started
+        w.observe?.(rows, ms)
       }
+      if (w.enough?.(rows, ms)) return
     }
   }
 

@@ -82,8 +82,9 @@ describe('bundle serve --config: operators tune runners without touching code', 
       assert.deepEqual(body![0]!.config.batching, { enabled: true, maxBatchSize: 8, maxLatencyMs: 25 })
       // The environment's warm-up rounds merge with the shapes the code gives.
       assert.deepEqual(body![0]!.config.warmup, { rounds: 2, sizes: [1, 2, 4, 8], shapes: { x: [3, 48, 192] } })
-      // Warm-up timed 2 rounds × 4 sizes on each of 2 workers before ready.
-      assert.equal(body![0]!.batcher.observations, 16)
+      // Warm-up timed 2 rounds per size on each of 2 workers before ready (sizes past one too
+      // slow for the 25 ms bound are skipped, so at least size 1: 4 timings).
+      assert.ok(body![0]!.batcher.observations >= 4 && body![0]!.batcher.observations % 4 === 0, `observations: ${body![0]!.batcher.observations}`)
       assert.equal(body![0]!.batcher.queuedRows, 0)
     } finally {
       child.kill('SIGTERM')

@@ -57,7 +57,7 @@ describe('OnnxRunner with the real PaddleOCR cls model', () => {
 describe('OnnxRunner warm-up and shutdown', () => {
   it('every worker runs dummy batches of each size before it is ready; the batcher starts with their timings', { timeout: 120_000 }, async () => {
     const home = await homeWithCls()
-    const runner = new OnnxRunner('ocr-cls', { home, workers: 2, batching: { maxBatchSize: 4 }, warmup: { rounds: 2, shapes: { x: [3, 48, 192] } } })
+    const runner = new OnnxRunner('ocr-cls', { home, workers: 2, batching: { maxBatchSize: 4, maxLatencyMs: 10_000 }, warmup: { rounds: 2, shapes: { x: [3, 48, 192] } } })
     await runner.start()
     try {
       assert.deepEqual(runner.effectiveConfig().warmup, { rounds: 2, sizes: [1, 2, 4], shapes: { x: [3, 48, 192] } })
