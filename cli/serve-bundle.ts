@@ -23,6 +23,9 @@ export async function loadBundle(dir: string): Promise<{ definition: ServiceDefi
   if (manifest.schema !== 1 || typeof manifest.service?.entry !== 'string') throw new BundleError('E_BUNDLE_INVALID', `${dir}/bundle.json is not a bundle manifest this version understands`)
   // Environment from bundle.yaml; what the operator set wins.
   for (const [k, v] of Object.entries(manifest.env ?? {})) process.env[k] ??= v
+  // The framework loads before any resolution hook exists: its hundreds of modules then resolve
+  // on the main thread, not one by one through the hooks thread (≈ a tenth of a second saved).
+  const { definitionOf } = await import('../framework/index.js')
   if (!existsSync(join(dir, 'node_modules'))) {
     const own = new URL('../../', import.meta.url)
     register(new URL('./bundle-hooks.js', import.meta.url), {
@@ -36,7 +39,6 @@ export async function loadBundle(dir: string): Promise<{ definition: ServiceDefi
   } catch (err) {
     throw new BundleError('E_SERVICE_LOAD', `loading bundle ${manifest.name} failed: ${(err as Error).message?.split('\n')[0]}`, { cause: err })
   }
-  const { definitionOf } = await import('../framework/index.js')
   const definition = definitionOf(mod[manifest.service.export])
   if (definition === undefined) throw new BundleError('E_BUNDLE_INVALID', `bundle ${manifest.name}: ${manifest.service.entry} exports no service named ${manifest.service.export}`)
   for (const runner of definition.runners) {
