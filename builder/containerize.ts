@@ -1,10 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { BundleError } from '../errors/index.js'
 import { ModelStore, type BundleInfo } from '../store/index.js'
 import type { BundleManifest } from './manifest.js'
-import { renderDockerfile } from './templates.js'
+import { needsNode, renderDockerfile } from './templates.js'
 import { vendorDependencies } from './vendor.js'
 
 export type Backend = 'docker' | 'podman' | 'buildah'
@@ -82,6 +82,7 @@ export async function containerize(o: ContainerizeOptions): Promise<{ image: str
       models.close()
     }
     rmSync(join(ctx, 'models', 'tmp'), { recursive: true, force: true })
+    if (needsNode(manifest, o.baseImage)) copyFileSync(process.execPath, join(ctx, 'node'))
     writeFileSync(join(ctx, 'Dockerfile'), renderDockerfile(manifest, o.baseImage))
     const labels = { 'modelbundle.bundle': bundle.tag, 'modelbundle.digest': bundle.digest, 'org.opencontainers.image.title': bundle.name, 'org.opencontainers.image.version': bundle.version }
     const labelArgs = Object.entries(labels).flatMap(([k, v]) => ['--label', `${k}=${v}`])

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
-import { dirname, join } from 'node:path'
+import { dirname, join, relative, sep } from 'node:path'
 import { BundleError } from '../errors/index.js'
 
 /** An installed npm package: where it is and what it says about itself. */
@@ -80,4 +80,39 @@ export function pinDependencies(packages: readonly string[], from: string): { di
   }
   const closure = [...seen.values()].sort((a, b) => (a.name === b.name ? (a.version < b.version ? -1 : 1) : a.name < b.name ? -1 : 1))
   return { direct, closure }
+}
+
+/**
+ * The part of the project's package-lock.json a production install of the bundle needs: the
+ * root (its direct dependencies) and the lock entries of exactly the installed packages it uses,
+ * under the same paths. Undefined when the project has no lockfile, or the lock lacks a
+ * package the bundle uses (the package itself, modelbundle in its own repository, say).
+ */
+export function lockfileFor(name: string, direct: Record<string, string>, closure: readonly InstalledPackage[], from: string): Record<string, unknown> | undefined {
+  let dir = from
+  let lockPath: string | undefined
+  for (;;) {
+    if (existsSync(join(dir, 'package-lock.json'))) {
+      lockPath = join(dir, 'package-lock.json')
+      break
+    }
+    const up = dirname(dir)
+    if (up === dir) return undefined
+    dir = up
+  }
+  let lock: { lockfileVersion?: number; packages?: Record<string, Record<string, unknown>> }
+  try {
+    lock = JSON.parse(readFileSync(lockPath, 'utf8')) as typeof lock
+  } catch {
+    return undefined
+  }
+  if (lock.packages === undefined) return undefined
+  const packages: Record<string, unknown> = { '': { name, dependencies: direct } }
+  for (const pkg of closure) {
+    const key = relative(dir, pkg.dir).split(sep).join('/')
+    const entry = lock.packages[key]
+    if (entry === undefined || key === '' || key.startsWith('..')) return undefined
+    packages[key] = entry
+  }
+  return { name, lockfileVersion: 3, requires: true, packages }
 }

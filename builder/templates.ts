@@ -7,6 +7,9 @@ const template = (name: string): string => readFileSync(fileURLToPath(new URL(`.
 /** The Dockerfile for a bundle's image, from docker/Dockerfile.template (see that file for the layers). */
 export function renderDockerfile(m: BundleManifest, baseImage?: string): string {
   const base = baseImage ?? (m.docker.gpu ? m.docker.gpu.baseImage : m.docker.baseImage)
+  const node = needsNode(m, baseImage)
+    ? '# CUDA base images have no Node.js: the build machine\'s node binary comes along.\nCOPY node /usr/local/bin/node'
+    : '# (Node.js comes with the base image)'
   const packages = m.docker.systemPackages.length
     ? `RUN apt-get update && apt-get install -y --no-install-recommends ${m.docker.systemPackages.join(' ')} && rm -rf /var/lib/apt/lists/*`
     : '# (no system packages)'
@@ -15,10 +18,14 @@ export function renderDockerfile(m: BundleManifest, baseImage?: string): string 
     .join('')
   return template('Dockerfile.template')
     .replaceAll('{{BASE_IMAGE}}', base)
+    .replaceAll('{{NODE}}', node)
     .replaceAll('{{SYSTEM_PACKAGES}}', packages)
     .replaceAll('{{UID}}', String(IMAGE_UID))
     .replaceAll('{{ENV}}', env)
 }
+
+/** A GPU bundle on its CUDA base image (no --base-image given) brings its own node binary. */
+export const needsNode = (m: BundleManifest, baseImage?: string): boolean => baseImage === undefined && m.docker.gpu !== false
 
 /** The README.md a bundle carries: what it serves and how to run it. */
 export function renderReadme(m: BundleManifest): string {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, it } from 'node:test'
+import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { BIN, bundle } from '../utils/cli.js'
 import { MODELS } from '../utils/models.js'
@@ -93,6 +93,57 @@ describe('bundle build', () => {
     assert.match(broken.stderr, /E_BUNDLE_(BUILD_FAILED|CONFIG_INVALID)|E_SERVICE_LOAD/)
     assert.match(broken.stderr, /broken\.ts/)
     assert.equal(JSON.parse((await bundle(['list', '-o', 'json'], { BUNDLE_HOME: home })).stdout).length, 0, 'nothing half-built is stored')
+  })
+})
+
+describe('model aliases', () => {
+  it('a runner may name its model by the alias bundle.yaml gives it; the bundle pins and serves it', { timeout: 120_000 }, async () => {
+    const home = join(tempDir(), 'home')
+    const src = mkdtempSync(join(REPO, '.test-tmp-'))
+    after(() => rmSync(src, { recursive: true, force: true }))
+    cpSync(QUICKSTART, src, { recursive: true })
+    writeFileSync(join(src, 'service.ts'), readFileSync(join(src, 'service.ts'), 'utf8').replace("onnxRunner('ocr-cls:latest'", "onnxRunner('cls'"))
+    writeFileSync(join(src, 'bundle.yaml'), readFileSync(join(src, 'bundle.yaml'), 'utf8').replace('  - tag: ocr-cls:2.0.0\n', '  - tag: ocr-cls:2.0.0\n    alias: cls\n'))
+    const built = await bundle(['build', src, '--version', '1.0.0', '-o', 'json'], { BUNDLE_HOME: home })
+    assert.equal(built.code, 0, built.stderr)
+    assert.deepEqual((JSON.parse(built.stdout) as Listed).models, [{ tag: 'ocr-cls:2.0.0', digest: (JSON.parse(built.stdout) as Listed).models[0]!.digest, alias: 'cls', requested: ['cls'] }])
+    const port = 21000 + Math.floor(Math.random() * 20000)
+    const child = spawn(process.execPath, [BIN, 'serve', 'quickstart:1.0.0', '--port', String(port)], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
+    const exited = new Promise((r) => child.on('exit', r))
+    try {
+      let ready = false
+      for (let i = 0; i < 300 && !ready; i++) {
+        ready = (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200
+        if (!ready) await new Promise((r) => setTimeout(r, 100))
+      }
+      assert.ok(ready)
+      const png = readFileSync(new URL('../fixtures/images/hello-180.png', import.meta.url))
+      const r = await fetch(`http://127.0.0.1:${port}/classify`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: png })
+      assert.equal(((await r.json()) as { angle: number }).angle, 180)
+    } finally {
+      child.kill('SIGTERM')
+      await exited
+    }
+  })
+})
+
+describe('the generated Dockerfile', () => {
+  it('follows bundle.yaml docker settings: CUDA base with its own node binary, system packages, env', { timeout: 120_000 }, async () => {
+    const home = join(tempDir(), 'home')
+    // Inside the repository, so the copy resolves the same npm packages as the example.
+    const src = mkdtempSync(join(REPO, '.test-tmp-'))
+    after(() => rmSync(src, { recursive: true, force: true }))
+    cpSync(QUICKSTART, src, { recursive: true })
+    writeFileSync(join(src, 'bundle.yaml'), readFileSync(join(src, 'bundle.yaml'), 'utf8') + 'env: { LOG_FORMAT: json }\ndocker: { gpu: true, systemPackages: [libgomp1] }\n')
+    assert.equal((await bundle(['build', src, '--version', '1.0.0'], { BUNDLE_HOME: home })).code, 0)
+    const gpu = (await bundle(['containerize', 'quickstart:1.0.0', '--print-dockerfile'], { BUNDLE_HOME: home })).stdout
+    assert.match(gpu, /^FROM nvidia\/cuda:[^\n]*runtime/m)
+    assert.match(gpu, /^COPY node \/usr\/local\/bin\/node$/m)
+    assert.match(gpu, /^RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 /m)
+    assert.match(gpu, /^ENV [^\n]*LOG_FORMAT="json"/m)
+    const own = (await bundle(['containerize', 'quickstart:1.0.0', '--print-dockerfile', '--base-image', 'my/node-cuda:1'], { BUNDLE_HOME: home })).stdout
+    assert.match(own, /^FROM my\/node-cuda:1$/m)
+    assert.doesNotMatch(own, /^COPY node /m, 'a given base image brings its own Node.js')
   })
 })
 

@@ -64,6 +64,10 @@ describe('modelbundle from a user project (npm pack)', () => {
     const built = await sh('npx', ['bundle', 'build', '.'], { cwd: dir, env })
     const tag = built.stdout.trim()
     assert.match(tag, /^my-service:/)
+    // The bundle carries the project's lock entries for what it uses: `npm ci` there is exact.
+    const bundleDir = (await sh(join(dir, 'node_modules/.bin/bundle'), ['get', tag, '-o', 'path'], { cwd: dir, env })).stdout.trim()
+    const lock = JSON.parse(readFileSync(join(bundleDir, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string }> }
+    assert.equal(lock.packages['node_modules/zod']?.version, version('zod'))
 
     const port = 21000 + Math.floor(Math.random() * 20000)
     // The installed bin itself (npx would not pass SIGTERM on to it).
