@@ -5,7 +5,9 @@ import { Dispatcher, type DispatcherStats, type Slice } from './batching/dispatc
 import type { WireTensor } from './pool/protocol.js'
 import type { TensorSignature } from '../store/index.js'
 import { mergeOverrides, type RunnerOverrides } from './config.js'
+import type { InferenceModel, TensorSpec } from './inference.js'
 import type { RunnerMetrics } from './metrics.js'
+import { bothObservers, RunnerStats } from './stats.js'
 import { WorkerPool } from './pool/worker-pool.js'
 import { gpuDevices } from './gpu/devices.js'
 import { placeWorkers, type GpuRequest } from './gpu/placement.js'
@@ -83,6 +85,9 @@ export class OnnxRunner {
   private resolvedWorkers: number | undefined
 
   private pinned: { tag: string; digest: string } | undefined
+  /** Open Inference Protocol statistics (requests, queue and compute time, per batch size). */
+  readonly inferenceStats = new RunnerStats()
+  private signature: { inputs: TensorSpec[]; outputs: TensorSpec[] } | undefined
 
   /** Serve exactly this model version and content (a bundle's pin), whatever `tag` would resolve to now. */
   pin(tag: string, digest: string): void {
@@ -153,11 +158,14 @@ export class OnnxRunner {
       const maxBatchSize = b.maxBatchSize ?? 32
       const maxLatencyMs = b.maxLatencyMs ?? 100
       const dispatcher = new Dispatcher<Request, Request>(
-        { maxBatchSize, maxLatencyMs, slots: workers, batching, ...(this.metrics ? { observer: this.metrics.observer(this.name, 'run') } : {}) },
+        { maxBatchSize, maxLatencyMs, slots: workers, batching, observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()) },
         (slices, rows) => this.execute(slices, rows),
       )
       const [inDim] = this.batchDims()
-      const rowShapes = this.warmupShapes(model.signatures[onnx.path]?.inputs ?? [])
+      const sig = model.signatures[onnx.path]
+      const spec = (t: { name: string; dtype: string; shape: number[] }): TensorSpec => ({ name: t.name, dtype: t.dtype, shape: t.shape })
+      this.signature = { inputs: (sig?.inputs ?? []).map(spec), outputs: (sig?.outputs ?? []).map(spec) }
+      const rowShapes = this.warmupShapes(sig?.inputs ?? [])
       const sizes = batching ? batchSizes(maxBatchSize) : [1]
       const rounds = (this.options.warmup || {}).rounds ?? 1
       this.warmupPlan = rowShapes ? { rounds, sizes, shapes: Object.fromEntries(rowShapes.map((r) => [r.name, r.shape])) } : this.options.warmup === false || rounds < 1 ? false : 'off: the model has variable non-batch dimensions; set warmup.shapes'
@@ -267,6 +275,48 @@ export class OnnxRunner {
     const parts = await this.dispatcher.submit(wire, rows, key)
     const names = Object.keys(parts[0]!)
     return Object.fromEntries(names.map((n) => [n, fromWire(concatRows(parts.map((p) => p[n]!), outDim))]))
+  }
+
+  /** This runner's model as the Open Inference Protocol serves it (once started). */
+  inference(): InferenceModel | undefined {
+    const model = this.model
+    const sig = this.signature
+    if (model === undefined || sig === undefined) return undefined
+    const options = this.options
+    const b = { enabled: true, maxBatchSize: 32, maxLatencyMs: 100, ...options.batching }
+    const kind = options.resources?.gpu ? 'KIND_GPU' : 'KIND_CPU'
+    return {
+      name: this.name,
+      version: model.version,
+      platform: 'onnxruntime_onnx',
+      ready: () => this.ready(),
+      inputs: () => sig.inputs,
+      outputs: () => sig.outputs,
+      maxBatchSize: () => b.maxBatchSize,
+      config: () => ({
+        name: this.name,
+        platform: 'onnxruntime_onnx',
+        backend: 'onnxruntime',
+        max_batch_size: b.maxBatchSize,
+        dynamic_batching: b.enabled ? { max_queue_delay_microseconds: Math.round(b.maxLatencyMs * 1000), preserve_ordering: true } : undefined,
+        instance_group: [{ count: this.resolvedWorkers ?? options.workers ?? 1, kind }],
+        model: model.tag,
+        digest: model.digest,
+      }),
+      stats: this.inferenceStats,
+      infer: async (inputs) => {
+        const started = performance.now()
+        const rows = Object.values(inputs)[0]?.shape[0] ?? 0
+        try {
+          const out = await this.run(inputs)
+          this.inferenceStats.request(true, rows, performance.now() - started)
+          return out
+        } catch (err) {
+          this.inferenceStats.request(false, rows, performance.now() - started)
+          throw err
+        }
+      },
+    }
   }
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */

@@ -4,6 +4,8 @@ import type { WireTensor } from './pool/protocol.js'
 export const TYPED_ARRAYS = {
   float32: Float32Array,
   float64: Float64Array,
+  // IEEE half precision, carried as its raw 16-bit patterns (onnxruntime takes them as such).
+  float16: Uint16Array,
   int8: Int8Array,
   uint8: Uint8Array,
   int16: Int16Array,

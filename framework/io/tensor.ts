@@ -119,6 +119,7 @@ export function tensor<D extends DType>(options: { dtype: D; shape?: number[] })
         aligned.set(bytes)
         return { dtype, shape, data: new Ctor(aligned.buffer) as TypedArrayOf<D> }
       }
+      if (dtype === 'float16') throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', 'float16 tensors travel as raw bytes only: send application/octet-stream with X-Tensor-Shape')
       const raw = parseJsonBody(bytes) as { shape?: unknown; dtype?: unknown; data?: unknown }
       if (raw === null || typeof raw !== 'object') throw invalid('tensor JSON must be an object { shape, dtype, data }')
       if (raw.dtype !== undefined && raw.dtype !== dtype) throw invalid(`tensor dtype is ${JSON.stringify(raw.dtype)}, this API takes ${dtype}`)

@@ -1,4 +1,5 @@
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { Hono, type Context } from 'hono'
 import pino, { type Logger } from 'pino'
@@ -12,6 +13,7 @@ import { errorResponse } from './error-response.js'
 import { envOverrides, mergeOverrides, RunnerMetrics, type RunnerOverrides } from '../../runners/index.js'
 import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
+import { mountV2 } from './v2/routes.js'
 
 export interface AppOptions {
   /** Require `Authorization: Bearer <key>` on API routes. */
@@ -48,6 +50,21 @@ export interface ServiceApp {
 
 // A client's request id is echoed only if it is short and plain; anything else gets a fresh one.
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/
+/** modelbundle's own version (the /v2 server metadata), from the nearest package.json named modelbundle. */
+function frameworkVersion(): string {
+  let dir = new URL('.', import.meta.url)
+  for (let i = 0; i < 6; i++) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL('package.json', dir), 'utf8')) as { name?: string; version?: string }
+      if (pkg.name === 'modelbundle' && pkg.version) return pkg.version
+    } catch {
+      // not here
+    }
+    dir = new URL('..', dir)
+  }
+  return '0.0.0'
+}
+
 const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/runners']
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
@@ -170,6 +187,28 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     return c.body(asset.body as Uint8Array<ArrayBuffer>, 200, { 'content-type': asset.contentType, 'cache-control': 'public, max-age=86400' })
   })
   app.get('/', (c) => c.redirect('/docs'))
+  const authorize = (c: Context<any>): void => {
+    if (keyDigest === undefined) return
+    const header = headerOf(c, 'authorization') ?? ''
+    const m = /^Bearer\s+(.+)$/i.exec(header)
+    if (!m || !timingSafeEqual(digest(m[1]!.trim()), keyDigest)) throw new BundleError('E_HTTP_UNAUTHORIZED', m ? 'the API key is not valid' : 'this server requires an API key: send Authorization: Bearer <key>')
+  }
+  mountV2(app, {
+    models: () => definition.runners.flatMap((r) => r.inference?.() ?? []),
+    ready: () => phase === 'ready' && runnersReady() === undefined,
+    authorize,
+    maxBodyBytes: maxBody,
+    version: frameworkVersion(),
+    log,
+    track: async (fn) => {
+      inFlight++
+      try {
+        return await fn()
+      } finally {
+        finish()
+      }
+    },
+  })
 
   const finish = (): void => {
     inFlight--
@@ -189,11 +228,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     inFlight++
     m.begin()
     try {
-      if (keyDigest !== undefined) {
-        const header = headerOf(c, 'authorization') ?? ''
-        const m = /^Bearer\s+(.+)$/i.exec(header)
-        if (!m || !timingSafeEqual(digest(m[1]!.trim()), keyDigest)) throw new BundleError('E_HTTP_UNAUTHORIZED', m ? 'the API key is not valid' : 'this server requires an API key: send Authorization: Bearer <key>')
-      }
+      authorize(c)
       if (phase !== 'ready' || instance === undefined) throw new BundleError('E_HTTP_NOT_READY', phase === 'starting' ? 'the service is still starting' : `the service is ${phase}`)
       if (inFlight > definition.traffic.maxConcurrency) throw new BundleError('E_HTTP_TOO_MANY_REQUESTS', `the service is handling its maximum of ${definition.traffic.maxConcurrency} concurrent requests; retry later`)
       const contentType = headerOf(c, 'content-type') ?? ''

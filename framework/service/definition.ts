@@ -1,5 +1,5 @@
 import { BundleError } from '../../errors/index.js'
-import type { RunnerMetrics, RunnerOverrides } from '../../runners/index.js'
+import type { InferenceModel, RunnerMetrics, RunnerOverrides } from '../../runners/index.js'
 import type { HeaderReader, IODescriptor } from '../io/types.js'
 
 export interface TrafficOptions {
@@ -35,6 +35,8 @@ export interface RunnerDeclaration {
   pin?(tag: string, digest: string): void
   queueDepth?(): Record<string, number>
   restarts?(): number
+  /** The runner's model as the Open Inference Protocol (/v2) serves it, once started. */
+  inference?(): InferenceModel | undefined
   /** The batcher's live state (queue, in flight, the batch size it aims for), for GET /runners. */
   stats?(): object | undefined
 }

@@ -1,0 +1,182 @@
+import { BundleError } from '../../../errors/index.js'
+import { TYPED_ARRAYS, type RunnerDType, type RunnerTensor } from '../../../runners/index.js'
+
+// Open Inference Protocol (KServe v2) tensors in JSON and with the binary tensor data extension:
+// a request body is a JSON object, optionally followed by the raw little-endian bytes of the
+// inputs whose `parameters.binary_data_size` says so, in input order; the JSON's length is the
+// `Inference-Header-Content-Length` header. Responses mirror it.
+
+/** Protocol datatype ↔ runner dtype. BYTES (length-prefixed strings) has no runner dtype yet. */
+export const DATATYPES: Record<string, RunnerDType> = {
+  BOOL: 'bool',
+  UINT8: 'uint8',
+  UINT16: 'uint16',
+  UINT32: 'uint32',
+  UINT64: 'uint64',
+  INT8: 'int8',
+  INT16: 'int16',
+  INT32: 'int32',
+  INT64: 'int64',
+  FP16: 'float16',
+  FP32: 'float32',
+  FP64: 'float64',
+}
+
+const TO_PROTOCOL = Object.fromEntries(Object.entries(DATATYPES).map(([k, v]) => [v, k])) as Record<string, string>
+
+/** The protocol datatype of a runner dtype (`float32` → `FP32`; `string` → `BYTES`). */
+export const protocolType = (dtype: string): string => TO_PROTOCOL[dtype] ?? (dtype === 'string' ? 'BYTES' : dtype.toUpperCase())
+
+const bad = (msg: string) => new BundleError('E_INPUT_INVALID', msg)
+
+export interface InferInput {
+  name: string
+  datatype: string
+  shape: number[]
+  tensor: RunnerTensor
+}
+
+export interface InferRequest {
+  id?: string
+  inputs: InferInput[]
+  /** Requested outputs (all when undefined), each with whether it goes back as binary. */
+  outputs?: { name: string; binary: boolean | undefined }[]
+  binaryOutput: boolean
+}
+
+const count = (shape: readonly number[]): number => shape.reduce((n, d) => n * d, 1)
+
+/** Flattens row-major nested arrays, iteratively (hostile nesting depth is a 400, not a crash). */
+function flatten(data: unknown[]): unknown[] {
+  const out: unknown[] = []
+  const stack: unknown[][] = [data]
+  const index: number[] = [0]
+  while (stack.length) {
+    const top = stack[stack.length - 1]!
+    const i = index[index.length - 1]!
+    if (i >= top.length) {
+      stack.pop()
+      index.pop()
+      continue
+    }
+    index[index.length - 1] = i + 1
+    const v = top[i]
+    if (Array.isArray(v)) {
+      if (stack.length > 64) throw bad('tensor data is nested more than 64 deep')
+      stack.push(v)
+      index.push(0)
+    } else out.push(v)
+  }
+  return out
+}
+
+function fromJson(name: string, dtype: RunnerDType, shape: number[], data: unknown): RunnerTensor {
+  if (dtype === 'float16') throw bad(`input "${name}": FP16 data must be sent as binary (binary_data_size); JSON has no half-precision numbers`)
+  if (!Array.isArray(data)) throw bad(`input "${name}": data must be an array (flat or nested, row-major)`)
+  const values = flatten(data)
+  if (values.length !== count(shape)) throw bad(`input "${name}": shape [${shape.join(',')}] needs ${count(shape)} values, data has ${values.length}`)
+  const Ctor = TYPED_ARRAYS[dtype]
+  const arr = new Ctor(values.length)
+  const big = dtype === 'int64' || dtype === 'uint64'
+  for (let i = 0; i < values.length; i++) {
+    let v = values[i]
+    if (dtype === 'bool') {
+      if (typeof v !== 'boolean' && v !== 0 && v !== 1) throw bad(`input "${name}": BOOL data must be true or false, got ${JSON.stringify(v)}`)
+      v = v ? 1 : 0
+    } else if (typeof v !== 'number' || (!Number.isFinite(v) && !dtype.startsWith('float'))) throw bad(`input "${name}": data[${i}] is ${JSON.stringify(v)}, not a number`)
+    else if (!dtype.startsWith('float') && !Number.isInteger(v)) throw bad(`input "${name}": data[${i}] = ${v} is not an integer (${protocolType(dtype)})`)
+    ;(arr as unknown as (number | bigint)[])[i] = big ? BigInt(v as number) : (v as number)
+  }
+  return { dtype, shape, data: arr as RunnerTensor['data'] }
+}
+
+function fromBinary(name: string, dtype: RunnerDType, shape: number[], bytes: Uint8Array): RunnerTensor {
+  const Ctor = TYPED_ARRAYS[dtype]
+  const expected = count(shape) * Ctor.BYTES_PER_ELEMENT
+  if (bytes.byteLength !== expected) throw bad(`input "${name}": binary_data_size is ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${protocolType(dtype)} needs ${expected}`)
+  const aligned = new Uint8Array(bytes.byteLength) // the body offset may not suit the element size
+  aligned.set(bytes)
+  return { dtype, shape, data: new Ctor(aligned.buffer) as RunnerTensor['data'] }
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/** Parses an infer request body; `headerLength` is Inference-Header-Content-Length, when sent. */
+export function parseInferRequest(body: Uint8Array, headerLength: string | undefined): InferRequest {
+  let jsonEnd = body.byteLength
+  if (headerLength !== undefined) {
+    if (!/^\d+$/.test(headerLength.trim()) || Number(headerLength) > body.byteLength) throw bad(`Inference-Header-Content-Length ${headerLength} is not a length within the ${body.byteLength}-byte body`)
+    jsonEnd = Number(headerLength)
+  }
+  let doc: unknown
+  try {
+    doc = JSON.parse(Buffer.from(body.buffer, body.byteOffset, jsonEnd).toString('utf8'))
+  } catch {
+    throw bad(headerLength === undefined && jsonEnd > 0 ? 'the body is not JSON (binary tensor data needs an Inference-Header-Content-Length header)' : 'the inference header is not valid JSON')
+  }
+  if (!isObject(doc)) throw bad('the inference request must be a JSON object')
+  if (!Array.isArray(doc.inputs) || doc.inputs.length === 0) throw bad('the inference request needs a non-empty "inputs" array')
+  let offset = jsonEnd
+  const names = new Set<string>()
+  const inputs = doc.inputs.map((raw: unknown, i: number): InferInput => {
+    if (!isObject(raw)) throw bad(`inputs[${i}] must be an object`)
+    const { name, datatype, shape } = raw
+    if (typeof name !== 'string' || name === '') throw bad(`inputs[${i}] needs a "name"`)
+    if (names.has(name)) throw bad(`input "${name}" is given twice`)
+    names.add(name)
+    if (typeof datatype !== 'string') throw bad(`input "${name}" needs a "datatype"`)
+    if (datatype === 'BYTES') throw bad(`input "${name}": BYTES tensors are not supported by onnx runners yet`)
+    const dtype = DATATYPES[datatype]
+    if (dtype === undefined) throw bad(`input "${name}": unknown datatype ${JSON.stringify(datatype)} (use ${Object.keys(DATATYPES).join(', ')}, BYTES)`)
+    if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || d < 0)) throw bad(`input "${name}": shape must be an array of non-negative integers`)
+    const params = isObject(raw.parameters) ? raw.parameters : {}
+    const size = params.binary_data_size
+    if (size !== undefined) {
+      if (!Number.isSafeInteger(size) || (size as number) < 0) throw bad(`input "${name}": binary_data_size must be a non-negative integer`)
+      if (offset + (size as number) > body.byteLength) throw bad(`input "${name}": binary_data_size ${size} runs past the end of the body`)
+      const bytes = body.subarray(offset, offset + (size as number))
+      offset += size as number
+      return { name, datatype, shape: shape as number[], tensor: fromBinary(name, dtype, shape as number[], bytes) }
+    }
+    return { name, datatype, shape: shape as number[], tensor: fromJson(name, dtype, shape as number[], raw.data) }
+  })
+  if (offset !== body.byteLength) throw bad(`the body has ${body.byteLength - offset} bytes of binary data no input claims`)
+  let outputs: InferRequest['outputs']
+  if (doc.outputs !== undefined) {
+    if (!Array.isArray(doc.outputs)) throw bad('"outputs" must be an array')
+    outputs = doc.outputs.map((o: unknown, i: number) => {
+      if (!isObject(o) || typeof o.name !== 'string') throw bad(`outputs[${i}] needs a "name"`)
+      const binary = isObject(o.parameters) ? o.parameters.binary_data : undefined
+      return { name: o.name, binary: typeof binary === 'boolean' ? binary : undefined }
+    })
+  }
+  const params = isObject(doc.parameters) ? doc.parameters : {}
+  const id = doc.id === undefined ? undefined : String(doc.id)
+  return { ...(id !== undefined ? { id } : {}), inputs, ...(outputs ? { outputs } : {}), binaryOutput: params.binary_data_output === true }
+}
+
+/** Encodes the response: JSON, or JSON followed by the binary outputs (with the JSON's length). */
+export function encodeInferResponse(
+  model: { name: string; version: string },
+  id: string | undefined,
+  outputs: { name: string; tensor: RunnerTensor; binary: boolean }[],
+): { body: Uint8Array | string; headers: Record<string, string> } {
+  const binaries: Uint8Array[] = []
+  const json = outputs.map(({ name, tensor, binary }) => {
+    const datatype = protocolType(tensor.dtype)
+    const view = tensor.data as ArrayBufferView
+    // Half precision has no JSON form: it always goes back as binary.
+    if (binary || tensor.dtype === 'float16') {
+      const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength)
+      binaries.push(bytes)
+      return { name, datatype, shape: tensor.shape, parameters: { binary_data_size: bytes.byteLength } }
+    }
+    const data = tensor.dtype === 'bool' ? Array.from(tensor.data as Uint8Array, (v) => v !== 0) : Array.from(tensor.data as ArrayLike<number | bigint>, (v) => (typeof v === 'bigint' ? Number(v) : v))
+    return { name, datatype, shape: tensor.shape, data }
+  })
+  const header = JSON.stringify({ model_name: model.name, model_version: model.version, ...(id !== undefined ? { id } : {}), outputs: json })
+  if (binaries.length === 0) return { body: header, headers: { 'content-type': 'application/json' } }
+  const head = Buffer.from(header)
+  const body = Buffer.concat([head, ...binaries])
+  return { body, headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(head.byteLength) } }
+}

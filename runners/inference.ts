@@ -1,0 +1,28 @@
+import type { RunnerStats } from './stats.js'
+import type { RunnerTensor } from './tensor.js'
+
+/** An input or output as a model declares it: runner dtype (`float32`…), -1 for a variable dimension. */
+export interface TensorSpec {
+  name: string
+  dtype: string
+  shape: number[]
+}
+
+/**
+ * A model as the Open Inference Protocol sees it: what the /v2 routes need of a runner.
+ * Inference goes through the runner's own batcher, like the service's APIs.
+ */
+export interface InferenceModel {
+  readonly name: string
+  readonly version: string
+  readonly platform: string
+  ready(): boolean
+  inputs(): TensorSpec[]
+  outputs(): TensorSpec[]
+  /** Most rows one request may carry (the batch dimension is the first). */
+  maxBatchSize(): number
+  /** Triton-style model configuration (the model configuration extension). */
+  config(): Record<string, unknown>
+  readonly stats: RunnerStats
+  infer(inputs: Record<string, RunnerTensor>): Promise<Record<string, RunnerTensor>>
+}
