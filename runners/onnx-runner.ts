@@ -62,6 +62,16 @@ export interface WarmupOptions {
   shapes?: Record<string, number[]>
 }
 
+/** One loaded model version: its workers and batcher (a swap prepares the next while this one serves). */
+interface Generation {
+  model: ModelInfo
+  signature: { inputs: TensorSpec[]; outputs: TensorSpec[] }
+  warmupPlan: unknown
+  workers: number
+  pool: WorkerPool
+  dispatcher: Dispatcher<Request, Request>
+}
+
 type Inputs = Record<string, RunnerTensor>
 type Outputs = Record<string, RunnerTensor>
 type Request = Record<string, WireTensor>
@@ -131,25 +141,50 @@ export class OnnxRunner {
   }
 
   async start(): Promise<void> {
+    this.apply(await this.prepare(this.pinned?.tag ?? this.tag, this.pinned))
+  }
+
+  /**
+   * Zero-failure version swap: loads `tag` in new workers and warms them while the current
+   * model keeps serving, switches new requests to it at once when it is ready, then lets the
+   * previous model's queued and running requests finish on its own workers before they stop.
+   * If the new model cannot start, nothing changes.
+   */
+  async swap(tag: string): Promise<void> {
+    const next = await this.prepare(tag, undefined)
+    const previous = { dispatcher: this.dispatcher, pool: this.pool }
+    this.apply(next)
+    await previous.dispatcher?.drain()
+    await previous.pool?.stop()
+  }
+
+  /** Switches to a prepared generation in one synchronous step: no request sees half of it. */
+  private apply(g: Generation): void {
+    this.model = g.model
+    this.signature = g.signature
+    this.warmupPlan = g.warmupPlan
+    this.resolvedWorkers = g.workers
+    this.pool = g.pool
+    this.dispatcher = g.dispatcher
+  }
+
+  private async prepare(tag: string, pinned: { tag: string; digest: string } | undefined): Promise<Generation> {
     const store = ModelStore.open(this.options.home ? { home: this.options.home } : {})
     try {
-      const tag = this.pinned?.tag ?? this.tag
       let info
       try {
         info = store.get(tag)
       } catch (err) {
-        if (this.pinned && (err as { code?: string }).code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag}, which is not in the store at ${store.home}; import the bundle's archive (it carries its models)`)
+        if (pinned && (err as { code?: string }).code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag}, which is not in the store at ${store.home}; import the bundle's archive (it carries its models)`)
         throw err
       }
-      if (this.pinned && info.digest !== this.pinned.digest) throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag} with digest ${this.pinned.digest}, the store has ${info.digest}`)
+      if (pinned && info.digest !== pinned.digest) throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag} with digest ${pinned.digest}, the store has ${info.digest}`)
       const onnx = info.files.find((f) => f.path.endsWith('.onnx'))
       if (onnx === undefined) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `model ${tag} has no .onnx file`)
       const { model, files } = await store.paths(tag)
-      this.model = model
       const cpu = this.options.resources?.cpu
       const workers = this.options.workers ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : 1)
       const threads = this.options.intraOpThreads ?? (cpu ? Math.max(1, Math.ceil(cpu)) : undefined)
-      this.resolvedWorkers = workers
       // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
       const placement = placeWorkers(workers, this.options.resources?.gpu, devicesFor(this.options.resources?.gpu))
       const providers = this.options.executionProviders ?? (placement ? ['cuda'] : undefined)
@@ -157,19 +192,21 @@ export class OnnxRunner {
       const batching = b.enabled ?? true
       const maxBatchSize = b.maxBatchSize ?? 32
       const maxLatencyMs = b.maxLatencyMs ?? 100
+      // Each generation's batches run on its own workers (a swap drains the old ones there).
+      let pool: WorkerPool | undefined
       const dispatcher = new Dispatcher<Request, Request>(
         { maxBatchSize, maxLatencyMs, slots: workers, batching, observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()) },
-        (slices, rows) => this.execute(slices, rows),
+        (slices, rows) => this.execute(pool!, slices, rows),
       )
       const [inDim] = this.batchDims()
       const sig = model.signatures[onnx.path]
       const spec = (t: { name: string; dtype: string; shape: number[] }): TensorSpec => ({ name: t.name, dtype: t.dtype, shape: t.shape })
-      this.signature = { inputs: (sig?.inputs ?? []).map(spec), outputs: (sig?.outputs ?? []).map(spec) }
+      const signature = { inputs: (sig?.inputs ?? []).map(spec), outputs: (sig?.outputs ?? []).map(spec) }
       const rowShapes = this.warmupShapes(sig?.inputs ?? [])
       const sizes = batching ? batchSizes(maxBatchSize) : [1]
       const rounds = (this.options.warmup || {}).rounds ?? 1
-      this.warmupPlan = rowShapes ? { rounds, sizes, shapes: Object.fromEntries(rowShapes.map((r) => [r.name, r.shape])) } : this.options.warmup === false || rounds < 1 ? false : 'off: the model has variable non-batch dimensions; set warmup.shapes'
-      this.pool = new WorkerPool({
+      const warmupPlan = rowShapes ? { rounds, sizes, shapes: Object.fromEntries(rowShapes.map((r) => [r.name, r.shape])) } : this.options.warmup === false || rounds < 1 ? false : 'off: the model has variable non-batch dimensions; set warmup.shapes'
+      pool = new WorkerPool({
         ...(placement ? { env: (i: number) => ({ CUDA_VISIBLE_DEVICES: placement[i]!.join(',') }) } : {}),
         runner: this.name,
         workers,
@@ -192,12 +229,12 @@ export class OnnxRunner {
           : {}),
       })
       try {
-        await this.pool.start()
+        await pool.start()
       } catch (err) {
-        await this.pool.stop(0) // no worker keeps restarting behind a runner that failed to start
+        await pool.stop(0) // no worker keeps restarting behind a runner that failed to start
         throw err
       }
-      this.dispatcher = dispatcher
+      return { model, signature, warmupPlan, workers, pool, dispatcher }
     } finally {
       store.close()
     }
@@ -238,11 +275,11 @@ export class OnnxRunner {
   }
 
   /** Concatenates the slices along the batch dimension, runs one batch, splits the outputs back. */
-  private async execute(slices: readonly Slice<Request>[], _rows: number): Promise<Request[]> {
+  private async execute(pool: WorkerPool, slices: readonly Slice<Request>[], _rows: number): Promise<Request[]> {
     const [inDim, outDim] = this.batchDims()
     const names = Object.keys(slices[0]!.payload)
     const inputs = Object.fromEntries(names.map((n) => [n, concatRows(slices.map((s) => sliceRows(s.payload[n]!, s.start, s.rows, inDim)), inDim)]))
-    const out = (await this.pool!.run('run', { inputs })) as Request
+    const out = (await pool.run('run', { inputs })) as Request
     let at = 0
     return slices.map((s) => {
       const part = Object.fromEntries(

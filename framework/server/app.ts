@@ -13,6 +13,7 @@ import { errorResponse } from './error-response.js'
 import { envOverrides, mergeOverrides, RunnerMetrics, type RunnerOverrides } from '../../runners/index.js'
 import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
+import { ModelRepository } from './v2/repository.js'
 import { mountV2 } from './v2/routes.js'
 
 export interface AppOptions {
@@ -27,6 +28,8 @@ export interface AppOptions {
   runnerConfig?: Record<string, RunnerOverrides>
   /** Shown in OpenAPI `info.version`. */
   version?: string
+  /** Model store the repository extension loads from (default $BUNDLE_HOME). */
+  storeHome?: string
 }
 
 export type Phase = 'starting' | 'ready' | 'draining' | 'stopped' | 'failed'
@@ -132,13 +135,13 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   if (options.logger === undefined) setInterval(() => log.flush(), 250).unref()
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
   const metrics = createMetrics(definition.name, definition.apis.map((a) => a.name))
-  const withMetrics = definition.runners.filter((r) => r.attachMetrics !== undefined)
-  if (withMetrics.length > 0) {
-    const runnerMetrics = new RunnerMetrics(metrics.registry, definition.name, () =>
-      withMetrics.map((r) => ({ name: r.name, queueDepth: () => r.queueDepth?.() ?? {}, restarts: () => r.restarts?.() ?? 0 })),
-    )
-    for (const r of withMetrics) r.attachMetrics!(runnerMetrics)
-  }
+  // Runner series cover the service's runners and the models loaded at run time (/v2/repository).
+  let repository: ModelRepository | undefined
+  const runnerMetrics = new RunnerMetrics(metrics.registry, definition.name, () =>
+    [...definition.runners.filter((r) => r.attachMetrics !== undefined), ...(repository?.loaded() ?? [])].map((r) => ({ name: r.name, queueDepth: () => r.queueDepth?.() ?? {}, restarts: () => r.restarts?.() ?? 0 })),
+  )
+  for (const r of definition.runners) r.attachMetrics?.(runnerMetrics)
+  repository = new ModelRepository(definition.runners, { ...(options.storeHome ? { home: options.storeHome } : {}), attach: (r) => r.attachMetrics(runnerMetrics) })
   const keyDigest = options.apiKey ? digest(options.apiKey) : undefined
   const accessLog = options.accessLog ?? process.env.BUNDLE_ACCESS_LOG !== '0'
   let phase: Phase = 'starting'
@@ -194,7 +197,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     if (!m || !timingSafeEqual(digest(m[1]!.trim()), keyDigest)) throw new BundleError('E_HTTP_UNAUTHORIZED', m ? 'the API key is not valid' : 'this server requires an API key: send Authorization: Bearer <key>')
   }
   mountV2(app, {
-    models: () => definition.runners.flatMap((r) => r.inference?.() ?? []),
+    repository,
     ready: () => phase === 'ready' && runnersReady() === undefined,
     authorize,
     maxBodyBytes: maxBody,
@@ -343,6 +346,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       }
       if (instance) for (const hook of definition.onShutdown) await attempt(`shutdown hook ${hook}`, () => (instance![hook] as () => unknown).call(instance))
       for (const r of definition.runners) await attempt(`runner ${r.name}`, () => r.stop?.())
+      await attempt('models loaded at run time', () => repository!.stopAll())
       phase = 'stopped'
       if (failure !== undefined) throw failure
     },

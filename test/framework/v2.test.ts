@@ -45,6 +45,8 @@ function splitResponse(buf: Buffer, headerLength: string | null): { json: any; r
 
 describe('Open Inference Protocol (/v2)', () => {
   let svc: ServiceApp
+  // Made here, not in before(): a temp dir made inside a hook is removed when the hook ends.
+  const home = join(tempDir(), 'home')
   const bytes = (f: Float32Array) => new Uint8Array(f.buffer, f.byteOffset, f.byteLength)
   const infer = async (body: unknown, init: { headers?: Record<string, string>; path?: string } = {}) => {
     const r = await svc.app.request(init.path ?? '/v2/models/ocr-cls/infer', { method: 'POST', body: typeof body === 'string' || body instanceof Uint8Array ? (body as never) : JSON.stringify(body), headers: init.headers ?? {} })
@@ -52,7 +54,6 @@ describe('Open Inference Protocol (/v2)', () => {
   }
 
   before(async () => {
-    const home = join(tempDir(), 'home')
     const store = ModelStore.open({ home })
     await store.save({ name: 'ocr-cls', version: '2.0.0', paths: [MODELS.cls] })
     store.close()

@@ -4,10 +4,11 @@ import { BundleError, isBundleError } from '../../../errors/index.js'
 import type { InferenceModel, RunnerTensor, TensorSpec } from '../../../runners/index.js'
 import { readBody } from '../body.js'
 import { encodeInferResponse, parseInferRequest, protocolType, type InferInput } from './codec.js'
+import type { LoadRequest, ModelRepository } from './repository.js'
 
 export interface V2Options {
-  /** The models served now (runners that have started). */
-  models: () => InferenceModel[]
+  /** The models served now and the repository extension's load/unload. */
+  repository: ModelRepository
   /** Server readiness: started, not draining, every runner ready. */
   ready: () => boolean
   /** Throws E_HTTP_UNAUTHORIZED when an API key is required and missing or wrong. */
@@ -19,7 +20,7 @@ export interface V2Options {
   track: <T>(fn: () => Promise<T>) => Promise<T>
 }
 
-const EXTENSIONS = ['binary_tensor_data', 'model_configuration', 'statistics']
+const EXTENSIONS = ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics']
 
 /** Errors as the protocol has them: `{ "error": "..." }` with the status of the error's code. */
 function fail(c: Context, err: unknown, log: Logger): Response {
@@ -52,6 +53,33 @@ const stats = (m: InferenceModel) => ({
   batch_stats: m.stats.batchStats(),
 })
 
+function parseJson(text: string): Record<string, unknown> {
+  let v: unknown
+  try {
+    v = JSON.parse(text)
+  } catch {
+    throw new BundleError('E_INPUT_INVALID', 'the request body is not JSON')
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new BundleError('E_INPUT_INVALID', 'the request body must be a JSON object')
+  return v as Record<string, unknown>
+}
+
+/**
+ * A load request body: `{ "parameters": { "version": "2.0.0", "config": {…} or "{…}", "keep": true } }`
+ * (Triton sends config as a JSON string). An empty body loads the newest version.
+ */
+function loadRequest(text: string): LoadRequest {
+  if (!text.trim()) return {}
+  const p = parseJson(text).parameters
+  if (p === undefined) return {}
+  if (p === null || typeof p !== 'object') throw new BundleError('E_INPUT_INVALID', '"parameters" must be an object')
+  const { version, config, keep } = p as Record<string, unknown>
+  if (version !== undefined && typeof version !== 'string') throw new BundleError('E_INPUT_INVALID', 'parameters.version must be a string')
+  const cfg = typeof config === 'string' ? parseJson(config) : config
+  if (cfg !== undefined && (cfg === null || typeof cfg !== 'object')) throw new BundleError('E_INPUT_INVALID', 'parameters.config must be an object (or its JSON text)')
+  return { ...(version ? { version } : {}), ...(cfg ? { config: cfg as LoadRequest['config'] } : {}), ...(keep === true ? { keep: true } : {}) }
+}
+
 /** Checks inputs against what the model declares; messages name the input, what was expected and what came. */
 function check(m: InferenceModel, inputs: InferInput[]): void {
   const declared = m.inputs()
@@ -74,14 +102,7 @@ function check(m: InferenceModel, inputs: InferInput[]): void {
  * with binary tensor data — through the same runners and batchers as the service's APIs.
  */
 export function mountV2(app: Hono<any>, o: V2Options): void {
-  const find = (c: Context): InferenceModel => {
-    const name = c.req.param('model')
-    const version = c.req.param('version')
-    const m = o.models().find((x) => x.name === name)
-    if (m === undefined) throw new BundleError('E_HTTP_NOT_FOUND', `unknown model "${name}"`)
-    if (version !== undefined && version !== m.version) throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" has no version "${version}" (serving ${m.version})`)
-    return m
-  }
+  const find = (c: Context): InferenceModel => o.repository.find(c.req.param('model')!, c.req.param('version'))
   const route = (handler: (c: Context) => Response | Promise<Response>) => async (c: Context) => {
     try {
       return await handler(c)
@@ -93,7 +114,27 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
   app.get('/v2', route((c) => c.json({ name: 'modelbundle', version: o.version, extensions: EXTENSIONS })))
   app.get('/v2/health/live', (c) => c.body(null, 200))
   app.get('/v2/health/ready', (c) => c.body(null, o.ready() ? 200 : 503))
-  app.get('/v2/models/stats', route((c) => c.json({ model_stats: o.models().map(stats) })))
+  app.get('/v2/models/stats', route((c) => c.json({ model_stats: o.repository.models().map(stats) })))
+  // The model repository extension: what the store holds and its state here; load and unload at run time.
+  app.post('/v2/repository/index', route((c) => c.json(o.repository.index())))
+  app.post(
+    '/v2/repository/models/:model/load',
+    route(async (c) => {
+      o.authorize(c)
+      const m = await o.repository.load(c.req.param('model')!, loadRequest(await c.req.text()))
+      return c.json({ name: m.name, version: m.version })
+    }),
+  )
+  app.post(
+    '/v2/repository/models/:model/unload',
+    route(async (c) => {
+      o.authorize(c)
+      const body = await c.req.text()
+      const params = body.trim() ? (parseJson(body).parameters as Record<string, unknown> | undefined) : undefined
+      await o.repository.unload(c.req.param('model')!, typeof params?.version === 'string' ? params.version : undefined)
+      return c.json({})
+    }),
+  )
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
     app.get(base, route((c) => c.json(metadata(find(c)))))
     app.get(`${base}/ready`, route((c) => c.body(null, find(c).ready() ? 200 : 400)))
@@ -112,10 +153,12 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
           check(m, req.inputs)
           const known = m.outputs().map((x) => x.name)
           for (const r of req.outputs ?? []) if (!known.includes(r.name)) throw new BundleError('E_INPUT_INVALID', `unknown output "${r.name}"; ${m.name} has ${known.map((x) => `"${x}"`).join(', ')}`)
-          const result = await m.infer(Object.fromEntries(req.inputs.map((i) => [i.name, i.tensor])))
+          // Resolved again now, after the body arrived: a swap meanwhile sends it to the new version.
+          const target = c.req.param('version') === undefined ? find(c) : m
+          const result = await target.infer(Object.fromEntries(req.inputs.map((i) => [i.name, i.tensor])))
           const wanted = req.outputs ?? known.map((name) => ({ name, binary: undefined }))
           const outputs = wanted.map((w) => ({ name: w.name, tensor: result[w.name] as RunnerTensor, binary: w.binary ?? req.binaryOutput }))
-          const { body: out, headers: h } = encodeInferResponse(m, req.id, outputs)
+          const { body: out, headers: h } = encodeInferResponse(target, req.id, outputs)
           return c.body(out as never, 200, h)
         })
       }),

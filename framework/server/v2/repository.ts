@@ -1,0 +1,194 @@
+import { BundleError } from '../../../errors/index.js'
+import { OnnxRunner, validateOverrides, type InferenceModel, type RunnerOverrides } from '../../../runners/index.js'
+import { ModelStore } from '../../../store/index.js'
+import type { RunnerDeclaration } from '../../service/definition.js'
+
+/** What a load request may say (the repository extension's `parameters`). */
+export interface LoadRequest {
+  /** Exact version or prefix; default: the newest stored version. */
+  version?: string
+  /** Runner options for this model (workers, batching, warmup, …), as in a serve config file. */
+  config?: RunnerOverrides
+  /** Keep the versions already loaded next to the new one instead of swapping them out. */
+  keep?: boolean
+}
+
+interface Entry {
+  /** The runner unversioned requests go to; a swap replaces its model in place. */
+  primary: OnnxRunner
+  /** Other versions loaded side by side (load with keep). */
+  others: Map<string, OnnxRunner>
+  declared: boolean
+  state: 'READY' | 'LOADING' | 'UNLOADING' | 'UNAVAILABLE'
+  reason?: string
+}
+
+const isOnnx = (r: RunnerDeclaration): r is RunnerDeclaration & OnnxRunner => r instanceof OnnxRunner
+
+/**
+ * The models a server hosts and their versions, for the Open Inference Protocol and its
+ * repository extension: the service's own onnx runners, plus any model of the store loaded at
+ * run time. Loading a newer version of a serving model swaps it without failing a request
+ * (OnnxRunner.swap); `keep` loads it next to the old one instead. Loads and unloads of one
+ * model run one after the other.
+ */
+export class ModelRepository {
+  private readonly entries = new Map<string, Entry>()
+  private readonly locks = new Map<string, Promise<unknown>>()
+
+  constructor(
+    declared: readonly RunnerDeclaration[],
+    private readonly o: { home?: string; attach: (r: OnnxRunner) => void },
+  ) {
+    for (const r of declared) if (isOnnx(r)) this.entries.set(r.name, { primary: r, others: new Map(), declared: true, state: 'READY' })
+  }
+
+  /** Every loaded model version, as /v2 serves it. */
+  models(): InferenceModel[] {
+    return [...this.entries.values()].flatMap((e) => (e.state === 'READY' || e.state === 'LOADING' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []))
+  }
+
+  /** The model version a request goes to: the named version, else the serving default. */
+  find(name: string, version?: string): InferenceModel {
+    const e = this.entries.get(name)
+    const models = e && e.state !== 'UNAVAILABLE' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []
+    if (models.length === 0) throw new BundleError('E_HTTP_NOT_FOUND', `unknown model "${name}"${e ? ` (${e.state.toLowerCase()}${e.reason ? `: ${e.reason}` : ''})` : ''}`)
+    if (version === undefined) return models[0]!
+    const m = models.find((x) => x.version === version)
+    if (m === undefined) throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" has no version "${version}" loaded (loaded: ${models.map((x) => x.version).join(', ')})`)
+    return m
+  }
+
+  private serially<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(name) ?? Promise.resolve()
+    const next = prev.catch(() => undefined).then(fn)
+    this.locks.set(name, next)
+    return next
+  }
+
+  /** Loads `name` (a loaded model's name, or a model name in the store) at `version`. */
+  load(name: string, req: LoadRequest = {}): Promise<InferenceModel> {
+    const config = req.config === undefined ? undefined : validateOverrides(`load ${name}: config`, req.config)
+    return this.serially(name, async () => {
+      const entry = this.entries.get(name)
+      const modelName = entry?.primary.model?.name ?? entry?.primary.tag.split(/[:@]/)[0] ?? name
+      const tag = this.resolve(modelName, req.version)
+      if (entry === undefined) {
+        const runner = new OnnxRunner(tag, { name, ...(this.o.home ? { home: this.o.home } : {}) })
+        if (config) runner.configure(config)
+        this.o.attach(runner)
+        const e: Entry = { primary: runner, others: new Map(), declared: false, state: 'LOADING' }
+        this.entries.set(name, e)
+        try {
+          await runner.start()
+        } catch (err) {
+          this.entries.delete(name)
+          await runner.stop().catch(() => undefined)
+          throw err
+        }
+        e.state = 'READY'
+        return runner.inference()!
+      }
+      if (config) entry.primary.configure(config)
+      if (entry.state === 'UNAVAILABLE') {
+        // Unloaded earlier: start it again (on the requested version).
+        entry.state = 'LOADING'
+        try {
+          if (entry.primary.model?.tag === tag || entry.primary.model === undefined) await entry.primary.start()
+          else {
+            await entry.primary.start()
+            await entry.primary.swap(tag)
+          }
+          entry.state = 'READY'
+          entry.reason = undefined
+        } catch (err) {
+          entry.state = 'UNAVAILABLE'
+          entry.reason = (err as Error).message
+          throw err
+        }
+        return entry.primary.inference()!
+      }
+      if (entry.primary.model?.tag === tag || entry.others.has(tag.split(':')[1]!)) return this.find(name, tag.split(':')[1])
+      if (req.keep) {
+        const other = new OnnxRunner(tag, { name, ...(this.o.home ? { home: this.o.home } : {}), ...(config ?? {}) })
+        this.o.attach(other)
+        try {
+          await other.start()
+        } catch (err) {
+          await other.stop().catch(() => undefined)
+          throw err
+        }
+        entry.others.set(other.model!.version, other)
+        return other.inference()!
+      }
+      await entry.primary.swap(tag)
+      return entry.primary.inference()!
+    })
+  }
+
+  /** Unloads a model (all its versions, or one): its workers stop once their queued requests are answered. */
+  unload(name: string, version?: string): Promise<void> {
+    return this.serially(name, async () => {
+      const entry = this.entries.get(name)
+      if (entry === undefined || entry.state === 'UNAVAILABLE') throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" is not loaded`)
+      if (version !== undefined && version !== entry.primary.model?.version) {
+        const other = entry.others.get(version)
+        if (other === undefined) throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" has no version "${version}" loaded`)
+        entry.others.delete(version)
+        await other.stop()
+        return
+      }
+      entry.state = 'UNLOADING'
+      const all = [entry.primary, ...entry.others.values()]
+      entry.others.clear()
+      await Promise.all(all.map((r) => r.stop()))
+      if (entry.declared) {
+        entry.state = 'UNAVAILABLE'
+        entry.reason = 'unloaded'
+      } else this.entries.delete(name)
+    })
+  }
+
+  /** The repository index: every onnx model in the store with its state here. */
+  index(): { name: string; version: string; state: string; reason?: string }[] {
+    const store = ModelStore.open(this.o.home ? { home: this.o.home } : {})
+    let stored: { name: string; version: string }[]
+    try {
+      stored = store.summaries().filter((m) => m.framework === 'onnx')
+    } finally {
+      store.close()
+    }
+    const rows = new Map<string, { name: string; version: string; state: string; reason?: string }>()
+    for (const m of stored) rows.set(`${m.name}:${m.version}`, { name: m.name, version: m.version, state: 'UNAVAILABLE' })
+    for (const [name, e] of this.entries) {
+      for (const r of [e.primary, ...e.others.values()]) {
+        const version = r.model?.version ?? ''
+        const state = r === e.primary ? e.state : 'READY'
+        rows.set(`${name}:${version}`, { name, version, state, ...(e.reason && r === e.primary ? { reason: e.reason } : {}) })
+      }
+    }
+    return [...rows.values()].sort((a, b) => (a.name === b.name ? (a.version < b.version ? -1 : 1) : a.name < b.name ? -1 : 1))
+  }
+
+  /** Dynamically loaded runners (for metrics sources and shutdown). */
+  loaded(): OnnxRunner[] {
+    return [...this.entries.values()].flatMap((e) => [...(e.declared ? [] : [e.primary]), ...e.others.values()])
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all(this.loaded().map((r) => r.stop().catch(() => undefined)))
+  }
+
+  /** The exact tag of `name` at `version` (newest when not given), checked against the store. */
+  private resolve(name: string, version?: string): string {
+    const store = ModelStore.open(this.o.home ? { home: this.o.home } : {})
+    try {
+      return store.get(version === undefined ? name : `${name}:${version}`).tag
+    } catch (err) {
+      if ((err as { code?: string }).code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_HTTP_NOT_FOUND', (err as Error).message)
+      throw err
+    } finally {
+      store.close()
+    }
+  }
+}
