@@ -3,6 +3,7 @@ import type { Framework, ModelInfo, ModelStore } from '../store/index.js'
 import { confirm } from './confirm.js'
 import { humanSize, modelsTable, structured, write } from './output.js'
 import { progressBar } from './progress.js'
+import { remoteModelCommands } from './remote-models.js'
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value]
 
@@ -172,5 +173,6 @@ export function modelsCommand(): Command {
       })
     })
 
+  for (const c of remoteModelCommands()) models.addCommand(c)
   return models
 }

@@ -72,6 +72,9 @@ export const CATALOG = {
   E_RUNNER_BATCH_DIM: entry(500, 1, "A model output lacks the dimension the runner splits batched results along.", 'Set batching.batchDim to [input dimension, output dimension] for this model, or batching.enabled: false.'),
   E_RUNNER_STOPPED: entry(503, 1, 'The runner is stopping or stopped.', 'Retry against a running server.'),
 
+  E_SERVER_UNREACHABLE: entry(503, 1, 'The server given with --url cannot be reached.', 'Check the URL and that the server runs (curl URL/v2/health/live).'),
+  E_SERVER_REQUEST_FAILED: entry(502, 1, 'The server given with --url refused the request; the message quotes its answer.', 'Fix what the quoted error says (model name, version, config, API key).'),
+
   // bundles
   E_BUNDLE_CONFIG_INVALID: entry(400, 2, 'bundle.yaml is missing, unreadable, or has an unknown key or a bad value.', 'Fix the key the message names; README "Bundles" lists every key.'),
   E_BUNDLE_BUILD_FAILED: entry(400, 1, 'The service could not be compiled or its files collected.', 'Fix the error the message quotes (file and line), then build again.'),

@@ -18,8 +18,9 @@ async function rejectsWith(p: Promise<unknown> | (() => unknown), code: string, 
 
 describe('tag resolution on a real store', () => {
   let store: ModelStore
+  // Made here, not in before(): a temp dir made inside a hook is removed when the hook ends.
+  const dir = tempDir()
   before(async () => {
-    const dir = tempDir()
     store = ModelStore.open({ home: `${dir}/home` })
     const file = writeFile(dir, 'weights.bin', 'w')
     // Saved out of semver order on purpose: "latest" is by time, ranges by semver.

@@ -3,7 +3,10 @@ import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { after } from 'node:test'
 
-/** A fresh temp directory, removed when the test file ends. */
+/**
+ * A fresh temp directory, removed when the current test or suite ends — call it in a test or
+ * a describe body, not in a before() hook (it would be removed when the hook ends).
+ */
 export function tempDir(prefix = 'mb-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix))
   after(() => rmSync(dir, { recursive: true, force: true }))

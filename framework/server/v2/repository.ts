@@ -23,7 +23,8 @@ interface Entry {
   reason?: string
 }
 
-const isOnnx = (r: RunnerDeclaration): r is RunnerDeclaration & OnnxRunner => r instanceof OnnxRunner
+// Duck-typed, not instanceof: a service loaded through tsx gets its own copy of the runner classes.
+const isOnnx = (r: RunnerDeclaration): r is RunnerDeclaration & OnnxRunner => typeof (r as Partial<OnnxRunner>).swap === 'function' && typeof r.inference === 'function'
 
 /**
  * The models a server hosts and their versions, for the Open Inference Protocol and its
