@@ -5,6 +5,7 @@ import type { GpuRequest } from './gpu/placement.js'
 export interface RunnerOverrides {
   workers?: number
   timeoutMs?: number
+  idleUnloadMs?: number
   intraOpThreads?: number
   executionProviders?: string[]
   batching?: { enabled?: boolean; maxBatchSize?: number; maxLatencyMs?: number; batchDim?: number | [number, number] }
@@ -31,10 +32,11 @@ function only(where: string, obj: Record<string, unknown>, keys: readonly string
 export function validateOverrides(where: string, raw: unknown): RunnerOverrides {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw bad(`${where} must be a mapping of runner options`)
   const o = raw as Record<string, unknown>
-  only(where, o, ['workers', 'timeoutMs', 'intraOpThreads', 'executionProviders', 'batching', 'resources', 'warmup'])
+  only(where, o, ['workers', 'timeoutMs', 'idleUnloadMs', 'intraOpThreads', 'executionProviders', 'batching', 'resources', 'warmup'])
   const out: RunnerOverrides = {}
   if (o.workers !== undefined) out.workers = positiveInt(`${where}.workers`, o.workers)
   if (o.timeoutMs !== undefined) out.timeoutMs = positive(`${where}.timeoutMs`, o.timeoutMs)
+  if (o.idleUnloadMs !== undefined) out.idleUnloadMs = positive(`${where}.idleUnloadMs`, o.idleUnloadMs)
   if (o.intraOpThreads !== undefined) out.intraOpThreads = positiveInt(`${where}.intraOpThreads`, o.intraOpThreads)
   if (o.executionProviders !== undefined) {
     if (!Array.isArray(o.executionProviders) || o.executionProviders.some((p) => typeof p !== 'string')) throw bad(`${where}.executionProviders must be a list of names, e.g. [cuda, cpu]`)
@@ -109,7 +111,7 @@ const envName = (runner: string) => runner.toUpperCase().replace(/[^A-Z0-9]/g, '
 
 /**
  * Overrides from the environment: BUNDLE_RUNNER_<NAME>_<OPTION>, the name upper-cased with
- * other characters as "_" (ocr-cls → OCR_CLS). Options: WORKERS, TIMEOUT_MS, INTRA_OP_THREADS,
+ * other characters as "_" (ocr-cls → OCR_CLS). Options: WORKERS, TIMEOUT_MS, IDLE_UNLOAD_MS, INTRA_OP_THREADS,
  * EXECUTION_PROVIDERS (comma-separated), BATCHING_ENABLED, BATCHING_MAX_BATCH_SIZE,
  * BATCHING_MAX_LATENCY_MS, BATCHING_BATCH_DIM (a number, or "input,output"), CPU, GPU (a number
  * or a comma-separated device list), WARMUP_ROUNDS (0 turns warm-up off).
@@ -128,6 +130,7 @@ export function envOverrides(runner: string, env: NodeJS.ProcessEnv = process.en
   const batching: Record<string, unknown> = {}
   if (get('WORKERS') !== undefined) raw.workers = num('WORKERS')
   if (get('TIMEOUT_MS') !== undefined) raw.timeoutMs = num('TIMEOUT_MS')
+  if (get('IDLE_UNLOAD_MS') !== undefined) raw.idleUnloadMs = num('IDLE_UNLOAD_MS')
   if (get('INTRA_OP_THREADS') !== undefined) raw.intraOpThreads = num('INTRA_OP_THREADS')
   if (get('EXECUTION_PROVIDERS') !== undefined) raw.executionProviders = get('EXECUTION_PROVIDERS')!.split(',').map((s) => s.trim()).filter(Boolean)
   if (get('BATCHING_ENABLED') !== undefined) {

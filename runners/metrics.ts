@@ -11,6 +11,10 @@ export interface RunnerMetricsSource {
   queueDepth(): Record<string, number>
   /** Worker restarts since start, read at scrape time. */
   restarts(): number
+  /** Whether the model is in memory (false while unloaded for idleness). */
+  loaded?(): boolean
+  /** Times the model was unloaded for idleness. */
+  idleUnloads?(): number
 }
 
 type Labels = 'service' | 'runner' | 'method'
@@ -47,6 +51,24 @@ export class RunnerMetrics {
       registers: r,
       collect() {
         for (const s of sources()) for (const [method, depth] of Object.entries(s.queueDepth())) this.set({ service: svc, runner: s.name, method }, depth)
+      },
+    })
+    new Gauge({
+      name: 'bundle_runner_loaded',
+      help: 'Whether the runner model is in memory (0 while unloaded for idleness or stopped)',
+      labelNames: ['service', 'runner'],
+      registers: r,
+      collect() {
+        for (const s of sources()) if (s.loaded) this.set({ service: svc, runner: s.name }, s.loaded() ? 1 : 0)
+      },
+    })
+    new Gauge({
+      name: 'bundle_runner_idle_unloads',
+      help: 'Times the runner model was unloaded after being idle (it loads again on the next request)',
+      labelNames: ['service', 'runner'],
+      registers: r,
+      collect() {
+        for (const s of sources()) if (s.idleUnloads) this.set({ service: svc, runner: s.name }, s.idleUnloads())
       },
     })
     new Gauge({

@@ -36,6 +36,11 @@ export interface OnnxRunnerOptions {
   workers?: number
   /** A batch running longer than this fails with 504 and its worker is recycled (default 30 s). */
   timeoutMs?: number
+  /**
+   * Unload the model after this long without a request (its workers stop and free their
+   * memory); the next request loads it again and waits for that instead of failing.
+   */
+  idleUnloadMs?: number
   executionProviders?: string[]
   intraOpThreads?: number
   /** Model store directory (default $BUNDLE_HOME). */
@@ -95,6 +100,13 @@ export class OnnxRunner {
   private resolvedWorkers: number | undefined
 
   private pinned: { tag: string; digest: string } | undefined
+  private lastUsed = Date.now()
+  private idleTimer: NodeJS.Timeout | undefined
+  /** Set while the model is unloaded for idleness; the next run() loads it again. */
+  private suspended = false
+  private resuming: Promise<void> | undefined
+  /** Times the model was unloaded for idleness (a metric). */
+  idleUnloads = 0
   /** Open Inference Protocol statistics (requests, queue and compute time, per batch size). */
   readonly inferenceStats = new RunnerStats()
   private signature: { inputs: TensorSpec[]; outputs: TensorSpec[] } | undefined
@@ -142,6 +154,50 @@ export class OnnxRunner {
 
   async start(): Promise<void> {
     this.apply(await this.prepare(this.pinned?.tag ?? this.tag, this.pinned))
+    this.suspended = false
+    this.lastUsed = Date.now()
+    this.watchIdle()
+  }
+
+  /** Whether the model is in memory now (false while unloaded for idleness or stopped). */
+  loaded(): boolean {
+    return !this.suspended && this.pool !== undefined && this.dispatcher !== undefined
+  }
+
+  /** Checks for idleness a few times per idleUnloadMs; the timer never keeps the process alive. */
+  private watchIdle(): void {
+    const after = this.options.idleUnloadMs
+    clearInterval(this.idleTimer)
+    if (after === undefined || !(after > 0)) return
+    this.idleTimer = setInterval(() => void this.unloadIfIdle(after), Math.max(50, Math.min(after / 4, 5_000)))
+    this.idleTimer.unref()
+  }
+
+  private async unloadIfIdle(after: number): Promise<void> {
+    const d = this.dispatcher
+    if (this.suspended || this.resuming || d === undefined || Date.now() - this.lastUsed < after) return
+    const { queuedRows, inFlight } = d.stats()
+    if (queuedRows > 0 || inFlight > 0) return
+    this.suspended = true
+    this.idleUnloads++
+    const pool = this.pool
+    this.dispatcher = undefined
+    this.pool = undefined
+    await d.drain()
+    await pool?.stop()
+  }
+
+  /** Loads the model again after an idle unload; concurrent callers share one load. */
+  private resume(): Promise<void> {
+    this.resuming ??= (async () => {
+      try {
+        this.apply(await this.prepare(this.model?.tag ?? this.pinned?.tag ?? this.tag, this.pinned))
+        this.suspended = false
+      } finally {
+        this.resuming = undefined
+      }
+    })()
+    return this.resuming
   }
 
   /**
@@ -241,7 +297,8 @@ export class OnnxRunner {
   }
 
   ready(): boolean {
-    return this.pool?.ready() ?? false
+    // Unloaded for idleness still counts as ready: the next request loads it.
+    return this.suspended || (this.pool?.ready() ?? false)
   }
 
   /**
@@ -295,6 +352,8 @@ export class OnnxRunner {
 
   /** Runs the model on `inputs` (rows along the batch dimension, 0 unless configured); results keep the request's rows. */
   async run(inputs: Inputs): Promise<Outputs> {
+    this.lastUsed = Date.now()
+    if (this.suspended) await this.resume()
     if (this.dispatcher === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`)
     const [inDim, outDim] = this.batchDims()
     const wire = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toWire(t)]))
@@ -358,6 +417,8 @@ export class OnnxRunner {
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */
   async stop(): Promise<void> {
+    clearInterval(this.idleTimer)
+    this.suspended = false
     await this.dispatcher?.drain()
     await this.pool?.stop()
   }

@@ -138,7 +138,10 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   // Runner series cover the service's runners and the models loaded at run time (/v2/repository).
   let repository: ModelRepository | undefined
   const runnerMetrics = new RunnerMetrics(metrics.registry, definition.name, () =>
-    [...definition.runners.filter((r) => r.attachMetrics !== undefined), ...(repository?.loaded() ?? [])].map((r) => ({ name: r.name, queueDepth: () => r.queueDepth?.() ?? {}, restarts: () => r.restarts?.() ?? 0 })),
+    [...definition.runners.filter((r) => r.attachMetrics !== undefined), ...(repository?.loaded() ?? [])].map((r) => {
+      const x = r as { loaded?: () => boolean; idleUnloads?: number }
+      return { name: r.name, queueDepth: () => r.queueDepth?.() ?? {}, restarts: () => r.restarts?.() ?? 0, ...(x.loaded ? { loaded: () => x.loaded!(), idleUnloads: () => x.idleUnloads ?? 0 } : {}) }
+    }),
   )
   for (const r of definition.runners) r.attachMetrics?.(runnerMetrics)
   repository = new ModelRepository(definition.runners, { ...(options.storeHome ? { home: options.storeHome } : {}), attach: (r) => r.attachMetrics(runnerMetrics) })

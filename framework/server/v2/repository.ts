@@ -164,8 +164,10 @@ export class ModelRepository {
     for (const [name, e] of this.entries) {
       for (const r of [e.primary, ...e.others.values()]) {
         const version = r.model?.version ?? ''
-        const state = r === e.primary ? e.state : 'READY'
-        rows.set(`${name}:${version}`, { name, version, state, ...(e.reason && r === e.primary ? { reason: e.reason } : {}) })
+        const idle = e.state === 'READY' && !r.loaded()
+        const state = idle ? 'UNAVAILABLE' : r === e.primary ? e.state : 'READY'
+        const reason = idle ? 'unloaded while idle; loads on the next request' : r === e.primary ? e.reason : undefined
+        rows.set(`${name}:${version}`, { name, version, state, ...(reason ? { reason } : {}) })
       }
     }
     return [...rows.values()].sort((a, b) => (a.name === b.name ? (a.version < b.version ? -1 : 1) : a.name < b.name ? -1 : 1))
