@@ -216,6 +216,7 @@ export class OnnxRunner {
 
   /** Switches to a prepared generation in one synchronous step: no request sees half of it. */
   private apply(g: Generation): void {
+    this.suspended = false
     this.model = g.model
     this.signature = g.signature
     this.warmupPlan = g.warmupPlan

@@ -97,6 +97,7 @@ export class Dispatcher<P, R> {
   private closed = false
   /** Set by drain(): resolves once nothing is queued or running. */
   private drained: (() => void) | undefined
+  private draining: Promise<void> | undefined
   readonly model: LatencyModel
   private readonly clock: Clock
   private readonly batching: boolean
@@ -209,10 +210,11 @@ export class Dispatcher<P, R> {
    */
   drain(): Promise<void> {
     this.closed = true
-    const done = new Promise<void>((resolve) => (this.drained = resolve))
+    // Idempotent: every caller (a swap, a stop, a shutdown) waits for the same end.
+    this.draining ??= new Promise<void>((resolve) => (this.drained = resolve))
     this.schedule(true)
     this.checkDrained()
-    return done
+    return this.draining
   }
 
   private checkDrained(): void {

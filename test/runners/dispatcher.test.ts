@@ -224,11 +224,13 @@ describe('Dispatcher (fake time)', () => {
     const queued = ['a', 'b', 'c', 'd', 'e'].map((id) => d.submit({ id }, 1))
     let drained = false
     const done = d.drain().then(() => (drained = true))
+    const again = d.drain() // a second caller (stop after a swap) waits for the same end
     await assert.rejects(d.submit({ id: 'late' }, 1), (e: BundleError) => e.code === 'E_RUNNER_STOPPED')
     await clock.advance(25)
     assert.equal(drained, false, 'batches are still running')
     await clock.advance(100)
     await done
+    await again
     assert.deepEqual((await Promise.all(queued)).flat(), ['a:0-1', 'b:0-1', 'c:0-1', 'd:0-1', 'e:0-1'])
     assert.equal(d.stats().inFlight, 0)
   })
