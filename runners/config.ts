@@ -4,6 +4,8 @@ import type { GpuRequest } from './gpu/placement.js'
 /** Every runner option an operator may override without touching code. */
 export interface RunnerOverrides {
   workers?: number
+  minWorkers?: number
+  maxWorkers?: number
   timeoutMs?: number
   idleUnloadMs?: number
   intraOpThreads?: number
@@ -32,9 +34,12 @@ function only(where: string, obj: Record<string, unknown>, keys: readonly string
 export function validateOverrides(where: string, raw: unknown): RunnerOverrides {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw bad(`${where} must be a mapping of runner options`)
   const o = raw as Record<string, unknown>
-  only(where, o, ['workers', 'timeoutMs', 'idleUnloadMs', 'intraOpThreads', 'executionProviders', 'batching', 'resources', 'warmup'])
+  only(where, o, ['workers', 'minWorkers', 'maxWorkers', 'timeoutMs', 'idleUnloadMs', 'intraOpThreads', 'executionProviders', 'batching', 'resources', 'warmup'])
   const out: RunnerOverrides = {}
   if (o.workers !== undefined) out.workers = positiveInt(`${where}.workers`, o.workers)
+  if (o.minWorkers !== undefined) out.minWorkers = positiveInt(`${where}.minWorkers`, o.minWorkers)
+  if (o.maxWorkers !== undefined) out.maxWorkers = positiveInt(`${where}.maxWorkers`, o.maxWorkers)
+  if (out.minWorkers !== undefined && out.maxWorkers !== undefined && out.minWorkers > out.maxWorkers) throw bad(`${where}: minWorkers ${out.minWorkers} is above maxWorkers ${out.maxWorkers}`)
   if (o.timeoutMs !== undefined) out.timeoutMs = positive(`${where}.timeoutMs`, o.timeoutMs)
   if (o.idleUnloadMs !== undefined) out.idleUnloadMs = positive(`${where}.idleUnloadMs`, o.idleUnloadMs)
   if (o.intraOpThreads !== undefined) out.intraOpThreads = positiveInt(`${where}.intraOpThreads`, o.intraOpThreads)
@@ -111,7 +116,7 @@ const envName = (runner: string) => runner.toUpperCase().replace(/[^A-Z0-9]/g, '
 
 /**
  * Overrides from the environment: BUNDLE_RUNNER_<NAME>_<OPTION>, the name upper-cased with
- * other characters as "_" (ocr-cls → OCR_CLS). Options: WORKERS, TIMEOUT_MS, IDLE_UNLOAD_MS, INTRA_OP_THREADS,
+ * other characters as "_" (ocr-cls → OCR_CLS). Options: WORKERS, MIN_WORKERS, MAX_WORKERS, TIMEOUT_MS, IDLE_UNLOAD_MS, INTRA_OP_THREADS,
  * EXECUTION_PROVIDERS (comma-separated), BATCHING_ENABLED, BATCHING_MAX_BATCH_SIZE,
  * BATCHING_MAX_LATENCY_MS, BATCHING_BATCH_DIM (a number, or "input,output"), CPU, GPU (a number
  * or a comma-separated device list), WARMUP_ROUNDS (0 turns warm-up off).
@@ -129,6 +134,8 @@ export function envOverrides(runner: string, env: NodeJS.ProcessEnv = process.en
   const raw: Record<string, unknown> = {}
   const batching: Record<string, unknown> = {}
   if (get('WORKERS') !== undefined) raw.workers = num('WORKERS')
+  if (get('MIN_WORKERS') !== undefined) raw.minWorkers = num('MIN_WORKERS')
+  if (get('MAX_WORKERS') !== undefined) raw.maxWorkers = num('MAX_WORKERS')
   if (get('TIMEOUT_MS') !== undefined) raw.timeoutMs = num('TIMEOUT_MS')
   if (get('IDLE_UNLOAD_MS') !== undefined) raw.idleUnloadMs = num('IDLE_UNLOAD_MS')
   if (get('INTRA_OP_THREADS') !== undefined) raw.intraOpThreads = num('INTRA_OP_THREADS')

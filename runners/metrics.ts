@@ -15,6 +15,8 @@ export interface RunnerMetricsSource {
   loaded?(): boolean
   /** Times the model was unloaded for idleness. */
   idleUnloads?(): number
+  /** Live worker processes (autoscaling moves it). */
+  workers?(): number
 }
 
 type Labels = 'service' | 'runner' | 'method'
@@ -51,6 +53,15 @@ export class RunnerMetrics {
       registers: r,
       collect() {
         for (const s of sources()) for (const [method, depth] of Object.entries(s.queueDepth())) this.set({ service: svc, runner: s.name, method }, depth)
+      },
+    })
+    new Gauge({
+      name: 'bundle_runner_workers',
+      help: 'Live worker processes of the runner (autoscaling between minWorkers and maxWorkers moves it)',
+      labelNames: ['service', 'runner'],
+      registers: r,
+      collect() {
+        for (const s of sources()) if (s.workers) this.set({ service: svc, runner: s.name }, s.workers())
       },
     })
     new Gauge({

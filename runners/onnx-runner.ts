@@ -37,6 +37,14 @@ export interface OnnxRunnerOptions {
   /** A batch running longer than this fails with 504 and its worker is recycled (default 30 s). */
   timeoutMs?: number
   /**
+   * Autoscaling: workers grow from `minWorkers` up to `maxWorkers` while the batcher stays busy
+   * with a queue, and shrink back when it idles (CPU runners; checked every `scaleIntervalMs`,
+   * default 2000).
+   */
+  minWorkers?: number
+  maxWorkers?: number
+  scaleIntervalMs?: number
+  /**
    * Unload the model after this long without a request (its workers stop and free their
    * memory); the next request loads it again and waits for that instead of failing.
    */
@@ -107,6 +115,8 @@ export class OnnxRunner {
   private resuming: Promise<void> | undefined
   /** Times the model was unloaded for idleness (a metric). */
   idleUnloads = 0
+  private scaleTimer: NodeJS.Timeout | undefined
+  private scaling = false
   /** Open Inference Protocol statistics (requests, queue and compute time, per batch size). */
   readonly inferenceStats = new RunnerStats()
   private signature: { inputs: TensorSpec[]; outputs: TensorSpec[] } | undefined
@@ -157,6 +167,63 @@ export class OnnxRunner {
     this.suspended = false
     this.lastUsed = Date.now()
     this.watchIdle()
+    this.watchLoad()
+  }
+
+  /** Live workers (the autoscaler changes it). */
+  workerCount(): number {
+    return this.pool?.size ?? 0
+  }
+
+  /**
+   * The autoscaler: samples the batcher ten times per interval; a busy interval with a queue
+   * adds a worker (up to maxWorkers), two quiet ones in a row remove one (down to minWorkers).
+   */
+  private watchLoad(): void {
+    clearInterval(this.scaleTimer)
+    const min = this.options.minWorkers ?? this.options.workers ?? 1
+    const max = this.options.maxWorkers
+    if (max === undefined || max <= min || this.options.resources?.gpu) return
+    const interval = this.options.scaleIntervalMs ?? 2_000
+    let samples = 0
+    let busy = 0
+    let queued = 0
+    let quiet = 0
+    this.scaleTimer = setInterval(
+      () => {
+        const d = this.dispatcher
+        const pool = this.pool
+        if (d === undefined || pool === undefined || this.scaling) return
+        const s = d.stats()
+        samples++
+        busy += s.inFlight / Math.max(1, pool.size)
+        if (s.queuedRows > 0) queued++
+        if (samples < 10) return
+        const avgBusy = busy / samples
+        const withQueue = queued / samples
+        samples = busy = queued = 0
+        if (avgBusy >= 0.85 && withQueue >= 0.5 && pool.size < max) {
+          quiet = 0
+          this.scaling = true
+          pool
+            .grow()
+            .then(() => d.setSlots(pool.size))
+            .catch(() => undefined) // a worker that cannot start: try again next interval
+            .finally(() => (this.scaling = false))
+        } else if (avgBusy < 0.3 && pool.size > min) {
+          if (++quiet < 2) return
+          quiet = 0
+          this.scaling = true
+          d.setSlots(pool.size - 1)
+          pool
+            .shrink()
+            .catch(() => undefined)
+            .finally(() => (this.scaling = false))
+        } else quiet = 0
+      },
+      Math.max(10, interval / 10),
+    )
+    this.scaleTimer.unref()
   }
 
   /** Whether the model is in memory now (false while unloaded for idleness or stopped). */
@@ -240,7 +307,7 @@ export class OnnxRunner {
       if (onnx === undefined) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `model ${tag} has no .onnx file`)
       const { model, files } = await store.paths(tag)
       const cpu = this.options.resources?.cpu
-      const workers = this.options.workers ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : 1)
+      const workers = this.options.minWorkers ?? this.options.workers ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : 1)
       const threads = this.options.intraOpThreads ?? (cpu ? Math.max(1, Math.ceil(cpu)) : undefined)
       // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
       const placement = placeWorkers(workers, this.options.resources?.gpu, devicesFor(this.options.resources?.gpu))
@@ -396,7 +463,7 @@ export class OnnxRunner {
         backend: 'onnxruntime',
         max_batch_size: b.maxBatchSize,
         dynamic_batching: b.enabled ? { max_queue_delay_microseconds: Math.round(b.maxLatencyMs * 1000), preserve_ordering: true } : undefined,
-        instance_group: [{ count: this.resolvedWorkers ?? options.workers ?? 1, kind }],
+        instance_group: [{ count: this.pool?.size ?? this.resolvedWorkers ?? options.workers ?? 1, kind }],
         model: model.tag,
         digest: model.digest,
       }),
@@ -419,6 +486,7 @@ export class OnnxRunner {
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */
   async stop(): Promise<void> {
     clearInterval(this.idleTimer)
+    clearInterval(this.scaleTimer)
     this.suspended = false
     await this.dispatcher?.drain()
     await this.pool?.stop()

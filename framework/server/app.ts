@@ -139,8 +139,14 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   let repository: ModelRepository | undefined
   const runnerMetrics = new RunnerMetrics(metrics.registry, definition.name, () =>
     [...definition.runners.filter((r) => r.attachMetrics !== undefined), ...(repository?.loaded() ?? [])].map((r) => {
-      const x = r as { loaded?: () => boolean; idleUnloads?: number }
-      return { name: r.name, queueDepth: () => r.queueDepth?.() ?? {}, restarts: () => r.restarts?.() ?? 0, ...(x.loaded ? { loaded: () => x.loaded!(), idleUnloads: () => x.idleUnloads ?? 0 } : {}) }
+      const x = r as { loaded?: () => boolean; idleUnloads?: number; workerCount?: () => number }
+      return {
+        name: r.name,
+        queueDepth: () => r.queueDepth?.() ?? {},
+        restarts: () => r.restarts?.() ?? 0,
+        ...(x.loaded ? { loaded: () => x.loaded!(), idleUnloads: () => x.idleUnloads ?? 0 } : {}),
+        ...(x.workerCount ? { workers: () => x.workerCount!() } : {}),
+      }
     }),
   )
   for (const r of definition.runners) r.attachMetrics?.(runnerMetrics)

@@ -104,7 +104,7 @@ export class Dispatcher<P, R> {
   private readonly maxQueueRows: number
 
   constructor(
-    private readonly options: DispatcherOptions,
+    private options: DispatcherOptions,
     private readonly execute: Execute<P, R>,
   ) {
     if (!(options.maxBatchSize >= 1) || !(options.maxLatencyMs > 0) || !(options.slots >= 1)) throw new Error('maxBatchSize, maxLatencyMs and slots must be positive')
@@ -112,6 +112,13 @@ export class Dispatcher<P, R> {
     this.model = options.model ?? new LatencyModel()
     this.batching = options.batching ?? true
     this.maxQueueRows = options.maxQueueRows ?? 64 * options.maxBatchSize
+  }
+
+  /** Batches that may run at once changes with the number of workers (autoscaling). */
+  setSlots(slots: number): void {
+    if (!(slots >= 1)) throw new Error('slots must be positive')
+    this.options.slots = slots
+    this.schedule()
   }
 
   stats(): DispatcherStats {

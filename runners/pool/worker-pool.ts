@@ -56,6 +56,10 @@ interface Slot {
   killedFor?: BundleError
   /** Tensor bytes go through this file once the worker confirmed it opened it. */
   shm?: ShmChannel
+  /** Added by grow() and not ready yet: does not make the pool unready. */
+  growing?: boolean
+  /** Being removed by shrink(): takes no calls, is not restarted. */
+  retiring?: boolean
 }
 
 // The compiled worker sits next to this file; from source (tests, tsx) it is the .ts file.
@@ -88,7 +92,49 @@ export class WorkerPool {
   }
 
   ready(): boolean {
-    return !this.stopping && this.slots.every((s) => s.state === 'idle' || s.state === 'busy')
+    return !this.stopping && this.slots.every((s) => s.growing || s.state === 'idle' || s.state === 'busy')
+  }
+
+  /** Live workers (starting ones included, retiring ones not). */
+  get size(): number {
+    return this.slots.filter((s) => !s.retiring).length
+  }
+
+  /** Adds a worker; resolves once it is ready (warmed). The pool stays ready meanwhile. */
+  async grow(): Promise<void> {
+    const slot: Slot = { index: Math.max(-1, ...this.slots.map((s) => s.index)) + 1, state: 'down', backoff: this.options.backoffMs?.min ?? 100, growing: true }
+    this.slots.push(slot)
+    try {
+      await this.spawn(slot)
+    } catch (err) {
+      slot.retiring = true
+      this.slots.splice(this.slots.indexOf(slot), 1)
+      slot.child?.kill('SIGKILL')
+      throw err
+    } finally {
+      slot.growing = false
+    }
+  }
+
+  /** Removes one worker (an idle one if there is one) once its call, if any, is done. */
+  async shrink(): Promise<void> {
+    const live = this.slots.filter((s) => !s.retiring)
+    if (live.length <= 1) return
+    const slot = live.find((s) => s.state === 'idle') ?? live[live.length - 1]!
+    slot.retiring = true
+    while (slot.state === 'busy') await new Promise((r) => setTimeout(r, 10))
+    const child = slot.child
+    this.slots.splice(this.slots.indexOf(slot), 1)
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return
+    await new Promise<void>((resolve) => {
+      const kill = setTimeout(() => child.kill('SIGKILL'), 2_000)
+      child.once('exit', () => {
+        clearTimeout(kill)
+        resolve()
+      })
+      if (child.connected) child.send({ type: 'shutdown' } satisfies ParentMessage, (err) => err && child.kill('SIGKILL'))
+      else child.kill('SIGTERM')
+    })
   }
 
   pids(): number[] {
@@ -174,12 +220,12 @@ export class WorkerPool {
         const timedOut = slot.killedFor !== undefined
         slot.killedFor = undefined
         reject(new BundleError('E_RUNNER_CRASHED', `runner ${this.options.runner} worker #${slot.index} ${detail} during start-up`))
-        if (this.stopping) return
+        if (this.stopping || slot.retiring) return
         this.options.onEvent?.({ type: timedOut ? 'timeout' : 'crash', index: slot.index, detail })
         const delay = timedOut ? 0 : slot.backoff
         slot.backoff = Math.min(slot.backoff * 2, this.options.backoffMs?.max ?? 5_000)
         setTimeout(() => {
-          if (this.stopping) return
+          if (this.stopping || slot.retiring) return
           this.restarts++
           this.options.onEvent?.({ type: 'restart', index: slot.index, detail: `after ${delay} ms` })
           this.spawn(slot).catch(() => undefined) // a failed restart exits and schedules the next one
@@ -202,7 +248,7 @@ export class WorkerPool {
   private pump(): void {
     for (const slot of this.slots) {
       if (this.waiting.length === 0) return
-      if (slot.state !== 'idle' || slot.child === undefined) continue
+      if (slot.state !== 'idle' || slot.child === undefined || slot.retiring) continue
       slot.state = 'busy'
       this.send(slot, this.waiting.shift()!)
     }

@@ -27,6 +27,8 @@ describe('runner overrides (config file and environment)', () => {
     refuses(() => envOverrides('m', { BUNDLE_RUNNER_M_BATCHING_BATCH_DIM: 'x' }), /batchDim must be a dimension index/)
     refuses(() => parseServeConfig({ runners: { m: { batching: { batchDim: [1] } } } }, 'serve.yaml'), /batchDim must be a dimension index/)
     refuses(() => parseServeConfig({ runners: { m: { resources: { cpu: 0 } } } }, 'serve.yaml'), /resources.cpu must be a positive number/)
+    assert.deepEqual(envOverrides('m', { BUNDLE_RUNNER_M_MIN_WORKERS: '1', BUNDLE_RUNNER_M_MAX_WORKERS: '4', BUNDLE_RUNNER_M_IDLE_UNLOAD_MS: '60000' }), { minWorkers: 1, maxWorkers: 4, idleUnloadMs: 60000 })
+    refuses(() => parseServeConfig({ runners: { m: { minWorkers: 3, maxWorkers: 2 } } }, 'serve.yaml'), /minWorkers 3 is above maxWorkers 2/)
   })
 
   it('warmup: false, a mapping of rounds and shapes, or WARMUP_ROUNDS; a mapping merges with the code', () => {
