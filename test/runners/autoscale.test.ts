@@ -1,31 +1,13 @@
 import assert from 'node:assert/strict'
-import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { OnnxRunner } from '../../runners/onnx-runner.js'
 import { ModelStore } from '../../store/index.js'
 import { MODELS } from '../utils/models.js'
+import { runnerWorkers, until } from '../utils/procs.js'
 import { tempDir } from '../utils/tmp.js'
 
-const workers = (runner: string): number =>
-  readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .filter((pid) => {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`bundle-runner-worker ${runner}#`)
-      } catch {
-        return false
-      }
-    }).length
-
-const until = async (what: string, ok: () => boolean, ms = 20_000) => {
-  const end = Date.now() + ms
-  while (!ok()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
+const workers = (runner: string): number => runnerWorkers(runner).length
 
 describe('worker autoscaling between minWorkers and maxWorkers (real processes)', () => {
   const home = join(tempDir(), 'home')

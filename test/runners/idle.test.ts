@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict'
-import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import pino from 'pino'
@@ -8,29 +7,10 @@ import { OnnxRunner } from '../../runners/onnx-runner.js'
 import { ModelStore } from '../../store/index.js'
 import { writeOnnxModel } from '../utils/onnx-builder.js'
 import { parsePrometheus } from '../utils/prom.js'
+import { runnerWorkers, until } from '../utils/procs.js'
 import { tempDir } from '../utils/tmp.js'
 
-/** Worker processes of this process serving `runner`. */
-const workers = (runner: string): number[] =>
-  readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .map(Number)
-    .filter((pid) => {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`bundle-runner-worker ${runner}#`)
-      } catch {
-        return false
-      }
-    })
-
-const until = async (what: string, ok: () => boolean, ms = 10_000) => {
-  const end = Date.now() + ms
-  while (!ok()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
+const workers = (runner: string): number[] => runnerWorkers(runner)
 
 describe('idle models leave memory and come back on the next request', () => {
   const dir = tempDir()

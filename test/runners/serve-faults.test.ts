@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { BIN } from '../utils/cli.js'
 import { parsePrometheus } from '../utils/prom.js'
+import { runnerWorkers } from '../utils/procs.js'
 import { tempDir } from '../utils/tmp.js'
 
 // `bundle serve` of the quickstart as a user runs it: a real worker process, real signals.
@@ -28,20 +29,7 @@ async function serve(home: string): Promise<{ child: ChildProcess; url: string; 
   throw new Error('the server never became ready')
 }
 
-/** Child processes of `parent` whose command line names a runner worker. */
-function workers(parent: number): number[] {
-  return readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .map(Number)
-    .filter((pid) => {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === parent && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('bundle-runner-worker ocr-cls#0')
-      } catch {
-        return false
-      }
-    })
-}
+const workers = (parent: number): number[] => runnerWorkers('ocr-cls', parent)
 
 const classify = (url: string) =>
   fetch(`${url}/classifyTensor`, { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': `${ROWS},3,48,192` }, body, signal: AbortSignal.timeout(30_000) }).then(async (r) => ({
