@@ -4,7 +4,7 @@ export { customRunner, CustomRunner, type CustomRunnerOptions, type CustomMethod
 export { Dispatcher, type DispatcherOptions, type Slice } from './batching/dispatcher.js'
 export { LatencyModel } from './batching/latency-model.js'
 export { WorkerPool, type PoolOptions } from './pool/worker-pool.js'
-export { TYPED_ARRAYS, type RunnerTensor, type RunnerDType } from './tensor.js'
+export { TYPED_ARRAYS, decodeStrings, encodeStrings, type NumericTensor, type RunnerTensor, type RunnerDType, type StringTensor } from './tensor.js'
 export { RunnerMetrics, type RunnerMetricsSource } from './metrics.js'
 export { envOverrides, mergeOverrides, parseServeConfig, validateOverrides, type RunnerOverrides } from './config.js'
 export type { InferenceModel, TensorSpec } from './inference.js'

@@ -317,13 +317,16 @@ export class Dispatcher<P, R> {
 
   /** Takes up to `rows` rows from the front of `q` (splitting the last request if needed) and runs them. */
   private dispatch(q: Pending<P, R>[], rows: number, single: boolean): void {
+    // `rows` is the size aimed for; requests are taken whole while the batch is below it, and
+    // split only where one straddles maxBatchSize (a request is never cut to hit a target).
     const cap = single ? rows : Math.min(rows, this.options.maxBatchSize)
+    const hard = single ? rows : this.options.maxBatchSize
     const slices: Slice<P>[] = []
     const owners: Pending<P, R>[] = []
     let taken = 0
     while (q.length > 0 && taken < cap) {
       const item = q[0]!
-      const n = Math.min(item.rows - item.next, cap - taken)
+      const n = Math.min(item.rows - item.next, hard - taken)
       slices.push({ payload: item.payload, start: item.next, rows: n })
       owners.push(item)
       item.next += n

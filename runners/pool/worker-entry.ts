@@ -1,7 +1,7 @@
 // The runner worker process: loads one backend, then answers 'run' messages one at a time.
 // Not exported: the pool starts it with `node worker-entry.js <title>`.
 import { pathToFileURL } from 'node:url'
-import { fromWire } from '../tensor.js'
+import { encodeStrings, fromWire } from '../tensor.js'
 import type { BackendSpec, ParentMessage, WireTensor, WorkerMessage } from './protocol.js'
 import { ShmChannel } from './shm.js'
 
@@ -62,6 +62,7 @@ async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<M
       const result = outputs ? await session.run(feeds, outputs) : await session.run(feeds)
       return Object.fromEntries(
         Object.entries(result).map(([k, t]) => {
+          if (t.type === 'string') return [k, { dtype: 'string', shape: [...t.dims], data: encodeStrings(t.data as string[]) } satisfies WireTensor]
           const view = t.data as ArrayBufferView
           return [k, { dtype: t.type, shape: [...t.dims], data: new Uint8Array(view.buffer, view.byteOffset, view.byteLength) } satisfies WireTensor]
         }),

@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs'
 // Tiny real ONNX models for tests, encoded by hand (the protobuf wire format is small enough):
 // any layout, dtype or number of inputs a test needs, run by the real onnxruntime.
 
-const ELEM_TYPES = { float32: 1, uint8: 2, int8: 3, uint16: 4, int16: 5, int32: 6, int64: 7, bool: 9, float16: 10, float64: 11, uint32: 12, uint64: 13 } as const
+const ELEM_TYPES = { float32: 1, uint8: 2, int8: 3, uint16: 4, int16: 5, int32: 6, int64: 7, string: 8, bool: 9, float16: 10, float64: 11, uint32: 12, uint64: 13 } as const
 
 export type OnnxDType = keyof typeof ELEM_TYPES
 

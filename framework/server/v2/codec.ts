@@ -1,13 +1,14 @@
 import { BundleError } from '../../../errors/index.js'
-import { TYPED_ARRAYS, type RunnerDType, type RunnerTensor } from '../../../runners/index.js'
+import { TYPED_ARRAYS, decodeStrings, encodeStrings, type NumericTensor, type RunnerDType, type RunnerTensor } from '../../../runners/index.js'
 
 // Open Inference Protocol (KServe v2) tensors in JSON and with the binary tensor data extension:
 // a request body is a JSON object, optionally followed by the raw little-endian bytes of the
 // inputs whose `parameters.binary_data_size` says so, in input order; the JSON's length is the
 // `Inference-Header-Content-Length` header. Responses mirror it.
 
-/** Protocol datatype ↔ runner dtype. BYTES (length-prefixed strings) has no runner dtype yet. */
-export const DATATYPES: Record<string, RunnerDType> = {
+/** Protocol datatype ↔ runner dtype (BYTES: strings, each a 4-byte length and its bytes in binary). */
+export const DATATYPES: Record<string, RunnerDType | 'string'> = {
+  BYTES: 'string',
   BOOL: 'bool',
   UINT8: 'uint8',
   UINT16: 'uint16',
@@ -70,7 +71,15 @@ function flatten(data: unknown[]): unknown[] {
   return out
 }
 
-function fromJson(name: string, dtype: RunnerDType, shape: number[], data: unknown): RunnerTensor {
+function fromJson(name: string, dtype: RunnerDType | 'string', shape: number[], data: unknown): RunnerTensor {
+  if (dtype === 'string') {
+    if (!Array.isArray(data)) throw bad(`input "${name}": data must be an array (flat or nested, row-major)`)
+    const values = flatten(data)
+    if (values.length !== count(shape)) throw bad(`input "${name}": shape [${shape.join(',')}] needs ${count(shape)} values, data has ${values.length}`)
+    const bad1 = values.findIndex((v) => typeof v !== 'string')
+    if (bad1 >= 0) throw bad(`input "${name}": BYTES data[${bad1}] is ${JSON.stringify(values[bad1])}, not a string`)
+    return { dtype: 'string', shape, data: values as string[] }
+  }
   if (dtype === 'float16') throw bad(`input "${name}": FP16 data must be sent as binary (binary_data_size); JSON has no half-precision numbers`)
   if (!Array.isArray(data)) throw bad(`input "${name}": data must be an array (flat or nested, row-major)`)
   const values = flatten(data)
@@ -87,16 +96,22 @@ function fromJson(name: string, dtype: RunnerDType, shape: number[], data: unkno
     else if (!dtype.startsWith('float') && !Number.isInteger(v)) throw bad(`input "${name}": data[${i}] = ${v} is not an integer (${protocolType(dtype)})`)
     ;(arr as unknown as (number | bigint)[])[i] = big ? BigInt(v as number) : (v as number)
   }
-  return { dtype, shape, data: arr as RunnerTensor['data'] }
+  return { dtype, shape, data: arr as NumericTensor['data'] }
 }
 
-function fromBinary(name: string, dtype: RunnerDType, shape: number[], bytes: Uint8Array): RunnerTensor {
+function fromBinary(name: string, dtype: RunnerDType | 'string', shape: number[], bytes: Uint8Array): RunnerTensor {
+  if (dtype === 'string') {
+    const values = decodeStrings(bytes)
+    if (values === undefined) throw bad(`input "${name}": BYTES binary data is not a sequence of 4-byte lengths and their bytes`)
+    if (values.length !== count(shape)) throw bad(`input "${name}": shape [${shape.join(',')}] needs ${count(shape)} BYTES elements, the binary data holds ${values.length}`)
+    return { dtype: 'string', shape, data: values }
+  }
   const Ctor = TYPED_ARRAYS[dtype]
   const expected = count(shape) * Ctor.BYTES_PER_ELEMENT
   if (bytes.byteLength !== expected) throw bad(`input "${name}": binary_data_size is ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${protocolType(dtype)} needs ${expected}`)
   const aligned = new Uint8Array(bytes.byteLength) // the body offset may not suit the element size
   aligned.set(bytes)
-  return { dtype, shape, data: new Ctor(aligned.buffer) as RunnerTensor['data'] }
+  return { dtype, shape, data: new Ctor(aligned.buffer) as NumericTensor['data'] }
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -125,9 +140,8 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
     if (names.has(name)) throw bad(`input "${name}" is given twice`)
     names.add(name)
     if (typeof datatype !== 'string') throw bad(`input "${name}" needs a "datatype"`)
-    if (datatype === 'BYTES') throw bad(`input "${name}": BYTES tensors are not supported by onnx runners yet`)
     const dtype = DATATYPES[datatype]
-    if (dtype === undefined) throw bad(`input "${name}": unknown datatype ${JSON.stringify(datatype)} (use ${Object.keys(DATATYPES).join(', ')}, BYTES)`)
+    if (dtype === undefined) throw bad(`input "${name}": unknown datatype ${JSON.stringify(datatype)} (use ${Object.keys(DATATYPES).join(', ')})`)
     if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || d < 0)) throw bad(`input "${name}": shape must be an array of non-negative integers`)
     const params = isObject(raw.parameters) ? raw.parameters : {}
     const size = params.binary_data_size
@@ -164,6 +178,12 @@ export function encodeInferResponse(
   const binaries: Uint8Array[] = []
   const json = outputs.map(({ name, tensor, binary }) => {
     const datatype = protocolType(tensor.dtype)
+    if (tensor.dtype === 'string') {
+      if (!binary) return { name, datatype, shape: tensor.shape, data: tensor.data }
+      const bytes = encodeStrings(tensor.data)
+      binaries.push(bytes)
+      return { name, datatype, shape: tensor.shape, parameters: { binary_data_size: bytes.byteLength } }
+    }
     const view = tensor.data as ArrayBufferView
     // Half precision has no JSON form: it always goes back as binary.
     if (binary || tensor.dtype === 'float16') {
