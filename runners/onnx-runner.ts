@@ -11,7 +11,9 @@ import { bothObservers, RunnerStats } from './stats.js'
 import { WorkerPool } from './pool/worker-pool.js'
 import { gpuDevices } from './gpu/devices.js'
 import { placeWorkers, type GpuRequest } from './gpu/placement.js'
-import { concatRows, fromWire, sliceRows, toWire, TYPED_ARRAYS, type RunnerDType, type RunnerTensor } from './tensor.js'
+import { autoscale } from './autoscaler.js'
+import { batchSizes } from './batching/latency-model.js'
+import { concatRows, fromWire, sliceRows, toWire, TYPED_ARRAYS, zeros, type RunnerDType, type RunnerTensor } from './tensor.js'
 
 // Device discovery runs only for runners that ask for a GPU (nvidia-smi costs a process spawn).
 const devicesFor = (gpu: GpuRequest | undefined): string[] => (gpu === undefined || gpu === 0 ? [] : gpuDevices())
@@ -115,8 +117,7 @@ export class OnnxRunner {
   private resuming: Promise<void> | undefined
   /** Times the model was unloaded for idleness (a metric). */
   idleUnloads = 0
-  private scaleTimer: NodeJS.Timeout | undefined
-  private scaling = false
+  private stopScaling: (() => void) | undefined
   /** Open Inference Protocol statistics (requests, queue and compute time, per batch size). */
   readonly inferenceStats = new RunnerStats()
   private signature: { inputs: TensorSpec[]; outputs: TensorSpec[] } | undefined
@@ -175,55 +176,14 @@ export class OnnxRunner {
     return this.pool?.size ?? 0
   }
 
-  /**
-   * The autoscaler: samples the batcher ten times per interval; a busy interval with a queue
-   * adds a worker (up to maxWorkers), two quiet ones in a row remove one (down to minWorkers).
-   */
+  /** Worker autoscaling between minWorkers and maxWorkers (see autoscaler.ts); CPU runners only. */
   private watchLoad(): void {
-    clearInterval(this.scaleTimer)
+    this.stopScaling?.()
+    this.stopScaling = undefined
     const min = this.options.minWorkers ?? this.options.workers ?? 1
     const max = this.options.maxWorkers
     if (max === undefined || max <= min || this.options.resources?.gpu) return
-    const interval = this.options.scaleIntervalMs ?? 2_000
-    let samples = 0
-    let busy = 0
-    let queued = 0
-    let quiet = 0
-    this.scaleTimer = setInterval(
-      () => {
-        const d = this.dispatcher
-        const pool = this.pool
-        if (d === undefined || pool === undefined || this.scaling) return
-        const s = d.stats()
-        samples++
-        busy += s.inFlight / Math.max(1, pool.size)
-        if (s.queuedRows > 0) queued++
-        if (samples < 10) return
-        const avgBusy = busy / samples
-        const withQueue = queued / samples
-        samples = busy = queued = 0
-        if (avgBusy >= 0.85 && withQueue >= 0.5 && pool.size < max) {
-          quiet = 0
-          this.scaling = true
-          pool
-            .grow()
-            .then(() => d.setSlots(pool.size))
-            .catch(() => undefined) // a worker that cannot start: try again next interval
-            .finally(() => (this.scaling = false))
-        } else if (avgBusy < 0.3 && pool.size > min) {
-          if (++quiet < 2) return
-          quiet = 0
-          this.scaling = true
-          d.setSlots(pool.size - 1)
-          pool
-            .shrink()
-            .catch(() => undefined)
-            .finally(() => (this.scaling = false))
-        } else quiet = 0
-      },
-      Math.max(10, interval / 10),
-    )
-    this.scaleTimer.unref()
+    this.stopScaling = autoscale({ dispatcher: () => this.dispatcher, pool: () => this.pool }, { min, max, intervalMs: this.options.scaleIntervalMs ?? 2_000 })
   }
 
   /** Whether the model is in memory now (false while unloaded for idleness or stopped). */
@@ -486,23 +446,11 @@ export class OnnxRunner {
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */
   async stop(): Promise<void> {
     clearInterval(this.idleTimer)
-    clearInterval(this.scaleTimer)
+    this.stopScaling?.()
     this.suspended = false
     await this.dispatcher?.drain()
     await this.pool?.stop()
   }
-}
-
-/** Powers of two up to max, and max itself: the sizes the batcher measures. */
-const batchSizes = (max: number): number[] => {
-  const out: number[] = []
-  for (let n = 1; n < max; n *= 2) out.push(n)
-  return [...out, max]
-}
-
-const zeros = (dtype: RunnerDType, shape: number[]): WireTensor => {
-  const Ctor = TYPED_ARRAYS[dtype]
-  return { dtype, shape, data: new Uint8Array(shape.reduce((a, b) => a * b, 1) * Ctor.BYTES_PER_ELEMENT) }
 }
 
 export const onnxRunner = (tag: string, options: OnnxRunnerOptions = {}): OnnxRunner => new OnnxRunner(tag, options)

@@ -155,3 +155,9 @@ export function concatRows(parts: readonly WireTensor[], dim = 0): WireTensor {
   }
   return { dtype: parts[0]!.dtype, shape, data }
 }
+
+/** A tensor of zeros on the wire (warm-up batches). */
+export function zeros(dtype: RunnerDType, shape: number[]): WireTensor {
+  const Ctor = TYPED_ARRAYS[dtype]
+  return { dtype, shape, data: new Uint8Array(shape.reduce((a, b) => a * b, 1) * Ctor.BYTES_PER_ELEMENT) }
+}

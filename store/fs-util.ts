@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { closeSync, fsyncSync, openSync } from 'node:fs'
+import { closeSync, fsyncSync, openSync, renameSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
@@ -53,4 +53,15 @@ export function ioError(err: unknown, what: string): BundleError {
   const e = err as NodeJS.ErrnoException
   if (e?.code === 'ENOSPC') return new BundleError('E_STORE_NO_SPACE', `no space left while ${what}`, { cause: err })
   return new BundleError('E_STORE_IO', `${what} failed: ${e?.code ?? ''} ${e?.message ?? String(err)}`.trim(), { cause: err })
+}
+
+/** Makes a finished file durable (fsync) and gives it its final name in one rename: readers never see it half-written. */
+export function publish(partial: string, target: string): void {
+  const fd = openSync(partial, 'r')
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
+  renameSync(partial, target)
 }

@@ -20,6 +20,13 @@ export interface LatencyModelOptions {
   reprobeEvery?: number
 }
 
+/** Powers of two below `max`, and `max` itself: the batch sizes the batcher measures and warms up. */
+export function batchSizes(max: number): number[] {
+  const out: number[] = []
+  for (let n = 1; n < max; n *= 2) out.push(n)
+  return [...out, max]
+}
+
 interface Bucket {
   rows: number[]
   ms: number[]
@@ -125,9 +132,7 @@ export class LatencyModel {
    * every `reprobeEvery` batches a neighbour is measured again.
    */
   bestBatchSize(max: number): number {
-    const sizes: number[] = []
-    for (let s = 1; s < max; s *= 2) sizes.push(s)
-    sizes.push(max)
+    const sizes = batchSizes(max)
     const tpOf = (size: number) => this.throughput(LatencyModel.bucketOf(size))
     let bestIndex = -1
     let bestTp = 0

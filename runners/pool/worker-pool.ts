@@ -125,16 +125,7 @@ export class WorkerPool {
     while (slot.state === 'busy') await new Promise((r) => setTimeout(r, 10))
     const child = slot.child
     this.slots.splice(this.slots.indexOf(slot), 1)
-    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return
-    await new Promise<void>((resolve) => {
-      const kill = setTimeout(() => child.kill('SIGKILL'), 2_000)
-      child.once('exit', () => {
-        clearTimeout(kill)
-        resolve()
-      })
-      if (child.connected) child.send({ type: 'shutdown' } satisfies ParentMessage, (err) => err && child.kill('SIGKILL'))
-      else child.kill('SIGTERM')
-    })
+    await shutDown(child)
   }
 
   pids(): number[] {
@@ -298,21 +289,20 @@ export class WorkerPool {
     for (const call of this.waiting.splice(0)) call.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
     const deadline = Date.now() + graceMs
     while (this.slots.some((s) => s.state === 'busy') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10))
-    await Promise.all(
-      this.slots.map(
-        (s) =>
-          new Promise<void>((resolve) => {
-            const child = s.child
-            if (child === undefined || child.exitCode !== null || child.signalCode !== null) return resolve()
-            const kill = setTimeout(() => child.kill('SIGKILL'), 2_000)
-            child.once('exit', () => {
-              clearTimeout(kill)
-              resolve()
-            })
-            if (child.connected) child.send({ type: 'shutdown' } satisfies ParentMessage, (err) => err && child.kill('SIGKILL'))
-            else child.kill('SIGTERM')
-          }),
-      ),
-    )
+    await Promise.all(this.slots.map((s) => shutDown(s.child)))
   }
+}
+
+/** Asks a worker to exit (SIGKILL after 2 s if it does not); resolves when it is gone. */
+function shutDown(child: ChildProcess | undefined): Promise<void> {
+  if (child === undefined || child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
+  return new Promise<void>((resolve) => {
+    const kill = setTimeout(() => child.kill('SIGKILL'), 2_000)
+    child.once('exit', () => {
+      clearTimeout(kill)
+      resolve()
+    })
+    if (child.connected) child.send({ type: 'shutdown' } satisfies ParentMessage, (err) => err && child.kill('SIGKILL'))
+    else child.kill('SIGTERM')
+  })
 }

@@ -1,20 +1,20 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { createReadStream, createWriteStream, existsSync, fsyncSync, mkdirSync, openSync, closeSync, renameSync, statSync } from 'node:fs'
+import { createReadStream, createWriteStream, existsSync, mkdirSync, statSync } from 'node:fs'
 import { unlink } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
 import { BundleError } from '../../errors/index.js'
 import { modelDigest } from '../digest.js'
-import { ioError, removeQuietly, tempName } from '../fs-util.js'
+import { ioError, publish, removeQuietly, tempName } from '../fs-util.js'
 import { validateLabels } from '../labels.js'
-import { findPathConflict, isSafeModelPath } from '../model-path.js'
+import { isSafeModelPath } from '../model-path.js'
 import type { ModelStore } from '../model-store.js'
 import { parseTag, validateName, validateVersion } from '../tag.js'
 import type { BundleInfo, BundleModelRef, ModelFile } from '../types.js'
 import { exportModel, defaultArchiveName as modelArchiveName } from './export.js'
 import { importLimit } from './import.js'
-import { FORMAT_VERSION, MAX_MANIFEST_BYTES } from './manifest.js'
+import { FORMAT_VERSION, MAX_MANIFEST_BYTES, parseFileList } from './manifest.js'
 import { readArchive } from './reader.js'
 import { TarWriter } from './tar-writer.js'
 
@@ -98,13 +98,7 @@ export async function exportBundle(store: ModelStore, tag: string, out?: string)
     await tar.finish()
     gzip.end()
     await written
-    const fd = openSync(partial, 'r')
-    try {
-      fsyncSync(fd)
-    } finally {
-      closeSync(fd)
-    }
-    renameSync(partial, target)
+    publish(partial, target)
     return { path: target, bundle }
   } catch (err) {
     await unlink(partial).catch(() => undefined)
@@ -151,21 +145,9 @@ function parseBundleManifest(text: string, maxBytes: number): BundleArchiveManif
   }
   if (!isDigest(m.digest)) throw bad('digest must be sha256:<64 hex>')
   if (typeof m.created !== 'string' || Number.isNaN(Date.parse(m.created))) throw bad('created must be an ISO date')
-  if (!Array.isArray(m.files) || m.files.length === 0) throw bad('files must be a non-empty array')
-  const seen = new Set<string>()
-  let total = 0
-  const files: ModelFile[] = m.files.map((f: unknown, i: number) => {
-    const file = f as Record<string, unknown>
-    if (file === null || typeof file !== 'object') throw bad(`files[${i}] is not an object`)
-    if (typeof file.path !== 'string' || !isSafeModelPath(file.path)) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `bundle archive lists an unsafe file path ${JSON.stringify(file.path)}`)
-    if (seen.has(file.path)) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `bundle archive lists "${file.path}" twice`)
-    seen.add(file.path)
-    if (!isSha(file.sha256) || !isSize(file.size)) throw bad(`files[${i}] needs a sha256 (64 hex) and a size`)
-    total += file.size
-    return { path: file.path, sha256: file.sha256, size: file.size }
-  })
-  const conflict = findPathConflict(files.map((f) => f.path))
-  if (conflict) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `bundle archive lists "${conflict[0]}" both as a file and as the directory of "${conflict[1]}"`)
+  const parsed = parseFileList(m.files, bad)
+  const files = parsed.files
+  let total = parsed.total
   const inner = m.manifest as BundleArchiveManifest['manifest'] | undefined
   if (inner === null || typeof inner !== 'object' || Array.isArray(inner) || !Array.isArray(inner.models)) throw bad('manifest must be an object with models')
   if (!Array.isArray(m.models)) throw bad('models must be an array')

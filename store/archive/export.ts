@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto'
-import { createReadStream, createWriteStream, existsSync, fsyncSync, openSync, closeSync, renameSync, statSync } from 'node:fs'
+import { createReadStream, createWriteStream, existsSync, statSync } from 'node:fs'
 import { unlink } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
 import { BundleError } from '../../errors/index.js'
-import { ioError } from '../fs-util.js'
+import { ioError, publish } from '../fs-util.js'
 import type { ModelStore } from '../model-store.js'
 import type { ModelInfo, ProgressFn } from '../types.js'
 import { FILES_PREFIX, MANIFEST_NAME, manifestOf } from './manifest.js'
@@ -56,13 +56,7 @@ export async function exportModel(store: ModelStore, tag: string, out?: string, 
     await step(tar.finish())
     gzip.end()
     await written
-    const fd = openSync(partial, 'r')
-    try {
-      fsyncSync(fd)
-    } finally {
-      closeSync(fd)
-    }
-    renameSync(partial, target)
+    publish(partial, target)
   } catch (err) {
     gzip.destroy()
     sink.destroy()

@@ -30,6 +30,31 @@ export function manifestOf(m: ModelInfo): ArchiveManifest {
   }
 }
 
+/**
+ * The `files` list of an untrusted archive manifest: non-empty, safe relative paths, no path
+ * twice or both a file and a directory, 64-hex sha256s, non-negative sizes. Model and bundle
+ * archives both use it.
+ */
+export function parseFileList(raw: unknown, bad: (why: string) => BundleError): { files: ModelFile[]; total: number } {
+  if (!Array.isArray(raw) || raw.length === 0) throw bad('files must be a non-empty array')
+  const seen = new Set<string>()
+  let total = 0
+  const files: ModelFile[] = raw.map((f: unknown, i: number) => {
+    const file = f as Record<string, unknown>
+    if (file === null || typeof file !== 'object') throw bad(`files[${i}] is not an object`)
+    if (typeof file.path !== 'string' || !isSafeModelPath(file.path)) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `archive manifest lists an unsafe file path ${JSON.stringify(file.path)}`)
+    if (seen.has(file.path)) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `archive manifest lists "${file.path}" twice`)
+    seen.add(file.path)
+    if (typeof file.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(file.sha256)) throw bad(`files[${i}].sha256 must be 64 hex digits`)
+    if (typeof file.size !== 'number' || !Number.isSafeInteger(file.size) || file.size < 0) throw bad(`files[${i}].size must be a non-negative integer`)
+    total += file.size
+    return { path: file.path, sha256: file.sha256, size: file.size }
+  })
+  const conflict = findPathConflict(files.map((f) => f.path))
+  if (conflict) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `archive manifest lists "${conflict[0]}" both as a file and as the directory of "${conflict[1]}"`)
+  return { files, total }
+}
+
 const bad = (why: string): BundleError => new BundleError('E_ARCHIVE_MANIFEST_INVALID', `archive manifest: ${why}`)
 
 /** Validates an untrusted manifest field by field; anything unexpected is refused, not repaired. */
@@ -54,22 +79,7 @@ export function parseManifest(text: string, maxBytes: number): ArchiveManifest {
   if (!FRAMEWORKS.includes(m.framework as Framework)) throw bad(`unknown framework ${JSON.stringify(m.framework)}`)
   if (typeof m.created !== 'string' || Number.isNaN(Date.parse(m.created))) throw bad('created must be an ISO date')
   if (typeof m.digest !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(m.digest)) throw bad('digest must be sha256:<64 hex>')
-  if (!Array.isArray(m.files) || m.files.length === 0) throw bad('files must be a non-empty array')
-  const seen = new Set<string>()
-  let total = 0
-  const files: ModelFile[] = m.files.map((f: unknown, i: number) => {
-    const file = f as Record<string, unknown>
-    if (file === null || typeof file !== 'object') throw bad(`files[${i}] is not an object`)
-    if (typeof file.path !== 'string' || !isSafeModelPath(file.path)) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `archive manifest lists an unsafe file path ${JSON.stringify(file.path)}`)
-    if (seen.has(file.path)) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `archive manifest lists "${file.path}" twice`)
-    seen.add(file.path)
-    if (typeof file.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(file.sha256)) throw bad(`files[${i}].sha256 must be 64 hex digits`)
-    if (typeof file.size !== 'number' || !Number.isSafeInteger(file.size) || file.size < 0) throw bad(`files[${i}].size must be a non-negative integer`)
-    total += file.size
-    return { path: file.path, sha256: file.sha256, size: file.size }
-  })
-  const conflict = findPathConflict(files.map((f) => f.path))
-  if (conflict) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `archive manifest lists "${conflict[0]}" both as a file and as the directory of "${conflict[1]}"`)
+  const { files, total } = parseFileList(m.files, bad)
   if (m.framework === 'onnx' && !files.some((f) => f.path.endsWith('.onnx'))) throw bad('framework is onnx but no .onnx file is listed')
   if (total > maxBytes) {
     throw new BundleError('E_ARCHIVE_TOO_LARGE', `archive declares ${total} bytes of files; the import limit is ${maxBytes} (BUNDLE_IMPORT_MAX_BYTES)`)
