@@ -3,7 +3,7 @@ import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { BundleError, isBundleError } from '../errors/index.js'
 import { parseTag, type BundleInfo, type Labels, type ModelInfo, type ModelStore } from '../store/index.js'
 import { compileService } from './compile.js'
-import { readBundleConfig, type ModelRequest, type ResolvedConfig } from './config.js'
+import { readBundleConfig, type EnsembleSpec, type ModelRequest, type ResolvedConfig } from './config.js'
 import { findPackage, lockfileFor, packageOf, pinDependencies } from './deps.js'
 import { collectFiles } from './files.js'
 import { DEFAULT_BASE_IMAGE, DEFAULT_GPU_BASE_IMAGE, MANIFEST_FILE, type BundleManifest } from './manifest.js'
@@ -30,6 +30,25 @@ export interface BuildOptions {
   store: ModelStore
   /** Loads the service from its sources (`path/to/service.ts[:Class]`, absolute). */
   loadService: (entry: string) => Promise<ServiceInfo>
+  /** Checks an ensemble's wiring (one producer per tensor, no cycles); throws what is wrong. */
+  checkEnsemble?: (name: string, spec: EnsembleSpec) => void
+}
+
+/** bundle.yaml's ensembles: steps name the service's onnx runners; names are the ensembles' own. */
+function checkEnsembles(cfg: ResolvedConfig, info: ServiceInfo, check: BuildOptions['checkEnsemble']): void {
+  const models = info.runners.filter((r) => r.kind === 'onnx').map((r) => r.name)
+  for (const [name, spec] of Object.entries(cfg.ensembles ?? {})) {
+    const where = `${cfg.file}: ensembles.${name}`
+    if (info.runners.some((r) => r.name === name)) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${where}: the service already has a runner named "${name}"`)
+    spec.steps.forEach((s, i) => {
+      if (!models.includes(s.model)) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${where}.steps.${i}.model: "${s.model}" is not an onnx runner of the service (runners: ${models.join(', ') || 'none'})`)
+    })
+    try {
+      check?.(name, spec)
+    } catch (err) {
+      throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${where}: ${(err as Error).message}`)
+    }
+  }
 }
 
 /**
@@ -46,6 +65,7 @@ export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo
   const requested = new Map<string, ModelInfo>()
   for (const m of cfg.models) requested.set(m.tag, await ensureModel(o.store, cfg, m))
   const info = await o.loadService(className ? `${entryFile}:${className}` : entryFile)
+  checkEnsembles(cfg, info, o.checkEnsemble)
 
   // Every model is pinned to an exact version and digest; runner tags like name:latest included.
   const pinned = new Map<string, BundleManifest['models'][number]>()
@@ -101,6 +121,7 @@ export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo
       runners: info.runners,
       models: [...pinned.values()].sort((a, b) => (a.tag < b.tag ? -1 : 1)),
       env: cfg.env ?? {},
+      ...(cfg.ensembles && Object.keys(cfg.ensembles).length ? { ensembles: cfg.ensembles } : {}),
       docker: {
         baseImage: cfg.docker?.baseImage ?? DEFAULT_BASE_IMAGE,
         systemPackages: cfg.docker?.systemPackages ?? [],

@@ -38,6 +38,31 @@ const Docker = z
   })
   .strict()
 
+const TensorMap = z.record(z.string().min(1), z.string().min(1)).refine((m) => Object.keys(m).length > 0, 'map at least one tensor')
+
+/** A declarative pipeline of the service's onnx runners (served as /v2/models/NAME, platform ensemble). */
+const Ensemble = z
+  .object({
+    description: z.string().optional(),
+    steps: z
+      .array(
+        z
+          .object({
+            /** A runner of the service, by name. */
+            model: z.string().min(1),
+            version: z.string().min(1).optional(),
+            inputMap: TensorMap,
+            outputMap: TensorMap,
+          })
+          .strict(),
+      )
+      .min(1),
+    outputs: z.array(z.string().min(1)).min(1).optional(),
+  })
+  .strict()
+
+export type EnsembleSpec = z.infer<typeof Ensemble>
+
 const BundleYaml = z
   .object({
     service: z.string().regex(/^[^:]+\.(?:[cm]?ts|[cm]?js)(?::[A-Za-z_$][\w$]*)?$/, 'path/to/service.ts[:ClassName]'),
@@ -49,6 +74,7 @@ const BundleYaml = z
     models: z.array(ModelEntry).optional(),
     env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.union([z.string(), z.number(), z.boolean()]).transform(String)).optional(),
     docker: Docker.optional(),
+    ensembles: z.record(z.string().regex(/^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/, 'lower-case letters, digits, ".", "-" and "_"'), Ensemble).optional(),
   })
   .strict()
 

@@ -1,3 +1,4 @@
+import type { EnsembleSpec } from './config.js'
 import type { BundleModelRef } from '../store/index.js'
 
 /** bundle.json: what a bundle is. No creation time and no version: the same inputs give the same bytes. */
@@ -17,6 +18,8 @@ export interface BundleManifest {
   /** Every model, pinned: exact tag and digest; `requested`: the runner tags that resolved to it. */
   models: (BundleModelRef & { requested?: string[] })[]
   env: Record<string, string>
+  /** Declarative pipelines of the service's runners, from bundle.yaml (served next to the runners). */
+  ensembles?: Record<string, EnsembleSpec>
   docker: { baseImage: string; systemPackages: string[]; gpu: false | { baseImage: string }; user: string }
   /** The npm packages the code imports, at the exact versions it was built against. */
   dependencies: Record<string, string>

@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander'
-import type { ServiceInfo } from '../builder/index.js'
+import type { EnsembleSpec, ServiceInfo } from '../builder/index.js'
 import { BundleError } from '../errors/index.js'
 import type { BundleInfo, ModelStore } from '../store/index.js'
 import { confirm } from './confirm.js'
@@ -35,6 +35,12 @@ async function serviceInfo(entry: string): Promise<ServiceInfo> {
   }
 }
 
+/** The runners' own check of an ensemble's wiring, at build time (the builder does not import runners). */
+async function ensembleChecker(): Promise<(name: string, spec: EnsembleSpec) => void> {
+  const { planEnsemble } = await import('../runners/index.js')
+  return (name, spec) => void planEnsemble(name, spec)
+}
+
 const summary = ({ manifest: _m, ...b }: Omit<BundleInfo, 'files'>) => b
 
 export function bundleCommands(): Command[] {
@@ -49,7 +55,8 @@ export function bundleCommands(): Command[] {
       await withStore(async (store, lib) => {
         const { buildBundle } = await import('../builder/index.js')
         const labels = lib.parseLabelArgs(opts.label) as Record<string, string>
-        const { bundle, status } = await buildBundle({ dir, ...(opts.file ? { file: opts.file } : {}), ...(opts.version ? { version: opts.version } : {}), labels, store, loadService: serviceInfo })
+        const checkEnsemble = await ensembleChecker()
+        const { bundle, status } = await buildBundle({ dir, ...(opts.file ? { file: opts.file } : {}), ...(opts.version ? { version: opts.version } : {}), labels, store, loadService: serviceInfo, checkEnsemble })
         if (status === 'unchanged') process.stderr.write(`unchanged: ${bundle.tag} already holds exactly this content (${bundle.digest})\n`)
         write(opts.output === 'tag' ? `${bundle.tag}\n` : await structured(summary(bundle), opts.output as 'json' | 'yaml'))
       })

@@ -48,5 +48,11 @@ export async function loadBundle(dir: string): Promise<{ definition: ServiceDefi
     if (model === undefined) throw new BundleError('E_BUNDLE_INVALID', `bundle ${manifest.name}: runner ${runner.name} asks for ${tag}, which the bundle does not pin`)
     runner.pin(model.tag, model.digest)
   }
+  if (manifest.ensembles && Object.keys(manifest.ensembles).length) {
+    // bundle.yaml's ensembles join the service's runners; they start after the models they call.
+    const { ensemble } = await import('../runners/index.js')
+    const ensembles = Object.entries(manifest.ensembles).map(([name, spec]) => ensemble(name, spec))
+    return { definition: Object.freeze({ ...definition, runners: Object.freeze([...definition.runners, ...ensembles]) }), manifest }
+  }
   return { definition, manifest }
 }

@@ -70,6 +70,7 @@ export const CATALOG = {
   E_RUNNER_GPU_UNAVAILABLE: entry(503, 1, 'A runner asks for GPUs this machine does not have, or onnxruntime lacks its CUDA binaries.', 'Check nvidia-smi -L (or BUNDLE_GPU_DEVICES) and resources.gpu; install onnxruntime-node with --onnxruntime-node-install=cuda12 for the CUDA execution provider.'),
   E_SERVE_CONFIG_INVALID: entry(400, 2, 'A serve config file or BUNDLE_RUNNER_* variable has an unknown key, a bad value, or names no runner.', 'Fix the key the message names; see README "Tuning runners" for every option.'),
   E_RUNNER_BATCH_DIM: entry(500, 1, "A model output lacks the dimension the runner splits batched results along.", 'Set batching.batchDim to [input dimension, output dimension] for this model, or batching.enabled: false.'),
+  E_ENSEMBLE_INVALID: entry(400, 1, 'An ensemble is wired wrong: a step names an unknown model, input or output, a tensor has two producers, or steps form a cycle.', 'Fix the step the message names (GET /v2/models/MODEL shows its inputs and outputs).'),
   E_RUNNER_STOPPED: entry(503, 1, 'The runner is stopping or stopped.', 'Retry against a running server.'),
 
   E_SERVER_UNREACHABLE: entry(503, 1, 'The server given with --url cannot be reached.', 'Check the URL and that the server runs (curl URL/v2/health/live).'),

@@ -315,7 +315,9 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
           for (const r of definition.runners) r.configure?.(mergeOverrides({}, options.runnerConfig?.[r.name] ?? {}, envOverrides(r.name)))
           instance = definition.create()
           for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
-          for (const r of definition.runners) await r.start?.()
+          // Ensembles check their steps against the models, so they start after every runner.
+          for (const r of definition.runners) if (r.kind !== 'ensemble') await r.start?.()
+          for (const r of definition.runners) if (r.kind === 'ensemble') await r.start?.()
           // A SIGTERM during start-up wins: the service never turns ready.
           if (phase !== 'starting') return
           phase = 'ready'

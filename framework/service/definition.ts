@@ -23,6 +23,10 @@ export interface ApiContext {
  */
 export interface RunnerDeclaration {
   readonly name: string
+  /** 'ensemble' for a pipeline of other runners' models: it starts after them and is bound to the server's models. */
+  readonly kind?: string
+  /** Ensembles: the server hands over how to find the models it hosts. */
+  bind?(resolver: (name: string, version?: string) => InferenceModel): void
   start?(): Promise<void>
   stop?(): Promise<void>
   ready?(): boolean

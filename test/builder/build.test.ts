@@ -127,6 +127,54 @@ describe('model aliases', () => {
   })
 })
 
+describe('ensembles in bundle.yaml', () => {
+  it('are checked at build, pinned in the manifest and served by bundle serve as /v2 models', { timeout: 180_000 }, async () => {
+    const home = join(tempDir(), 'home')
+    const src = mkdtempSync(join(REPO, '.test-tmp-'))
+    after(() => rmSync(src, { recursive: true, force: true }))
+    cpSync(QUICKSTART, src, { recursive: true })
+    const yaml = readFileSync(join(src, 'bundle.yaml'), 'utf8')
+    const withEnsemble = (steps: string) => writeFileSync(join(src, 'bundle.yaml'), `${yaml}ensembles:\n  direction:\n    steps:\n${steps}`)
+    withEnsemble('      - model: ocr-det\n        inputMap: { x: image }\n        outputMap: { y: probs }\n')
+    const unknown = await bundle(['build', src], { BUNDLE_HOME: home })
+    assert.equal(unknown.code, 2)
+    assert.match(unknown.stderr, /ensembles\.direction\.steps\.0\.model: "ocr-det" is not an onnx runner of the service \(runners: ocr-cls\)/)
+    withEnsemble('      - model: ocr-cls\n        inputMap: { x: a }\n        outputMap: { softmax_0.tmp_0: b }\n      - model: ocr-cls\n        inputMap: { x: b }\n        outputMap: { softmax_0.tmp_0: a }\n')
+    const cycle = await bundle(['build', src], { BUNDLE_HOME: home })
+    assert.equal(cycle.code, 2)
+    assert.match(cycle.stderr, /E_BUNDLE_CONFIG_INVALID: .*ensembles\.direction: ensemble "direction": every tensor a step consumes is produced by another step/)
+    withEnsemble('      - model: ocr-cls\n        inputMap: { x: image }\n        outputMap: { softmax_0.tmp_0: probs }\n')
+    const built = await bundle(['build', src, '--version', '1.0.0', '-o', 'json'], { BUNDLE_HOME: home })
+    assert.equal(built.code, 0, built.stderr)
+    const port = 21000 + Math.floor(Math.random() * 20000)
+    const child = spawn(process.execPath, [BIN, 'serve', 'quickstart:1.0.0', '--port', String(port)], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
+    const exited = new Promise((r) => child.on('exit', r))
+    try {
+      const url = `http://127.0.0.1:${port}`
+      let ready = false
+      for (let i = 0; i < 300 && !ready; i++) {
+        ready = (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200
+        if (!ready) await new Promise((r) => setTimeout(r, 100))
+      }
+      assert.ok(ready)
+      const meta = (await (await fetch(`${url}/v2/models/direction`)).json()) as { platform: string; inputs: { name: string; shape: number[] }[] }
+      assert.equal(meta.platform, 'ensemble')
+      assert.deepEqual(meta.inputs.map((i) => [i.name, i.shape]), [['image', [-1, 3, -1, -1]]])
+      const data = Array.from({ length: 3 * 48 * 192 }, (_, i) => ((i * 37) % 255) / 127.5 - 1)
+      const infer = async (model: string, input: string) => {
+        const r = await fetch(`${url}/v2/models/${model}/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: [{ name: input, shape: [1, 3, 48, 192], datatype: 'FP32', data }] }) })
+        assert.equal(r.status, 200)
+        return ((await r.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data
+      }
+      // The ensemble's one step is the model itself: the same probabilities.
+      assert.deepEqual(await infer('direction', 'image'), await infer('ocr-cls', 'x'))
+    } finally {
+      child.kill('SIGTERM')
+      await exited
+    }
+  })
+})
+
 describe('the generated Dockerfile', () => {
   it('follows bundle.yaml docker settings: CUDA base with its own node binary, system packages, env', { timeout: 120_000 }, async () => {
     const home = join(tempDir(), 'home')

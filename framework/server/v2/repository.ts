@@ -35,6 +35,7 @@ const isOnnx = (r: RunnerDeclaration): r is RunnerDeclaration & OnnxRunner => ty
  */
 export class ModelRepository {
   private readonly entries = new Map<string, Entry>()
+  private readonly ensembles = new Map<string, RunnerDeclaration>()
   private readonly locks = new Map<string, Promise<unknown>>()
 
   constructor(
@@ -42,15 +43,39 @@ export class ModelRepository {
     private readonly o: { home?: string; attach: (r: OnnxRunner) => void },
   ) {
     for (const r of declared) if (isOnnx(r)) this.entries.set(r.name, { primary: r, others: new Map(), declared: true, state: 'READY' })
+    for (const r of declared) {
+      if (r.kind !== 'ensemble' || r.bind === undefined) continue
+      if (this.entries.has(r.name)) throw new BundleError('E_SERVICE_DEFINITION', `ensemble "${r.name}" has the name of one of the service's runners`)
+      // Steps are models, never other ensembles: what a step resolves is an onnx runner's model.
+      r.bind((name, version) => this.findModel(name, version))
+      this.ensembles.set(r.name, r)
+    }
+  }
+
+  private ensembleModels(): InferenceModel[] {
+    return [...this.ensembles.values()].flatMap((e) => e.inference?.() ?? [])
   }
 
   /** Every loaded model version, as /v2 serves it. */
   models(): InferenceModel[] {
-    return [...this.entries.values()].flatMap((e) => (e.state === 'READY' || e.state === 'LOADING' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []))
+    const loaded = [...this.entries.values()].flatMap((e) => (e.state === 'READY' || e.state === 'LOADING' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []))
+    return [...loaded, ...this.ensembleModels()]
   }
 
-  /** The model version a request goes to: the named version, else the serving default. */
+  /** The model or ensemble a request goes to: the named version, else the serving default. */
   find(name: string, version?: string): InferenceModel {
+    const ens = this.ensembles.get(name)
+    if (ens !== undefined) {
+      const m = ens.inference?.()
+      if (m === undefined) throw new BundleError('E_HTTP_NOT_READY', `ensemble "${name}" has not started`)
+      if (version !== undefined && version !== m.version) throw new BundleError('E_HTTP_NOT_FOUND', `ensemble "${name}" has no version "${version}" (it has ${m.version})`)
+      return m
+    }
+    return this.findModel(name, version)
+  }
+
+  /** A hosted model (not an ensemble) at the named version, else its serving default. */
+  findModel(name: string, version?: string): InferenceModel {
     const e = this.entries.get(name)
     const models = e && e.state !== 'UNAVAILABLE' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []
     if (models.length === 0) throw new BundleError('E_HTTP_NOT_FOUND', `unknown model "${name}"${e ? ` (${e.state.toLowerCase()}${e.reason ? `: ${e.reason}` : ''})` : ''}`)
@@ -70,6 +95,11 @@ export class ModelRepository {
   /** Loads `name` (a loaded model's name, or a model name in the store) at `version`. */
   load(name: string, req: LoadRequest = {}): Promise<InferenceModel> {
     const config = req.config === undefined ? undefined : validateOverrides(`load ${name}: config`, req.config)
+    if (this.ensembles.has(name)) {
+      // An ensemble is part of the service: loaded while its step models are.
+      if (req.version !== undefined || config !== undefined) return Promise.reject(new BundleError('E_INPUT_INVALID', `"${name}" is an ensemble of this service; it has no versions or runner config to load (load its step models instead)`))
+      return Promise.resolve().then(() => this.find(name))
+    }
     return this.serially(name, async () => {
       const entry = this.entries.get(name)
       const modelName = entry?.primary.model?.name ?? entry?.primary.tag.split(/[:@]/)[0] ?? name
@@ -129,6 +159,7 @@ export class ModelRepository {
 
   /** Unloads a model (all its versions, or one): its workers stop once their queued requests are answered. */
   unload(name: string, version?: string): Promise<void> {
+    if (this.ensembles.has(name)) return Promise.reject(new BundleError('E_INPUT_INVALID', `"${name}" is an ensemble of this service; unload its step models instead`))
     return this.serially(name, async () => {
       const entry = this.entries.get(name)
       if (entry === undefined || entry.state === 'UNAVAILABLE') throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" is not loaded`)
@@ -169,6 +200,10 @@ export class ModelRepository {
         const reason = idle ? 'unloaded while idle; loads on the next request' : r === e.primary ? e.reason : undefined
         rows.set(`${name}:${version}`, { name, version, state, ...(reason ? { reason } : {}) })
       }
+    }
+    for (const [name, e] of this.ensembles) {
+      const ready = e.ready?.() ?? false
+      rows.set(`${name}:1`, { name, version: '1', state: ready ? 'READY' : 'UNAVAILABLE', ...(ready ? {} : { reason: 'a step model is not ready' }) })
     }
     return [...rows.values()].sort((a, b) => (a.name === b.name ? (a.version < b.version ? -1 : 1) : a.name < b.name ? -1 : 1))
   }

@@ -51,6 +51,8 @@ const stats = (m: InferenceModel) => ({
   execution_count: m.stats.executionCount,
   inference_stats: { success: { ...m.stats.success }, fail: { ...m.stats.fail }, queue: { ...m.stats.queue }, compute_infer: { ...m.stats.computeInfer } },
   batch_stats: m.stats.batchStats(),
+  // Ensembles add one entry per step (an extension field; standard clients ignore it).
+  ...(m.stepStats ? { step_stats: m.stepStats() } : {}),
 })
 
 function parseJson(text: string): Record<string, unknown> {
