@@ -378,8 +378,28 @@ export class OnnxRunner {
     })
   }
 
-  /** Runs the model on `inputs` (rows along the batch dimension, 0 unless configured); results keep the request's rows. */
+  /**
+   * Runs the model on `inputs` (rows along the batch dimension, 0 unless configured); results
+   * keep the request's rows. Every call counts in the model's /v2 statistics, whether it came
+   * from a service API, an ensemble or /v2 itself.
+   */
   async run(inputs: Inputs): Promise<Outputs> {
+    const started = performance.now()
+    try {
+      const out = await this.submit(inputs)
+      this.inferenceStats.request(true, this.rowsOf(inputs), performance.now() - started)
+      return out
+    } catch (err) {
+      this.inferenceStats.request(false, this.rowsOf(inputs), performance.now() - started)
+      throw err
+    }
+  }
+
+  private rowsOf(inputs: Inputs): number {
+    return Object.values(inputs)[0]?.shape[this.batchDims()[0]] ?? 0
+  }
+
+  private async submit(inputs: Inputs): Promise<Outputs> {
     this.lastUsed = Date.now()
     if (this.suspended) await this.resume()
     if (this.dispatcher === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`)
@@ -428,18 +448,7 @@ export class OnnxRunner {
         digest: model.digest,
       }),
       stats: this.inferenceStats,
-      infer: async (inputs) => {
-        const started = performance.now()
-        const rows = Object.values(inputs)[0]?.shape[0] ?? 0
-        try {
-          const out = await this.run(inputs)
-          this.inferenceStats.request(true, rows, performance.now() - started)
-          return out
-        } catch (err) {
-          this.inferenceStats.request(false, rows, performance.now() - started)
-          throw err
-        }
-      },
+      infer: (inputs) => this.run(inputs),
     }
   }
 

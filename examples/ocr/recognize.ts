@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs'
 
 // PaddleOCR text recognition (CTC), the pieces around the rec model: the input a text-line crop
-// becomes, and greedy CTC decoding of its output. Part of the OCR example being built
-// (detection → crops → direction → recognition); usable on its own for single text lines.
+// becomes, and greedy CTC decoding of its output. The last stage of service.ts; usable on its
+// own for single text lines.
 
 export const REC_HEIGHT = 48
 
