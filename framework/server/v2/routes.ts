@@ -4,6 +4,7 @@ import { BundleError, isBundleError } from '../../../errors/index.js'
 import type { InferenceModel, RunnerTensor, TensorSpec } from '../../../runners/index.js'
 import { readBody } from '../body.js'
 import { encodeInferResponse, parseInferRequest, protocolType, type InferInput } from './codec.js'
+import { decodeBody, encodeBody, pickEncoding } from './encoding.js'
 import type { LoadRequest, ModelRepository } from './repository.js'
 
 export interface V2Options {
@@ -150,7 +151,8 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
         if (!o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
         return o.track(async () => {
           const headers = c.req.raw.headers
-          const body = await readBody(headers.get('content-length') ?? undefined, () => c.req.arrayBuffer(), () => c.req.raw.body, o.maxBodyBytes)
+          const raw = await readBody(headers.get('content-length') ?? undefined, () => c.req.arrayBuffer(), () => c.req.raw.body, o.maxBodyBytes)
+          const body = await decodeBody(raw, headers.get('content-encoding') ?? undefined, o.maxBodyBytes)
           const req = parseInferRequest(body, headers.get('inference-header-content-length') ?? undefined)
           check(m, req.inputs)
           const known = m.outputs().map((x) => x.name)
@@ -161,7 +163,10 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
           const wanted = req.outputs ?? known.map((name) => ({ name, binary: undefined }))
           const outputs = wanted.map((w) => ({ name: w.name, tensor: result[w.name] as RunnerTensor, binary: w.binary ?? req.binaryOutput }))
           const { body: out, headers: h } = encodeInferResponse(target, req.id, outputs)
-          return c.body(out as never, 200, h)
+          const enc = pickEncoding(headers.get('accept-encoding') ?? undefined)
+          if (enc === undefined) return c.body(out as never, 200, h)
+          // Inference-Header-Content-Length still counts the uncompressed JSON, as clients expect.
+          return c.body((await encodeBody(out, enc)) as never, 200, { ...h, 'content-encoding': enc, vary: 'accept-encoding' })
         })
       }),
     )
