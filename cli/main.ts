@@ -4,6 +4,7 @@ import { reportError } from './errors.js'
 import { bundleCommands } from './bundles.js'
 import { modelsCommand } from './models.js'
 import { serveCommand } from './serve.js'
+import { workerCommand } from './worker.js'
 
 function version(): string {
   try {
@@ -26,6 +27,7 @@ export function program(): Command {
     })
   root.addCommand(modelsCommand())
   root.addCommand(serveCommand())
+  root.addCommand(workerCommand())
   for (const c of bundleCommands()) root.addCommand(c)
   // Every subcommand: throw instead of exiting, so reportError decides the exit code.
   const override = (cmd: Command): void => {

@@ -5,8 +5,8 @@ import { Command } from 'commander'
 import { BundleError } from '../errors/index.js'
 import type { ServiceDefinition } from '../framework/index.js'
 import type { RunnerOverrides } from '../runners/index.js'
-import { loadService, parseEntry } from './load-service.js'
-import { isBundleDir, loadBundle } from './serve-bundle.js'
+import { parseEntry } from './load-service.js'
+import { redisUrl, resolveEntry } from './entry.js'
 
 function port(value: string | undefined): number {
   const raw = value ?? process.env.PORT ?? '3000'
@@ -76,32 +76,6 @@ async function readServeConfig(file: string): Promise<Record<string, RunnerOverr
   return parseServeConfig(doc, file)
 }
 
-/** A service source file, a bundle directory, or a stored bundle's tag — in that order. */
-async function resolveEntry(entry: string): Promise<ServiceDefinition> {
-  if (isBundleDir(entry)) return (await loadBundle(resolve(entry))).definition
-  let source: string | undefined
-  try {
-    source = parseEntry(entry).file
-  } catch {
-    // not a file entry: maybe a tag
-  }
-  // Something that looks like a source file is one (a missing file says so); anything else is a tag.
-  if (source !== undefined) return loadService(entry)
-  const { ModelStore, parseTag } = await import('../store/index.js')
-  try {
-    parseTag(entry)
-  } catch {
-    throw new BundleError('E_SERVICE_LOAD', `"${entry}" is neither a service file (path/to/service.ts[:ClassName]), a bundle directory, nor a bundle tag`)
-  }
-  const store = ModelStore.open()
-  try {
-    const { dir } = await store.bundles.paths(entry)
-    return (await loadBundle(dir)).definition
-  } finally {
-    store.close()
-  }
-}
-
 export function serveCommand(): Command {
   return new Command('serve')
     .description('serve a service over HTTP: ENTRY is path/to/service.ts[:ClassName], a stored bundle (name[:version]) or a bundle directory')
@@ -114,11 +88,16 @@ export function serveCommand(): Command {
     .option('-c, --config <file>', 'YAML file of runner overrides keyed by runner name (see README "Tuning runners")')
     .option('--no-access-log', 'do not log one line per request (default: log; or BUNDLE_ACCESS_LOG=0)')
     .option('--reload', 'restart when source files change (development)', false)
-    .action(async (entry: string, opts: { port?: string; host?: string; apiKey?: string; maxBodySize?: string; grace?: string; config?: string; accessLog: boolean; reload: boolean }) => {
+    .option('--runners <where>', 'local: runner workers are child processes here; remote: batches go to `bundle worker` processes through Redis', 'local')
+    .option('--redis <url>', 'Redis for remote runners (default $BUNDLE_REDIS_URL)')
+    .action(async (entry: string, opts: { port?: string; host?: string; apiKey?: string; maxBodySize?: string; grace?: string; config?: string; accessLog: boolean; reload: boolean; runners: string; redis?: string }) => {
       if (opts.reload) return reloading(entry)
+      if (opts.runners !== 'local' && opts.runners !== 'remote') throw new BundleError('E_CLI_USAGE', `--runners must be local or remote, not "${opts.runners}"`)
+      const url = opts.runners === 'remote' ? redisUrl(opts.redis, '--runners remote') : undefined
       const runnerConfig = opts.config === undefined ? undefined : await readServeConfig(opts.config)
-      const definition = await resolveEntry(entry)
+      const { definition, scope } = await resolveEntry(entry)
       const { serve } = await import('../framework/index.js')
+      const link = url === undefined ? undefined : new (await import('../runners/index.js')).RedisLink(url)
       const apiKey = opts.apiKey ?? process.env.BUNDLE_API_KEY
       await serve(definition, {
         port: port(opts.port),
@@ -128,6 +107,7 @@ export function serveCommand(): Command {
         ...(opts.grace !== undefined ? { graceMs: wholeNumber('--grace', opts.grace, 0) } : {}),
         ...(opts.accessLog === false ? { accessLog: false } : {}),
         ...(runnerConfig ? { runnerConfig } : {}),
+        ...(link ? { remote: { link, scope } } : {}),
       })
     })
 }

@@ -73,6 +73,8 @@ export const CATALOG = {
   E_ENSEMBLE_INVALID: entry(400, 1, 'An ensemble is wired wrong: a step names an unknown model, input or output, a tensor has two producers, or steps form a cycle.', 'Fix the step the message names (GET /v2/models/MODEL shows its inputs and outputs).'),
   E_RUNNER_STOPPED: entry(503, 1, 'The runner is stopping or stopped.', 'Retry against a running server.'),
 
+  E_REMOTE_UNAVAILABLE: entry(503, 1, 'Redis, which carries batches to remote runner workers (or tasks and the response cache), cannot be reached.', 'Check that Redis at the --redis URL runs; calls resume by themselves once it is back (GET /readyz says why it is not ready).'),
+  E_REMOTE_NO_WORKERS: entry(503, 1, 'No remote worker took the batch before its deadline (none running for this runner, or all busy).', 'Start workers: bundle worker TAG --runner NAME --redis URL; or raise timeoutMs.'),
   E_SERVER_UNREACHABLE: entry(503, 1, 'The server given with --url cannot be reached.', 'Check the URL and that the server runs (curl URL/v2/health/live).'),
   E_SERVER_REQUEST_FAILED: entry(502, 1, 'The server given with --url refused the request; the message quotes its answer.', 'Fix what the quoted error says (model name, version, config, API key).'),
 

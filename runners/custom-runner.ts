@@ -4,6 +4,8 @@ import { Dispatcher } from './batching/dispatcher.js'
 import type { RunnerOverrides } from './config.js'
 import type { RunnerMetrics } from './metrics.js'
 import { WorkerPool } from './pool/worker-pool.js'
+import { RemotePool } from './remote/remote-pool.js'
+import type { RemoteTarget } from './remote/target.js'
 
 export interface CustomMethodOptions {
   /** The worker method takes an array of items and returns one result per item, in order. */
@@ -30,7 +32,8 @@ export interface CustomRunnerOptions {
  */
 export class CustomRunner {
   readonly name: string
-  private pool: WorkerPool | undefined
+  private pool: WorkerPool | RemotePool | undefined
+  private remote: RemoteTarget | undefined
   private readonly dispatchers = new Map<string, Dispatcher<unknown[], unknown[]>>()
   private metrics: RunnerMetrics | undefined
 
@@ -66,21 +69,45 @@ export class CustomRunner {
     this.name = options.name
   }
 
+  /** Before start: this runner's calls run on remote workers (`bundle serve --runners remote`). */
+  useRemote(target: RemoteTarget): void {
+    this.remote = target
+  }
+
+  /** Runs one call (a formed batch for batchable methods) on this runner's own workers: what a remote worker does with a job. */
+  execute(method: string, args: unknown): Promise<unknown> {
+    if (this.pool === undefined) return Promise.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`))
+    return this.pool.run(method, args)
+  }
+
+  /** Remote mode: live remote workers and batches waiting for one (metrics). */
+  remoteState(): { workers: number; queued: number } | undefined {
+    return this.pool instanceof RemotePool ? this.pool.state() : undefined
+  }
+
+  notReadyReason(): string | undefined {
+    return this.remote?.link.unavailable()
+  }
+
   async start(): Promise<void> {
     const module = this.source.module instanceof URL ? fileURLToPath(this.source.module) : this.source.module
     const workers = this.options.workers ?? 1
-    this.pool = new WorkerPool({ runner: this.name, workers, timeoutMs: this.options.timeoutMs ?? 30_000, backend: { kind: 'custom', module, exportName: this.source.export } })
+    const timeoutMs = this.options.timeoutMs ?? 30_000
+    this.pool = this.remote
+      ? new RemotePool({ link: this.remote.link, queue: this.remote.queue, runner: this.name, timeoutMs, onCapacity: (slots) => this.dispatchers.forEach((d) => d.setSlots(slots)) })
+      : new WorkerPool({ runner: this.name, workers, timeoutMs, backend: { kind: 'custom', module, exportName: this.source.export } })
     try {
       await this.pool.start()
     } catch (err) {
       await this.pool.stop(0) // no worker keeps restarting behind a runner that failed to start
       throw err
     }
+    const slots = this.pool instanceof RemotePool ? Math.max(1, this.pool.size) : workers
     for (const [method, m] of Object.entries(this.options.methods ?? {})) {
       if (!m.batchable) continue
       this.dispatchers.set(
         method,
-        new Dispatcher<unknown[], unknown[]>({ maxBatchSize: m.maxBatchSize ?? 32, maxLatencyMs: m.maxLatencyMs ?? 100, slots: workers, ...(this.metrics ? { observer: this.metrics.observer(this.name, method) } : {}) }, async (slices) => {
+        new Dispatcher<unknown[], unknown[]>({ maxBatchSize: m.maxBatchSize ?? 32, maxLatencyMs: m.maxLatencyMs ?? 100, slots, ...(this.metrics ? { observer: this.metrics.observer(this.name, method) } : {}) }, async (slices) => {
           const items = slices.flatMap((s) => s.payload.slice(s.start, s.start + s.rows))
           const out = (await this.pool!.run(method, items)) as unknown[]
           if (!Array.isArray(out) || out.length !== items.length) throw new BundleError('E_INTERNAL', `runner ${this.name}: batchable method ${method} must return one result per item`)

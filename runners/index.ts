@@ -10,3 +10,7 @@ export { envOverrides, mergeOverrides, parseServeConfig, validateOverrides, type
 export type { InferenceModel, TensorSpec } from './inference.js'
 export { RunnerStats } from './stats.js'
 export { ensemble, Ensemble, planEnsemble, type EnsembleOptions, type EnsembleStep, type ModelResolver } from './ensemble.js'
+export { RedisLink } from './remote/link.js'
+export { RemotePool, queueName } from './remote/remote-pool.js'
+export { serveQueue, type Executor, type RemoteWorkerOptions } from './remote/worker.js'
+export type { RemoteTarget } from './remote/target.js'

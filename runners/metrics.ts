@@ -17,6 +17,8 @@ export interface RunnerMetricsSource {
   idleUnloads?(): number
   /** Live worker processes (autoscaling moves it). */
   workers?(): number
+  /** Remote mode: live remote workers and batches waiting in Redis for one. */
+  remote?(): { workers: number; queued: number } | undefined
 }
 
 type Labels = 'service' | 'runner' | 'method'
@@ -62,6 +64,30 @@ export class RunnerMetrics {
       registers: r,
       collect() {
         for (const s of sources()) if (s.workers) this.set({ service: svc, runner: s.name }, s.workers())
+      },
+    })
+    new Gauge({
+      name: 'bundle_runner_remote_workers',
+      help: 'Remote workers (bundle worker) serving the runner queue, by their heartbeats',
+      labelNames: ['service', 'runner'],
+      registers: r,
+      collect() {
+        for (const s of sources()) {
+          const remote = s.remote?.()
+          if (remote) this.set({ service: svc, runner: s.name }, remote.workers)
+        }
+      },
+    })
+    new Gauge({
+      name: 'bundle_runner_remote_queue_depth',
+      help: 'Batches waiting in Redis for a remote worker',
+      labelNames: ['service', 'runner'],
+      registers: r,
+      collect() {
+        for (const s of sources()) {
+          const remote = s.remote?.()
+          if (remote) this.set({ service: svc, runner: s.name }, remote.queued)
+        }
       },
     })
     new Gauge({

@@ -9,6 +9,8 @@ import type { InferenceModel, TensorSpec } from './inference.js'
 import type { RunnerMetrics } from './metrics.js'
 import { bothObservers, RunnerStats } from './stats.js'
 import { WorkerPool } from './pool/worker-pool.js'
+import { RemotePool } from './remote/remote-pool.js'
+import type { RemoteTarget } from './remote/target.js'
 import { gpuDevices } from './gpu/devices.js'
 import { placeWorkers, type GpuRequest } from './gpu/placement.js'
 import { autoscale } from './autoscaler.js'
@@ -83,7 +85,7 @@ interface Generation {
   signature: { inputs: TensorSpec[]; outputs: TensorSpec[] }
   warmupPlan: unknown
   workers: number
-  pool: WorkerPool
+  pool: WorkerPool | RemotePool
   dispatcher: Dispatcher<Request, Request>
 }
 
@@ -102,7 +104,9 @@ type Request = Record<string, WireTensor>
 export class OnnxRunner {
   readonly name: string
   model: ModelInfo | undefined
-  private pool: WorkerPool | undefined
+  private pool: WorkerPool | RemotePool | undefined
+  /** Set by the server before start: batches go to remote workers through Redis. */
+  private remote: RemoteTarget | undefined
   private dispatcher: Dispatcher<Request, Request> | undefined
   private metrics: RunnerMetrics | undefined
   /** What warm-up does, once started (shown by GET /runners). */
@@ -121,6 +125,20 @@ export class OnnxRunner {
   /** Open Inference Protocol statistics (requests, queue and compute time, per batch size). */
   readonly inferenceStats = new RunnerStats()
   private signature: { inputs: TensorSpec[]; outputs: TensorSpec[] } | undefined
+
+  /** Before start: this runner's batches run on remote workers (`bundle serve --runners remote`). */
+  useRemote(target: RemoteTarget): void {
+    this.remote = target
+  }
+
+  /**
+   * Runs one batch the way the batcher would, on this runner's own worker processes: what a
+   * remote worker does with a job. `args` is the call as the batcher sends it.
+   */
+  execute(method: string, args: unknown): Promise<unknown> {
+    if (this.pool === undefined) return Promise.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`))
+    return this.pool.run(method, args)
+  }
 
   /** Serve exactly this model version and content (a bundle's pin), whatever `tag` would resolve to now. */
   pin(tag: string, digest: string): void {
@@ -182,8 +200,8 @@ export class OnnxRunner {
     this.stopScaling = undefined
     const min = this.options.minWorkers ?? this.options.workers ?? 1
     const max = this.options.maxWorkers
-    if (max === undefined || max <= min || this.options.resources?.gpu) return
-    this.stopScaling = autoscale({ dispatcher: () => this.dispatcher, pool: () => this.pool }, { min, max, intervalMs: this.options.scaleIntervalMs ?? 2_000 })
+    if (max === undefined || max <= min || this.options.resources?.gpu || this.remote) return
+    this.stopScaling = autoscale({ dispatcher: () => this.dispatcher, pool: () => (this.pool instanceof WorkerPool ? this.pool : undefined) }, { min, max, intervalMs: this.options.scaleIntervalMs ?? 2_000 })
   }
 
   /** Whether the model is in memory now (false while unloaded for idleness or stopped). */
@@ -265,6 +283,7 @@ export class OnnxRunner {
       if (pinned && info.digest !== pinned.digest) throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag} with digest ${pinned.digest}, the store has ${info.digest}`)
       const onnx = info.files.find((f) => f.path.endsWith('.onnx'))
       if (onnx === undefined) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `model ${tag} has no .onnx file`)
+      if (this.remote) return await this.prepareRemote(info, onnx.path, this.remote)
       const { model, files } = await store.paths(tag)
       const cpu = this.options.resources?.cpu
       const workers = this.options.minWorkers ?? this.options.workers ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : 1)
@@ -280,7 +299,7 @@ export class OnnxRunner {
       let pool: WorkerPool | undefined
       const dispatcher = new Dispatcher<Request, Request>(
         { maxBatchSize, maxLatencyMs, slots: workers, batching, observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()) },
-        (slices, rows) => this.execute(pool!, slices, rows),
+        (slices, rows) => this.runBatch(pool!, slices, rows),
       )
       const [inDim] = this.batchDims()
       const sig = model.signatures[onnx.path]
@@ -324,6 +343,16 @@ export class OnnxRunner {
     }
   }
 
+  /** Why the runner cannot serve now, when it is for a reason beyond starting (Redis down in remote mode). */
+  /** Remote mode: live remote workers and batches waiting for one (metrics). */
+  remoteState(): { workers: number; queued: number } | undefined {
+    return this.pool instanceof RemotePool ? this.pool.state() : undefined
+  }
+
+  notReadyReason(): string | undefined {
+    return this.remote?.link.unavailable()
+  }
+
   ready(): boolean {
     // Unloaded for idleness still counts as ready: the next request loads it.
     return this.suspended || (this.pool?.ready() ?? false)
@@ -360,7 +389,24 @@ export class OnnxRunner {
   }
 
   /** Concatenates the slices along the batch dimension, runs one batch, splits the outputs back. */
-  private async execute(pool: WorkerPool, slices: readonly Slice<Request>[], _rows: number): Promise<Request[]> {
+  /** A generation whose batches go to remote workers: no model files or processes here. */
+  private async prepareRemote(model: ModelInfo, onnxPath: string, remote: RemoteTarget): Promise<Generation> {
+    const b = this.options.batching ?? {}
+    const timeoutMs = this.options.timeoutMs ?? 30_000
+    let pool: RemotePool | undefined
+    const dispatcher = new Dispatcher<Request, Request>(
+      { maxBatchSize: b.maxBatchSize ?? 32, maxLatencyMs: b.maxLatencyMs ?? 100, slots: 1, batching: b.enabled ?? true, observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()) },
+      (slices, rows) => this.runBatch(pool!, slices, rows),
+    )
+    // The batcher sends as many batches at once as the live workers take.
+    pool = new RemotePool({ link: remote.link, queue: remote.queue, runner: this.name, timeoutMs, onCapacity: (slots) => dispatcher.setSlots(slots) })
+    await pool.start()
+    const sig = model.signatures[onnxPath]
+    const spec = (t: { name: string; dtype: string; shape: number[] }): TensorSpec => ({ name: t.name, dtype: t.dtype, shape: t.shape })
+    return { model, signature: { inputs: (sig?.inputs ?? []).map(spec), outputs: (sig?.outputs ?? []).map(spec) }, warmupPlan: 'on the remote workers', workers: 0, pool, dispatcher }
+  }
+
+  private async runBatch(pool: WorkerPool | RemotePool, slices: readonly Slice<Request>[], _rows: number): Promise<Request[]> {
     const [inDim, outDim] = this.batchDims()
     const names = Object.keys(slices[0]!.payload)
     const inputs = Object.fromEntries(names.map((n) => [n, concatRows(slices.map((s) => sliceRows(s.payload[n]!, s.start, s.rows, inDim)), inDim)]))

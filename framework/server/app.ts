@@ -10,7 +10,7 @@ import { DEFAULT_MAX_BODY_BYTES, readBody } from './body.js'
 import { Deadlines } from './deadlines.js'
 import { docsAsset, docsPage } from './docs.js'
 import { errorResponse } from './error-response.js'
-import { envOverrides, mergeOverrides, RunnerMetrics, type RunnerOverrides } from '../../runners/index.js'
+import { envOverrides, mergeOverrides, queueName, RunnerMetrics, type RedisLink, type RunnerOverrides } from '../../runners/index.js'
 import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
 import { ModelRepository } from './v2/repository.js'
@@ -30,6 +30,8 @@ export interface AppOptions {
   version?: string
   /** Model store the repository extension loads from (default $BUNDLE_HOME). */
   storeHome?: string
+  /** Runners send their batches to remote workers through this Redis; queues are named after `scope` (bundle or service). */
+  remote?: { link: RedisLink; scope: string }
 }
 
 export type Phase = 'starting' | 'ready' | 'draining' | 'stopped' | 'failed'
@@ -139,13 +141,14 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   let repository: ModelRepository | undefined
   const runnerMetrics = new RunnerMetrics(metrics.registry, definition.name, () =>
     [...definition.runners.filter((r) => r.attachMetrics !== undefined), ...(repository?.loaded() ?? [])].map((r) => {
-      const x = r as { loaded?: () => boolean; idleUnloads?: number; workerCount?: () => number }
+      const x = r as { loaded?: () => boolean; idleUnloads?: number; workerCount?: () => number; remoteState?: () => { workers: number; queued: number } | undefined }
       return {
         name: r.name,
         queueDepth: () => r.queueDepth?.() ?? {},
         restarts: () => r.restarts?.() ?? 0,
         ...(x.loaded ? { loaded: () => x.loaded!(), idleUnloads: () => x.idleUnloads ?? 0 } : {}),
         ...(x.workerCount ? { workers: () => x.workerCount!() } : {}),
+        ...(x.remoteState ? { remote: () => x.remoteState!() } : {}),
       }
     }),
   )
@@ -177,7 +180,12 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     if (accessLog) log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 100) / 100, requestId }, 'request')
   })
 
-  const runnersReady = (): string | undefined => definition.runners.find((r) => r.ready !== undefined && !r.ready())?.name
+  const runnersReady = (): string | undefined => {
+    const r = definition.runners.find((x) => x.ready !== undefined && !x.ready())
+    if (r === undefined) return undefined
+    const why = r.notReadyReason?.()
+    return why ? `${r.name} (${why})` : r.name
+  }
 
   app.get('/livez', (c) => c.json({ status: 'live' }))
   app.get('/healthz', (c) => c.json({ status: 'live' }))
@@ -313,6 +321,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
             if (!names.has(name)) throw new BundleError('E_SERVE_CONFIG_INVALID', `the config names runner "${name}", but this service has ${[...names].join(', ') || 'no runners'}`)
           }
           for (const r of definition.runners) r.configure?.(mergeOverrides({}, options.runnerConfig?.[r.name] ?? {}, envOverrides(r.name)))
+          const remote = options.remote
+          if (remote) for (const r of definition.runners) r.useRemote?.({ link: remote.link, queue: queueName(remote.scope, r.name) })
           instance = definition.create()
           for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
           // Ensembles check their steps against the models, so they start after every runner.

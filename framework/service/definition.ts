@@ -1,5 +1,5 @@
 import { BundleError } from '../../errors/index.js'
-import type { InferenceModel, RunnerMetrics, RunnerOverrides } from '../../runners/index.js'
+import type { InferenceModel, RemoteTarget, RunnerMetrics, RunnerOverrides } from '../../runners/index.js'
 import type { HeaderReader, IODescriptor } from '../io/types.js'
 
 export interface TrafficOptions {
@@ -35,6 +35,12 @@ export interface RunnerDeclaration {
   /** Operator overrides from a serve config file and BUNDLE_RUNNER_* variables, before start. */
   configure?(overrides: RunnerOverrides): void
   effectiveConfig?(): Record<string, unknown>
+  /** Before start: send batches to remote workers through Redis (`bundle serve --runners remote`). */
+  useRemote?(target: RemoteTarget): void
+  /** Runs one formed batch on the runner's own workers: what `bundle worker` does with a job. */
+  execute?(method: string, args: unknown): Promise<unknown>
+  /** Why it is not ready, beyond starting up (e.g. Redis unreachable); shown by /readyz. */
+  notReadyReason?(): string | undefined
   /** A bundle pins the runner's model to an exact tag and content digest, before start. */
   pin?(tag: string, digest: string): void
   queueDepth?(): Record<string, number>

@@ -1,0 +1,56 @@
+import { Command } from 'commander'
+import { BundleError } from '../errors/index.js'
+import { redisUrl, resolveEntry } from './entry.js'
+
+const collect = (v: string, prev: string[]) => [...prev, v]
+
+/**
+ * `bundle worker ENTRY --redis URL`: runs a service's runners on this machine for API servers
+ * started with `bundle serve ENTRY --runners remote`. Each runner starts its own worker
+ * processes (same options, GPU placement included) and takes batches from its queue. Any number
+ * of these may run, join and leave; SIGTERM finishes the batches held, then exits.
+ */
+export function workerCommand(): Command {
+  return new Command('worker')
+    .description('run the runners of a service or bundle for remote API servers (bundle serve --runners remote), fed through Redis')
+    .argument('<entry>', 'path/to/service.ts[:ClassName], a stored bundle (name[:version]) or a bundle directory')
+    .option('--runner <name>', 'run only this runner (repeatable; default: all of them)', collect, [])
+    .option('--concurrency <n>', 'batches taken at once per runner (default: the runner\'s worker processes)')
+    .option('--redis <url>', 'Redis the API servers use (default $BUNDLE_REDIS_URL)')
+    .action(async (entry: string, opts: { runner: string[]; concurrency?: string; redis?: string }) => {
+      const url = redisUrl(opts.redis, 'bundle worker')
+      let concurrency: number | undefined
+      if (opts.concurrency !== undefined) {
+        concurrency = Number(opts.concurrency)
+        if (!Number.isInteger(concurrency) || concurrency < 1) throw new BundleError('E_CLI_USAGE', `--concurrency "${opts.concurrency}" must be a whole number ≥ 1`)
+      }
+      const { definition, scope } = await resolveEntry(entry)
+      const runnable = definition.runners.filter((r) => r.execute !== undefined && r.kind !== 'ensemble')
+      for (const name of opts.runner) {
+        if (!runnable.some((r) => r.name === name)) throw new BundleError('E_CLI_USAGE', `--runner ${name}: ${definition.name} has no such runner (runners: ${runnable.map((r) => r.name).join(', ') || 'none'})`)
+      }
+      const chosen = opts.runner.length ? runnable.filter((r) => opts.runner.includes(r.name)) : runnable
+      if (chosen.length === 0) throw new BundleError('E_CLI_USAGE', `${definition.name} has no runners to serve`)
+      const { envOverrides, mergeOverrides, queueName, RedisLink, serveQueue } = await import('../runners/index.js')
+      const { default: pino } = await import('pino')
+      const log = pino({ base: { service: definition.name, role: 'worker' } })
+      const link = new RedisLink(url)
+      const served: { close(): Promise<void> }[] = []
+      const stop = async (code: number) => {
+        await Promise.all(served.map((s) => s.close().catch(() => undefined)))
+        await Promise.all(chosen.map((r) => r.stop?.().catch(() => undefined)))
+        await link.close()
+        process.exit(code)
+      }
+      for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void stop(0))
+      for (const r of chosen) {
+        r.configure?.(mergeOverrides({}, envOverrides(r.name)))
+        await r.start?.()
+        const workers = Number((r.effectiveConfig?.() as { workers?: unknown } | undefined)?.workers) || 1
+        const queue = queueName(scope, r.name)
+        served.push(await serveQueue({ link, queue, runner: { name: r.name, execute: (m, a) => r.execute!(m, a) }, concurrency: concurrency ?? workers }))
+        log.info({ runner: r.name, queue, concurrency: concurrency ?? workers }, 'serving remote batches')
+      }
+      log.info({ runners: chosen.map((r) => r.name), redis: link.shown }, 'worker ready')
+    })
+}

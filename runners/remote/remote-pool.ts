@@ -1,0 +1,175 @@
+import { randomUUID } from 'node:crypto'
+import { Queue, QueueEvents } from 'bullmq'
+import { BundleError, CATALOG, type ErrorCode } from '../../errors/index.js'
+import { capacity } from './capacity.js'
+import type { RedisLink } from './link.js'
+import { pack, unpack, type JobData, type JobResult } from './payload.js'
+
+export interface RemotePoolOptions {
+  link: RedisLink
+  /** The runner's queue (see queueName). */
+  queue: string
+  runner: string
+  /** A batch not answered within this fails (E_REMOTE_NO_WORKERS or E_RUNNER_TIMEOUT). */
+  timeoutMs: number
+  /** Told how many batches the live workers take at once (the batcher's slots). */
+  onCapacity?: (slots: number) => void
+}
+
+interface Pending {
+  resolve: (v: unknown) => void
+  reject: (e: unknown) => void
+  timer: NodeJS.Timeout
+  started: boolean
+}
+
+/**
+ * The API server's side of a remote runner: what a local WorkerPool does with a batch, done by
+ * workers on other machines. Each batch the batcher forms becomes one BullMQ job on the
+ * runner's queue; its answer arrives through the queue's event stream. A batch waits at most
+ * until its deadline, which travels with the job so workers skip batches nobody waits for.
+ * While Redis is down, calls fail at once with E_REMOTE_UNAVAILABLE; those waiting fail too.
+ */
+export class RemotePool {
+  private queue: Queue | undefined
+  private events: QueueEvents | undefined
+  private readonly pending = new Map<string, Pending>()
+  private poll: NodeJS.Timeout | undefined
+  private offLink: (() => void) | undefined
+  private live = { workers: 0, slots: 0 }
+  private queued = 0
+  readonly restarts = 0
+
+  constructor(private readonly o: RemotePoolOptions) {}
+
+  async start(): Promise<void> {
+    const { link, queue } = this.o
+    this.queue = new Queue(queue, { connection: link.connection(false), prefix: link.prefix })
+    this.queue.on('error', () => undefined)
+    this.events = new QueueEvents(queue, { connection: link.connection(true), prefix: link.prefix })
+    this.events.on('error', () => undefined)
+    this.events.on('active', ({ jobId }) => {
+      const p = this.pending.get(jobId)
+      if (p) p.started = true
+    })
+    this.events.on('completed', ({ jobId, returnvalue }) => this.settle(jobId, returnvalue as unknown))
+    this.events.on('failed', ({ jobId, failedReason }) => this.settle(jobId, undefined, failedReason))
+    // Requests waiting on a Redis that went away would wait for answers that may never come.
+    this.offLink = link.onChange((up) => {
+      if (up) return
+      for (const [id, p] of this.pending) {
+        clearTimeout(p.timer)
+        this.pending.delete(id)
+        p.reject(new BundleError('E_REMOTE_UNAVAILABLE', `runner ${this.o.runner}: lost Redis while its batch was out`))
+      }
+    })
+    const refresh = async () => {
+      try {
+        const [live, counts] = await Promise.all([capacity(link, queue), this.queue!.getJobCounts('wait', 'prioritized')])
+        this.live = live
+        this.queued = (counts.wait ?? 0) + (counts.prioritized ?? 0)
+        this.o.onCapacity?.(Math.max(1, live.slots))
+      } catch {
+        // Redis down: readiness says so; keep the last numbers
+      }
+    }
+    // The server starts even while Redis is down (not ready, saying why) and recovers by itself.
+    // Answers are read from the event stream from the moment it connects: wait for that before
+    // the first batch, but never for long, as Redis may be down.
+    const up = await link.connected(3_000).then(() => true, () => false)
+    if (up) await Promise.all([Promise.race([this.events.waitUntilReady(), new Promise((r) => setTimeout(r, 3_000))]).catch(() => undefined), refresh()])
+    this.poll = setInterval(refresh, 1_000)
+    this.poll.unref()
+  }
+
+  ready(): boolean {
+    return this.o.link.unavailable() === undefined
+  }
+
+  /** Live remote workers and batches waiting for one (refreshed every second). */
+  state(): { workers: number; queued: number } {
+    return { workers: this.live.workers, queued: this.queued }
+  }
+
+  /** Live remote workers (heartbeats). */
+  get size(): number {
+    return this.live.workers
+  }
+
+  async run(method: string, args: unknown): Promise<unknown> {
+    this.o.link.check()
+    const queue = this.queue
+    if (queue === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.o.runner} is not started`)
+    const jobId = randomUUID()
+    const deadline = Date.now() + this.o.timeoutMs
+    const result = new Promise<unknown>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const p = this.pending.get(jobId)
+        this.pending.delete(jobId)
+        p?.reject(
+          p.started
+            ? new BundleError('E_RUNNER_TIMEOUT', `runner ${this.o.runner}: no answer within ${this.o.timeoutMs} ms`)
+            : new BundleError('E_REMOTE_NO_WORKERS', `runner ${this.o.runner}: no remote worker took the batch within ${this.o.timeoutMs} ms (${this.live.workers} live)`),
+        )
+      }, this.o.timeoutMs)
+      this.pending.set(jobId, { resolve, reject, timer, started: false })
+    })
+    const data: JobData = { method, args: pack(args), deadline }
+    try {
+      await queue.add(method, data, { jobId, removeOnComplete: true, removeOnFail: true, attempts: 1 })
+    } catch (err) {
+      const p = this.pending.get(jobId)
+      clearTimeout(p?.timer)
+      this.pending.delete(jobId)
+      throw new BundleError('E_REMOTE_UNAVAILABLE', `runner ${this.o.runner}: the batch could not be queued (Redis unreachable); retry shortly`, { cause: err })
+    }
+    return result
+  }
+
+  /** A job finished: answer its waiter once (a late or repeated answer finds nobody). */
+  private settle(jobId: string, returned: unknown, failed?: string): void {
+    const p = this.pending.get(jobId)
+    if (p === undefined) return
+    clearTimeout(p.timer)
+    this.pending.delete(jobId)
+    if (failed !== undefined) {
+      p.reject(new BundleError('E_RUNNER_CRASHED', `runner ${this.o.runner}: the remote batch failed: ${failed}`))
+      return
+    }
+    let r: JobResult
+    try {
+      r = (typeof returned === 'string' ? JSON.parse(returned) : returned) as JobResult
+    } catch {
+      p.reject(new BundleError('E_INTERNAL', `runner ${this.o.runner}: unreadable answer from a remote worker`))
+      return
+    }
+    if ('ok' in r) {
+      try {
+        p.resolve(unpack(r.ok))
+      } catch (err) {
+        p.reject(err)
+      }
+      return
+    }
+    const code = r.error.code
+    p.reject(code !== undefined && code in CATALOG ? new BundleError(code as ErrorCode, r.error.message) : new BundleError('E_INTERNAL', r.error.message))
+  }
+
+  async stop(graceMs = 10_000): Promise<void> {
+    const until = Date.now() + graceMs
+    while (this.pending.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10))
+    clearInterval(this.poll)
+    this.offLink?.()
+    // BullMQ's close waits on its connections; with Redis gone that could be forever.
+    const closing = Promise.all([this.events?.close().catch(() => undefined), this.queue?.close().catch(() => undefined)])
+    await Promise.race([closing, new Promise((r) => setTimeout(r, 1_000).unref())])
+    this.queue = undefined
+    this.events = undefined
+  }
+}
+
+/**
+ * A runner's queue: scoped by the bundle (name and digest) or service, so API servers and
+ * workers of different versions never exchange batches.
+ */
+export const queueName = (scope: string, runner: string): string => `${scope}.${runner}`.replace(/[^A-Za-z0-9._-]/g, '-')

@@ -1,0 +1,205 @@
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { bundle, BIN } from '../utils/cli.js'
+import { MODELS } from '../utils/models.js'
+import { freePort, privateRedis, remoteServe, until, worker, type Proc } from '../utils/remote.js'
+import { tempDir } from '../utils/tmp.js'
+
+// Remote runners on a real redis-server (one of the test's own, so it can stop it) and real
+// processes on loopback: API servers form batches, `bundle worker` processes run them.
+
+const SERVICE = fileURLToPath(new URL('../fixtures/remote-service.ts', import.meta.url))
+const QUICKSTART = fileURLToPath(new URL('../../examples/quickstart/service.ts', import.meta.url))
+
+interface Answer {
+  status: number
+  body: any
+  ms: number
+}
+
+async function double(url: string, x: number): Promise<Answer> {
+  const t = performance.now()
+  const r = await fetch(`${url}/double`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ x }) })
+  return { status: r.status, body: await r.json(), ms: performance.now() - t }
+}
+
+describe('remote runners: batches over Redis (BullMQ) to bundle worker processes', () => {
+  let redis: Awaited<ReturnType<typeof privateRedis>>
+  const procs: Proc[] = []
+  const track = <T extends Proc>(p: T): T => {
+    procs.push(p)
+    return p
+  }
+  before(async () => {
+    redis = await privateRedis()
+  })
+  after(async () => {
+    await Promise.all(procs.map((p) => p.stop('SIGKILL')))
+    await redis.stop()
+  })
+
+  it('the quickstart model through a remote worker answers exactly what it answers locally', { timeout: 120_000 }, async () => {
+    const home = join(tempDir(), 'home')
+    assert.equal((await bundle(['models', 'save', MODELS.cls, '--name', 'ocr-cls', '--version', '2.0.0'], { BUNDLE_HOME: home })).code, 0)
+    const env = { BUNDLE_HOME: home }
+    const w = track(await worker(QUICKSTART, redis.url, env))
+    const api = track(await remoteServe(QUICKSTART, redis.url, env))
+    await until('remote API ready', async () => (await fetch(`${api.url}/readyz`)).status === 200)
+    const port = freePort()
+    const local = track({ ...(await (async () => {
+      const child = spawn(process.execPath, [BIN, 'serve', QUICKSTART, '--port', String(port)], { env: { ...process.env, ...env, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
+      const exited = new Promise<void>((r) => child.once('exit', () => r()))
+      return { child, output: () => '', stop: async (s: NodeJS.Signals = 'SIGTERM') => void (child.kill(s), await exited) }
+    })()) })
+    const localUrl = `http://127.0.0.1:${port}`
+    await until('local API ready', async () => (await fetch(`${localUrl}/readyz`).catch(() => undefined))?.status === 200, 60_000)
+    // Raw float32 through /v2 with a binary answer: the bytes must match exactly.
+    const x = new Float32Array(3 * 3 * 48 * 192).map((_, i) => Math.sin(i))
+    const infer = async (base: string) => {
+      const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'x', shape: [3, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } }], parameters: { binary_data_output: true } }))
+      const r = await fetch(`${base}/v2/models/ocr-cls/infer`, { method: 'POST', headers: { 'inference-header-content-length': String(header.byteLength) }, body: Buffer.concat([header, Buffer.from(x.buffer)]) })
+      assert.equal(r.status, 200)
+      const body = Buffer.from(await r.arrayBuffer())
+      return body.subarray(Number(r.headers.get('inference-header-content-length')))
+    }
+    assert.ok((await infer(api.url)).equals(await infer(localUrl)), 'identical output bytes')
+    const png = readFileSync(new URL('../fixtures/images/hello-180.png', import.meta.url))
+    const r = await fetch(`${api.url}/classify`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: png })
+    assert.equal(((await r.json()) as { angle: number }).angle, 180)
+    // The API server ran no model process of its own; the worker did.
+    const metrics = await (await fetch(`${api.url}/metrics`)).text()
+    assert.match(metrics, /bundle_runner_remote_workers\{service="[^"]+",runner="ocr-cls"\} 1/)
+    await Promise.all([api.stop(), w.stop(), local.stop()])
+  })
+
+  it('the API server batches; a batch travels as one job; workers join and share the queue', { timeout: 120_000 }, async () => {
+    const log = join(tempDir(), 'exec.log')
+    writeFileSync(log, '')
+    const env = { ACCEL_DELAY_MS: '200', ACCEL_LOG: log }
+    const w1 = track(await worker(SERVICE, redis.url, env))
+    const api = track(await remoteServe(SERVICE, redis.url, env))
+    await until('ready', async () => (await fetch(`${api.url}/readyz`)).status === 200)
+    const first = await Promise.all(Array.from({ length: 12 }, (_, i) => double(api.url, i)))
+    assert.deepEqual(first.map((a) => a.status), new Array(12).fill(200))
+    assert.deepEqual(first.map((a) => a.body.y), Array.from({ length: 12 }, (_, i) => 2 * i))
+    assert.ok(first.some((a) => a.body.batch > 1), `requests shared batches: ${first.map((a) => a.body.batch)}`)
+    const batches = readFileSync(log, 'utf8').trim().split('\n')
+    assert.equal(batches.flatMap((l) => l.split(' ')[1]!.split(',')).length, 12, 'every item ran exactly once')
+    assert.ok(batches.length < 12)
+    // A second worker joins: the API server sees it and sends batches to both at once.
+    const w2 = track(await worker(SERVICE, redis.url, env))
+    await until('two workers', async () => /bundle_runner_remote_workers\{service="[^"]+",runner="accel"\} 2/.test(await (await fetch(`${api.url}/metrics`)).text()))
+    const second = await Promise.all(Array.from({ length: 48 }, (_, i) => double(api.url, i)))
+    assert.ok(second.every((a) => a.status === 200))
+    assert.equal(new Set(second.map((a) => a.body.pid)).size, 2, 'both workers ran batches')
+    await Promise.all([api.stop(), w1.stop(), w2.stop()])
+  })
+
+  it('a worker SIGKILLed mid-batch: its batch runs on another worker, every request answers once', { timeout: 120_000 }, async () => {
+    const log = join(tempDir(), 'exec.log')
+    writeFileSync(log, '')
+    const env = { ACCEL_DELAY_MS: '400', ACCEL_LOG: log, ACCEL_TIMEOUT_MS: '20000' }
+    const w1 = track(await worker(SERVICE, redis.url, env))
+    const w2 = track(await worker(SERVICE, redis.url, env))
+    const api = track(await remoteServe(SERVICE, redis.url, env))
+    await until('ready', async () => (await fetch(`${api.url}/readyz`)).status === 200)
+    await until('two workers', async () => /bundle_runner_remote_workers\{service="[^"]+",runner="accel"\} 2/.test(await (await fetch(`${api.url}/metrics`)).text()))
+    const answers = Array.from({ length: 40 }, (_, i) => double(api.url, i))
+    // Kill one worker while both hold batches (each batch takes 400 ms).
+    await new Promise((r) => setTimeout(r, 250))
+    process.kill(w1.child.pid!, 'SIGKILL')
+    const all = await Promise.all(answers)
+    assert.deepEqual(all.map((a) => a.status), new Array(40).fill(200), JSON.stringify(all.filter((a) => a.status !== 200).map((a) => a.body)))
+    assert.deepEqual(all.map((a) => a.body.y), Array.from({ length: 40 }, (_, i) => 2 * i))
+    assert.ok(all.every((a) => a.ms < 20_000), 'within the deadline')
+    // The survivor ran what the dead worker held: some items appear twice in the log (started, never answered), none is missing.
+    const ran = readFileSync(log, 'utf8').trim().split('\n').flatMap((l) => l.split(' ')[1]!.split(',').map(Number))
+    for (let i = 0; i < 40; i++) assert.ok(ran.includes(i), `item ${i} ran`)
+    await Promise.all([api.stop(), w2.stop(), w1.stop()])
+  })
+
+  it('a batch nobody waits for any more is not run; with no worker, requests fail with 503 at their deadline', { timeout: 120_000 }, async () => {
+    const log = join(tempDir(), 'exec.log')
+    writeFileSync(log, '')
+    const env = { ACCEL_DELAY_MS: '10', ACCEL_LOG: log, ACCEL_TIMEOUT_MS: '1500' }
+    const api = track(await remoteServe(SERVICE, redis.url, env))
+    const gaveUp = await Promise.all([1, 2, 3].map((x) => double(api.url, x)))
+    for (const a of gaveUp) {
+      assert.equal(a.status, 503)
+      assert.equal(a.body.error.code, 'E_REMOTE_NO_WORKERS')
+      assert.ok(a.ms < 5_000, `failed at its deadline, not later: ${a.ms} ms`)
+    }
+    const w = track(await worker(SERVICE, redis.url, env))
+    const fresh = await double(api.url, 7)
+    assert.equal(fresh.status, 200)
+    await new Promise((r) => setTimeout(r, 500))
+    assert.deepEqual(readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]), ['7'], 'the stale batch was skipped')
+    await Promise.all([api.stop(), w.stop()])
+  })
+
+  it('Redis stopped and restarted under load: fast 503s, /readyz says why, service resumes by itself, nothing hangs', { timeout: 120_000 }, async () => {
+    const env = { ACCEL_DELAY_MS: '20' }
+    const w = track(await worker(SERVICE, redis.url, env))
+    const api = track(await remoteServe(SERVICE, redis.url, env))
+    await until('ready', async () => (await fetch(`${api.url}/readyz`)).status === 200)
+    const seen: { status: number; code?: string; ms: number; at: number }[] = []
+    let running = true
+    const loop = async (k: number) => {
+      for (let i = 0; running; i++) {
+        const a = await double(api.url, k * 1000 + i)
+        seen.push({ status: a.status, code: a.body.error?.code, ms: a.ms, at: Date.now() })
+        if (a.status !== 200) await new Promise((r) => setTimeout(r, 20))
+      }
+    }
+    const loops = [0, 1, 2, 3].map(loop)
+    await until('traffic flows', () => seen.filter((s) => s.status === 200).length >= 20)
+    const stopped = Date.now()
+    await redis.stop()
+    await until('not ready', async () => (await fetch(`${api.url}/readyz`)).status === 503, 10_000)
+    const ready = (await (await fetch(`${api.url}/readyz`)).json()) as { reason: string }
+    assert.match(ready.reason, /runner accel \(Redis at redis:\/\/127\.0\.0\.1:\d+ (is unreachable|closed the connection)/)
+    await new Promise((r) => setTimeout(r, 1_500))
+    const restarted = Date.now()
+    await redis.start()
+    await until('ready again', async () => (await fetch(`${api.url}/readyz`)).status === 200, 30_000)
+    await until('answers again', () => seen.some((s) => s.at > restarted && s.status === 200), 30_000)
+    running = false
+    await Promise.all(loops)
+    const during = seen.filter((s) => s.at > stopped + 200 && s.at < restarted)
+    assert.ok(during.length > 0 && during.every((s) => s.status === 503), `during the outage: ${JSON.stringify(during.slice(0, 3))}`)
+    assert.ok(during.every((s) => ['E_REMOTE_UNAVAILABLE', 'E_HTTP_NOT_READY'].includes(s.code!)), [...new Set(during.map((s) => s.code))].join(','))
+    assert.ok(during.every((s) => s.ms < 1_000), `503s are fast: slowest ${Math.max(...during.map((s) => s.ms))} ms`)
+    assert.ok(seen.every((s) => s.status === 200 || s.status === 503), [...new Set(seen.map((s) => s.status))].join(','))
+    assert.ok(seen.every((s) => s.ms < 12_000), 'no request hung')
+    const back = await Promise.all([4, 5, 6].map((x) => double(api.url, x)))
+    assert.deepEqual(back.map((a) => a.body.y), [8, 10, 12])
+    await Promise.all([api.stop(), w.stop()])
+  })
+
+  it('started while Redis is unreachable: serves /livez, not ready with the reason, API calls fail fast', { timeout: 60_000 }, async () => {
+    const api = track(await remoteServe(SERVICE, 'redis://127.0.0.1:1', {}))
+    // Start-up waits a few seconds for Redis, then the server runs, not ready, saying why.
+    let reason = ''
+    await until('the reason', async () => {
+      const ready = await fetch(`${api.url}/readyz`)
+      assert.equal(ready.status, 503)
+      reason = ((await ready.json()) as { reason: string }).reason
+      return reason !== 'starting up'
+    })
+    assert.match(reason, /runner accel \(Redis at redis:\/\/127\.0\.0\.1:1 is unreachable/)
+    const a = await double(api.url, 1)
+    assert.equal(a.status, 503)
+    assert.ok(a.ms < 1_000)
+    await api.stop()
+    const bad = await bundle(['worker', SERVICE, '--runner', 'nope', '--redis', redis.url])
+    assert.equal(bad.code, 2)
+    assert.match(bad.stderr, /--runner nope: remote-test has no such runner \(runners: accel\)/)
+    const noRedis = await bundle(['serve', SERVICE, '--runners', 'remote'], { BUNDLE_REDIS_URL: '' })
+    assert.equal(noRedis.code, 2)
+    assert.match(noRedis.stderr, /needs Redis: pass --redis/)
+  })
+})

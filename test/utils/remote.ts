@@ -1,0 +1,95 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { createConnection } from 'node:net'
+import { BIN } from './cli.js'
+
+// Processes for remote-runner tests: `bundle serve --runners remote`, `bundle worker`, and a
+// private redis-server that a test may stop and start again.
+
+export interface Proc {
+  child: ChildProcess
+  output: () => string
+  /** SIGTERM (or the given signal); resolves on exit. */
+  stop(signal?: NodeJS.Signals): Promise<void>
+}
+
+function proc(args: string[], env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  child.stdout!.on('data', (c) => (out += c))
+  child.stderr!.on('data', (c) => (out += c))
+  const exited = new Promise<void>((r) => child.once('exit', () => r()))
+  return {
+    child,
+    output: () => out,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal)
+      await exited
+    },
+  }
+}
+
+async function waitFor(what: string, ok: () => boolean | Promise<boolean>, p: Proc, ms = 60_000): Promise<void> {
+  const until = Date.now() + ms
+  while (!(await ok())) {
+    if (p.child.exitCode !== null) throw new Error(`${what}: the process exited: ${p.output()}`)
+    if (Date.now() > until) throw new Error(`${what} timed out: ${p.output()}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+export const freePort = () => 21000 + Math.floor(Math.random() * 20000)
+
+/** `bundle serve ENTRY --runners remote`; resolves once it listens (ready or not). */
+export async function remoteServe(entry: string, redis: string, env: Record<string, string>, extra: string[] = []): Promise<Proc & { url: string }> {
+  const port = freePort()
+  const p = proc(['serve', entry, '--port', String(port), '--runners', 'remote', '--redis', redis, ...extra], env)
+  const url = `http://127.0.0.1:${port}`
+  await waitFor('serve listening', async () => (await fetch(`${url}/livez`).catch(() => undefined))?.status === 200, p)
+  return { ...p, url }
+}
+
+/** `bundle worker ENTRY`; resolves once it says it is ready. */
+export async function worker(entry: string, redis: string, env: Record<string, string>, extra: string[] = []): Promise<Proc> {
+  const p = proc(['worker', entry, '--redis', redis, ...extra], env)
+  await waitFor('worker ready', () => p.output().includes('"worker ready"'), p)
+  return p
+}
+
+export async function until(what: string, ok: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms
+  while (!(await ok())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+/** A redis-server of its own on a free port, which the test may stop and start again. */
+export async function privateRedis(): Promise<{ url: string; start(): Promise<void>; stop(): Promise<void> }> {
+  const port = 30000 + Math.floor(Math.random() * 20000)
+  let child: ChildProcess | undefined
+  const reachable = () =>
+    new Promise<boolean>((resolve) => {
+      const s = createConnection({ port, host: '127.0.0.1' }, () => {
+        s.end()
+        resolve(true)
+      })
+      s.on('error', () => resolve(false))
+    })
+  const r = {
+    url: `redis://127.0.0.1:${port}`,
+    async start() {
+      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+      await until('redis-server', reachable, 10_000)
+    },
+    async stop() {
+      if (child === undefined) return
+      const c = child
+      child = undefined
+      const gone = new Promise((res) => c.once('exit', res))
+      c.kill('SIGKILL')
+      await gone
+    },
+  }
+  await r.start()
+  return r
+}
