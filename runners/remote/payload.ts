@@ -1,26 +1,49 @@
 import { deserialize, serialize } from 'node:v8'
 import { BundleError } from '../../errors/index.js'
+import type { RedisLink } from './link.js'
 
-// A runner call as it travels in a BullMQ job: Node's structured serialization (typed arrays as
-// raw bytes, never JSON number arrays), base64 so it fits BullMQ's JSON job data. API servers
-// and workers of one bundle run the same Node version, which this format needs.
+// A runner call as it travels between an API server and a remote worker: Node's structured
+// serialization (typed arrays as raw bytes, never JSON number arrays). Small payloads ride in
+// the BullMQ job as base64; large ones go into a Redis key of their own as raw bytes, read and
+// deleted by the one who takes them, which spares base64 and JSON on megabytes of tensors.
+// API servers and workers of one bundle run the same Node version, which this format needs.
+
+/** Payloads from this size travel in their own key. */
+const INLINE_MAX = 64 * 1024
+
+/** Inline base64, or the key that holds the bytes. */
+export type Packed = { b64: string } | { ref: string }
 
 /** What a job carries: the call, and when its requests stop waiting (epoch ms). */
 export interface JobData {
   method: string
-  /** base64 of the serialized args. */
-  args: string
+  args: Packed
   deadline: number
 }
 
 /** What a worker answers: the serialized result, or an error with its catalog code. */
-export type JobResult = { ok: string } | { error: { code?: string; message: string }; stale?: boolean }
+export type JobResult = { ok: Packed } | { error: { code?: string; message: string }; stale?: boolean }
 
-export const pack = (value: unknown): string => serialize(value).toString('base64')
+export async function pack(link: RedisLink, key: string, value: unknown, ttlMs: number): Promise<Packed> {
+  const bytes = serialize(value)
+  if (bytes.byteLength < INLINE_MAX) return { b64: bytes.toString('base64') }
+  await link.client().set(key, bytes, 'PX', Math.max(1_000, Math.ceil(ttlMs)))
+  return { ref: key }
+}
 
-export function unpack(text: string): unknown {
+/**
+ * `consume`: delete the key once read (results: one reader). Batch payloads stay until their
+ * sender deletes them, since a batch whose worker died is read again by the next worker.
+ */
+export async function unpack(link: RedisLink, p: Packed, consume: boolean): Promise<unknown> {
+  let bytes: Buffer | null
+  if ('b64' in p) bytes = Buffer.from(p.b64, 'base64')
+  else {
+    bytes = consume ? await link.client().getdelBuffer(p.ref) : await link.client().getBuffer(p.ref)
+    if (bytes === null) throw new BundleError('E_RUNNER_TIMEOUT', 'the batch payload expired in Redis before it was read')
+  }
   try {
-    return deserialize(Buffer.from(text, 'base64'))
+    return deserialize(bytes)
   } catch (err) {
     throw new BundleError('E_INTERNAL', `a remote runner payload could not be read (API servers and workers must run the same Node.js version): ${(err as Error).message}`)
   }

@@ -114,8 +114,8 @@ export class RemotePool {
       }, this.o.timeoutMs)
       this.pending.set(jobId, { resolve, reject, timer, started: false })
     })
-    const data: JobData = { method, args: pack(args), deadline }
     try {
+      const data: JobData = { method, args: await pack(this.o.link, `${this.o.link.prefix}:payload:${jobId}`, args, this.o.timeoutMs + 5_000), deadline }
       await queue.add(method, data, { jobId, removeOnComplete: true, removeOnFail: true, attempts: 1 })
     } catch (err) {
       const p = this.pending.get(jobId)
@@ -132,6 +132,8 @@ export class RemotePool {
     if (p === undefined) return
     clearTimeout(p.timer)
     this.pending.delete(jobId)
+    // The batch's payload key, if it had one, is no longer needed by any worker.
+    void this.o.link.client().del(`${this.o.link.prefix}:payload:${jobId}`).catch(() => undefined)
     if (failed !== undefined) {
       p.reject(new BundleError('E_RUNNER_CRASHED', `runner ${this.o.runner}: the remote batch failed: ${failed}`))
       return
@@ -144,11 +146,7 @@ export class RemotePool {
       return
     }
     if ('ok' in r) {
-      try {
-        p.resolve(unpack(r.ok))
-      } catch (err) {
-        p.reject(err)
-      }
+      unpack(this.o.link, r.ok, true).then(p.resolve, p.reject)
       return
     }
     const code = r.error.code

@@ -37,7 +37,8 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
       const d = job.data as JobData
       if (Date.now() > d.deadline) return { error: { code: 'E_RUNNER_TIMEOUT', message: `runner ${o.runner.name}: the batch waited past its deadline and was not run` }, stale: true }
       try {
-        return { ok: pack(await o.runner.execute(d.method, unpack(d.args))) }
+        const out = await o.runner.execute(d.method, await unpack(o.link, d.args, false))
+        return { ok: await pack(o.link, `${o.link.prefix}:result:${job.id}`, out, Math.max(1_000, d.deadline - Date.now() + 5_000)) }
       } catch (err) {
         const e = err as { code?: string; message?: string }
         return { error: { ...(e.code ? { code: e.code } : {}), message: e.message ?? String(err) } }
