@@ -89,11 +89,12 @@ export function serveCommand(): Command {
     .option('--no-access-log', 'do not log one line per request (default: log; or BUNDLE_ACCESS_LOG=0)')
     .option('--reload', 'restart when source files change (development)', false)
     .option('--runners <where>', 'local: runner workers are child processes here; remote: batches go to `bundle worker` processes through Redis', 'local')
-    .option('--redis <url>', 'Redis for remote runners (default $BUNDLE_REDIS_URL)')
+    .option('--redis <url>', 'Redis for remote runners, response caches and tasks (default $BUNDLE_REDIS_URL)')
     .action(async (entry: string, opts: { port?: string; host?: string; apiKey?: string; maxBodySize?: string; grace?: string; config?: string; accessLog: boolean; reload: boolean; runners: string; redis?: string }) => {
       if (opts.reload) return reloading(entry)
       if (opts.runners !== 'local' && opts.runners !== 'remote') throw new BundleError('E_CLI_USAGE', `--runners must be local or remote, not "${opts.runners}"`)
-      const url = opts.runners === 'remote' ? redisUrl(opts.redis, '--runners remote') : undefined
+      // Redis: always for remote runners; otherwise when given (response caches, tasks).
+      const url = opts.runners === 'remote' ? redisUrl(opts.redis, '--runners remote') : (opts.redis ?? (process.env.BUNDLE_REDIS_URL || undefined))
       const runnerConfig = opts.config === undefined ? undefined : await readServeConfig(opts.config)
       const { definition, scope } = await resolveEntry(entry)
       const { serve } = await import('../framework/index.js')
@@ -107,7 +108,8 @@ export function serveCommand(): Command {
         ...(opts.grace !== undefined ? { graceMs: wholeNumber('--grace', opts.grace, 0) } : {}),
         ...(opts.accessLog === false ? { accessLog: false } : {}),
         ...(runnerConfig ? { runnerConfig } : {}),
-        ...(link ? { remote: { link, scope } } : {}),
+        ...(link ? { redis: link } : {}),
+        ...(link && opts.runners === 'remote' ? { remote: { link, scope } } : {}),
       })
     })
 }

@@ -34,6 +34,8 @@ export class RunnerMetrics {
   private readonly rows: Counter<Labels>
   private readonly batches: Counter<Labels>
   private readonly rejected: Counter<Labels | 'reason'>
+  private readonly cacheHits: Counter<'service' | 'runner'>
+  private readonly cacheMisses: Counter<'service' | 'runner'>
 
   constructor(
     registry: Registry,
@@ -47,6 +49,8 @@ export class RunnerMetrics {
     this.rows = new Counter({ name: 'bundle_runner_inference_total', help: 'Rows run through the model', labelNames: ['service', 'runner', 'method'], registers: r })
     this.batches = new Counter({ name: 'bundle_runner_execution_total', help: 'Batches executed', labelNames: ['service', 'runner', 'method'], registers: r })
     this.rejected = new Counter({ name: 'bundle_runner_rejected_total', help: 'Requests shed by the batcher (reason: queue_full, admission, deadline)', labelNames: ['service', 'runner', 'method', 'reason'], registers: r })
+    this.cacheHits = new Counter({ name: 'bundle_runner_cache_hits_total', help: 'Requests answered from the response cache (no queue, no model)', labelNames: ['service', 'runner'], registers: r })
+    this.cacheMisses = new Counter({ name: 'bundle_runner_cache_misses_total', help: 'Requests the response cache did not hold (run, then stored)', labelNames: ['service', 'runner'], registers: r })
     const svc = service
     new Gauge({
       name: 'bundle_runner_queue_depth',
@@ -117,6 +121,11 @@ export class RunnerMetrics {
         for (const s of sources()) this.set({ service: svc, runner: s.name }, s.restarts())
       },
     })
+  }
+
+  /** A response-cache lookup: answered from the cache, or not. */
+  cacheLookup(runner: string, hit: boolean): void {
+    ;(hit ? this.cacheHits : this.cacheMisses).inc({ service: this.service, runner })
   }
 
   observer(runner: string, method: string): DispatchObserver {

@@ -11,6 +11,8 @@ import { bothObservers, RunnerStats } from './stats.js'
 import { WorkerPool } from './pool/worker-pool.js'
 import { RemotePool } from './remote/remote-pool.js'
 import type { RemoteTarget } from './remote/target.js'
+import { ResponseCache, type CacheOptions } from './remote/cache.js'
+import type { RedisLink } from './remote/link.js'
 import { gpuDevices } from './gpu/devices.js'
 import { placeWorkers, type GpuRequest } from './gpu/placement.js'
 import { autoscale } from './autoscaler.js'
@@ -70,6 +72,11 @@ export interface OnnxRunnerOptions {
    * `shapes` gives the per-row shape of inputs with variable ones; `false` turns it off.
    */
   warmup?: WarmupOptions | false
+  /**
+   * Keep answers in Redis (the server's --redis): the same input to the same model version is
+   * answered from there, skipping the queue. `true` for the defaults.
+   */
+  cache?: CacheOptions | boolean
 }
 
 export interface WarmupOptions {
@@ -131,6 +138,14 @@ export class OnnxRunner {
     this.remote = target
   }
 
+  private redis: RedisLink | undefined
+  private cache: ResponseCache | undefined
+
+  /** Before start: the server's Redis (--redis), for the response cache. */
+  useRedis(link: RedisLink): void {
+    this.redis = link
+  }
+
   /**
    * Runs one batch the way the batcher would, on this runner's own worker processes: what a
    * remote worker does with a job. `args` is the call as the batcher sends it.
@@ -182,6 +197,11 @@ export class OnnxRunner {
   }
 
   async start(): Promise<void> {
+    const c = this.options.cache
+    if (c) {
+      if (this.redis === undefined) throw new BundleError('E_SERVE_CONFIG_INVALID', `runner ${this.name} keeps a response cache, which lives in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL), or drop its cache option`)
+      this.cache = new ResponseCache(this.redis, c === true ? {} : c)
+    }
     this.apply(await this.prepare(this.pinned?.tag ?? this.tag, this.pinned))
     this.suspended = false
     this.lastUsed = Date.now()
@@ -432,13 +452,24 @@ export class OnnxRunner {
   async run(inputs: Inputs): Promise<Outputs> {
     const started = performance.now()
     try {
-      const out = await this.submit(inputs)
+      const out = this.cache && this.model ? await this.cached(this.cache, this.model.digest, inputs) : await this.submit(inputs)
       this.inferenceStats.request(true, this.rowsOf(inputs), performance.now() - started)
       return out
     } catch (err) {
       this.inferenceStats.request(false, this.rowsOf(inputs), performance.now() - started)
       throw err
     }
+  }
+
+  /** A hit skips the queue; a miss runs and stores the answer. */
+  private async cached(cache: ResponseCache, digest: string, inputs: Inputs): Promise<Outputs> {
+    const key = cache.key(digest, inputs)
+    const hit = await cache.get<Outputs>(key)
+    this.metrics?.cacheLookup(this.name, hit !== undefined)
+    if (hit !== undefined) return hit
+    const out = await this.submit(inputs)
+    cache.set(key, out)
+    return out
   }
 
   private rowsOf(inputs: Inputs): number {

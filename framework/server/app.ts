@@ -30,6 +30,8 @@ export interface AppOptions {
   version?: string
   /** Model store the repository extension loads from (default $BUNDLE_HOME). */
   storeHome?: string
+  /** Redis (--redis): response caches and tasks use it. */
+  redis?: RedisLink
   /** Runners send their batches to remote workers through this Redis; queues are named after `scope` (bundle or service). */
   remote?: { link: RedisLink; scope: string }
 }
@@ -321,6 +323,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
             if (!names.has(name)) throw new BundleError('E_SERVE_CONFIG_INVALID', `the config names runner "${name}", but this service has ${[...names].join(', ') || 'no runners'}`)
           }
           for (const r of definition.runners) r.configure?.(mergeOverrides({}, options.runnerConfig?.[r.name] ?? {}, envOverrides(r.name)))
+          const redis = options.redis ?? options.remote?.link
+          if (redis) for (const r of definition.runners) r.useRedis?.(redis)
           const remote = options.remote
           if (remote) for (const r of definition.runners) r.useRemote?.({ link: remote.link, queue: queueName(remote.scope, r.name) })
           instance = definition.create()

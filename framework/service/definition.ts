@@ -1,5 +1,5 @@
 import { BundleError } from '../../errors/index.js'
-import type { InferenceModel, RemoteTarget, RunnerMetrics, RunnerOverrides } from '../../runners/index.js'
+import type { InferenceModel, RedisLink, RemoteTarget, RunnerMetrics, RunnerOverrides } from '../../runners/index.js'
 import type { HeaderReader, IODescriptor } from '../io/types.js'
 
 export interface TrafficOptions {
@@ -37,6 +37,8 @@ export interface RunnerDeclaration {
   effectiveConfig?(): Record<string, unknown>
   /** Before start: send batches to remote workers through Redis (`bundle serve --runners remote`). */
   useRemote?(target: RemoteTarget): void
+  /** Before start: the server's Redis (--redis), for runners that keep a response cache. */
+  useRedis?(link: RedisLink): void
   /** Runs one formed batch on the runner's own workers: what `bundle worker` does with a job. */
   execute?(method: string, args: unknown): Promise<unknown>
   /** Why it is not ready, beyond starting up (e.g. Redis unreachable); shown by /readyz. */
