@@ -108,7 +108,7 @@ export function serveCommand(): Command {
         ...(opts.grace !== undefined ? { graceMs: wholeNumber('--grace', opts.grace, 0) } : {}),
         ...(opts.accessLog === false ? { accessLog: false } : {}),
         ...(runnerConfig ? { runnerConfig } : {}),
-        ...(link ? { redis: link } : {}),
+        ...(link ? { redis: link, scope } : {}),
         ...(link && opts.runners === 'remote' ? { remote: { link, scope } } : {}),
       })
     })

@@ -75,6 +75,11 @@ export const CATALOG = {
 
   E_REMOTE_UNAVAILABLE: entry(503, 1, 'Redis, which carries batches to remote runner workers (or tasks and the response cache), cannot be reached.', 'Check that Redis at the --redis URL runs; calls resume by themselves once it is back (GET /readyz says why it is not ready).'),
   E_REMOTE_NO_WORKERS: entry(503, 1, 'No remote worker took the batch before its deadline (none running for this runner, or all busy).', 'Start workers: bundle worker TAG --runner NAME --redis URL; or raise timeoutMs.'),
+  E_TASK_NOT_FOUND: entry(404, 2, 'No task with this id (never submitted, or its record expired).', 'Check the taskId that submit returned; finished tasks are kept for a day.'),
+  E_TASK_NOT_FINISHED: entry(409, 1, 'The task is still pending or running, so it has no result yet.', 'Poll GET <route>/status?taskId=… until it says success, then fetch the result.'),
+  E_TASK_FAILED: entry(409, 1, 'The task failed; it has no result.', 'GET <route>/status?taskId=… shows the error; POST <route>/retry?taskId=… runs it again.'),
+  E_TASK_CANCELLED: entry(409, 1, 'The task was cancelled; it has no result.', 'POST <route>/retry?taskId=… runs it again.'),
+  E_TASK_CONFLICT: entry(409, 1, 'The task is not in a state this operation applies to (retry of a task that has not failed, cancel of a finished one).', 'GET <route>/status?taskId=… shows its state.'),
   E_SERVER_UNREACHABLE: entry(503, 1, 'The server given with --url cannot be reached.', 'Check the URL and that the server runs (curl URL/v2/health/live).'),
   E_SERVER_REQUEST_FAILED: entry(502, 1, 'The server given with --url refused the request; the message quotes its answer.', 'Fix what the quoted error says (model name, version, config, API key).'),
 

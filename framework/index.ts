@@ -1,7 +1,7 @@
 // First: decorators need Symbol.metadata, which Node 20 lacks.
 import './metadata-polyfill.js'
 
-export { api, definitionOf, onShutdown, onStartup, service, type ApiOptions } from './service/decorators.js'
+export { api, definitionOf, onShutdown, onStartup, service, task, type ApiOptions, type TaskOptions } from './service/decorators.js'
 export { defineApi, defineService, type DefineServiceOptions, type DefinedApi } from './service/define.js'
 export type { ApiContext, ApiDefinition, RunnerDeclaration, ServiceDefinition, ServiceOptions, TrafficOptions } from './service/definition.js'
 export { io } from './io/index.js'

@@ -14,6 +14,7 @@ import { envOverrides, mergeOverrides, queueName, RunnerMetrics, type RedisLink,
 import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
 import { ModelRepository } from './v2/repository.js'
+import { TaskService } from './tasks.js'
 import { mountV2 } from './v2/routes.js'
 
 export interface AppOptions {
@@ -32,6 +33,8 @@ export interface AppOptions {
   storeHome?: string
   /** Redis (--redis): response caches and tasks use it. */
   redis?: RedisLink
+  /** Names queues in Redis (tasks): the bundle or service (default the service name). */
+  scope?: string
   /** Runners send their batches to remote workers through this Redis; queues are named after `scope` (bundle or service). */
   remote?: { link: RedisLink; scope: string }
 }
@@ -241,6 +244,24 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     }
   }
 
+  /** The request body as the API's input descriptor reads it (media type checked, size capped). */
+  async function decodeInput(c: Context, a: ApiDefinition): Promise<{ input: unknown; headers: HeaderReader }> {
+    const contentType = headerOf(c, 'content-type') ?? ''
+    if (!mediaTypeMatches(contentType, a.input.mediaTypes)) {
+      throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', `${a.route} accepts ${a.input.mediaTypes.join(', ')}; got ${contentType === '' ? 'no Content-Type' : contentType}`)
+    }
+    const bytes = await readBody(headerOf(c, 'content-length'), () => c.req.arrayBuffer(), () => c.req.raw.body, maxBody)
+    // Read from node's IncomingMessage on demand (see headerOf).
+    const headers = { get: (name: string) => headerOf(c, name.toLowerCase()) ?? null }
+    const input = await a.input.decode({
+      contentType,
+      headers,
+      bytes: async () => bytes,
+      formData: () => new Response(bytes as Uint8Array<ArrayBuffer>, { headers: { 'content-type': contentType } }).formData(),
+    })
+    return { input, headers }
+  }
+
   async function handle(c: Context<{ Variables: { requestId: string; headed?: boolean } }>, a: ApiDefinition): Promise<Response> {
     const requestId = c.get('requestId')
     const started = performance.now()
@@ -253,19 +274,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       authorize(c)
       if (phase !== 'ready' || instance === undefined) throw new BundleError('E_HTTP_NOT_READY', phase === 'starting' ? 'the service is still starting' : `the service is ${phase}`)
       if (inFlight > definition.traffic.maxConcurrency) throw new BundleError('E_HTTP_TOO_MANY_REQUESTS', `the service is handling its maximum of ${definition.traffic.maxConcurrency} concurrent requests; retry later`)
-      const contentType = headerOf(c, 'content-type') ?? ''
-      if (!mediaTypeMatches(contentType, a.input.mediaTypes)) {
-        throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', `${a.route} accepts ${a.input.mediaTypes.join(', ')}; got ${contentType === '' ? 'no Content-Type' : contentType}`)
-      }
-      const bytes = await readBody(headerOf(c, 'content-length'), () => c.req.arrayBuffer(), () => c.req.raw.body, maxBody)
-      // Read from node's IncomingMessage on demand (see headerOf).
-      const headers = { get: (name: string) => headerOf(c, name.toLowerCase()) ?? null }
-      const input = await a.input.decode({
-        contentType,
-        headers,
-        bytes: async () => bytes,
-        formData: () => new Response(bytes as Uint8Array<ArrayBuffer>, { headers: { 'content-type': contentType } }).formData(),
-      })
+      const { input, headers } = await decodeInput(c, a)
       const method = instance[a.name] as (input: unknown, ctx: unknown) => unknown
       const ctx = new RequestContext(requestId, headers, (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing)
       const result = method.call(instance, input, ctx)
@@ -291,7 +300,19 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     return response
   }
 
+  const taskApis = definition.apis.filter((a) => a.task)
+  const redis = options.redis ?? options.remote?.link
+  const tasks = taskApis.length && redis ? new TaskService({ link: redis, scope: options.remote?.scope ?? options.scope ?? definition.name, apis: taskApis, log }) : undefined
+  tasks?.mount(app, {
+    decode: async (c, a) => {
+      if (phase !== 'ready' || instance === undefined) throw new BundleError('E_HTTP_NOT_READY', phase === 'starting' ? 'the service is still starting' : `the service is ${phase}`)
+      return (await decodeInput(c, a)).input
+    },
+    authorize,
+    respond: (c, err) => errorResponse(err, c.get('requestId') ?? randomUUID(), log),
+  })
   for (const a of definition.apis) {
+    if (a.task) continue
     app.post(a.route, (c) => handle(c, a))
     app.all(a.route, () => {
       throw new BundleError('E_HTTP_METHOD_NOT_ALLOWED', `${a.route} takes POST`)
@@ -332,6 +353,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
           // Ensembles check their steps against the models, so they start after every runner.
           for (const r of definition.runners) if (r.kind !== 'ensemble') await r.start?.()
           for (const r of definition.runners) if (r.kind === 'ensemble') await r.start?.()
+          if (taskApis.length && tasks === undefined) throw new BundleError('E_SERVE_CONFIG_INVALID', `${taskApis.map((a) => a.route).join(', ')} ${taskApis.length > 1 ? 'are tasks' : 'is a task'}, which live in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL)`)
+          await tasks?.start(instance)
           // A SIGTERM during start-up wins: the service never turns ready.
           if (phase !== 'starting') return
           phase = 'ready'
@@ -370,6 +393,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
         }
       }
       if (instance) for (const hook of definition.onShutdown) await attempt(`shutdown hook ${hook}`, () => (instance![hook] as () => unknown).call(instance))
+      await attempt('tasks', () => tasks?.stop())
       for (const r of definition.runners) await attempt(`runner ${r.name}`, () => r.stop?.())
       await attempt('models loaded at run time', () => repository!.stopAll())
       phase = 'stopped'

@@ -68,6 +68,34 @@ export function api<I extends IODescriptor<any, any>, O extends IODescriptor<any
   }
 }
 
+export interface TaskOptions<I extends IODescriptor<any, any>, O extends IODescriptor<any, any>> extends ApiOptions<I, O> {
+  /** Tasks of this kind one server runs at once (default 2); more replicas run more. */
+  concurrency?: number
+}
+
+/**
+ * Marks a method as a durable async task (long jobs): `POST <route>/submit` answers at once
+ * with a taskId; `GET <route>/status`, `GET <route>/result`, `POST <route>/cancel` and
+ * `POST <route>/retry` take `?taskId=`. Tasks live in Redis (through BullMQ), so any replica
+ * answers for them and they survive a restart; the server needs `--redis`.
+ *
+ * @example
+ * @task({ input: io.json(z.object({ url: z.string() })), output: io.json(Report) })
+ * async transcribe({ url }: { url: string }, ctx: ApiContext) { … } // ctx.signal aborts on cancel
+ */
+export function task<I extends IODescriptor<any, any>, O extends IODescriptor<any, any>>(options: TaskOptions<I, O>) {
+  const mark = api(options)
+  return function <This>(
+    method: (this: This, input: InputOf<I>, context: ApiContext) => OutputOf<O> | Promise<OutputOf<O>>,
+    context: ClassMethodDecoratorContext<This, (this: This, input: InputOf<I>, context: ApiContext) => OutputOf<O> | Promise<OutputOf<O>>>,
+  ): void {
+    mark(method, context)
+    const list = metadataOf(context)[APIS] as ApiDefinition[]
+    const i = list.findIndex((x) => x.name === context.name)
+    list[i] = { ...list[i]!, task: { concurrency: options.concurrency ?? 2 } }
+  }
+}
+
 /** Runs before the server reports ready (load resources, warm up). */
 export function onStartup<This>(_method: (this: This) => unknown, context: ClassMethodDecoratorContext<This, (this: This) => unknown>): void {
   hooksOf(context).onStartup.push(plainMethod(context, '@onStartup'))

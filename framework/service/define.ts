@@ -6,6 +6,8 @@ export interface DefinedApi<I extends IODescriptor<any, any>, O extends IODescri
   output: O
   route?: string
   description?: string
+  /** A durable async task (see `@task`); `concurrency`: tasks one server runs at once (default 2). */
+  task?: boolean | { concurrency?: number }
   handler: (input: InputOf<I>, context: ApiContext) => OutputOf<O> | Promise<OutputOf<O>>
 }
 
@@ -33,6 +35,7 @@ export function defineService(options: DefineServiceOptions): ServiceDefinition 
     input: a.input,
     output: a.output,
     ...(a.description ? { description: a.description } : {}),
+    ...(a.task ? { task: { concurrency: (typeof a.task === 'object' ? a.task.concurrency : undefined) ?? 2 } } : {}),
   }))
   const hooks = { onStartup: options.onStartup ? ['__onStartup'] : [], onShutdown: options.onShutdown ? ['__onShutdown'] : [] }
   return buildDefinition(options, apis, hooks, () => {

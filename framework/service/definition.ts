@@ -61,6 +61,8 @@ export interface ApiDefinition {
   readonly input: IODescriptor<any, any>
   readonly output: IODescriptor<any, any>
   readonly description?: string
+  /** A durable async task: submit/status/result/cancel/retry routes under `route`, kept in Redis. */
+  readonly task?: { readonly concurrency: number }
 }
 
 /** The frozen, plain description of a service that the server, OpenAPI and bundles work from. */

@@ -83,7 +83,7 @@ export class RedisLink {
   /** Throws E_REMOTE_UNAVAILABLE while Redis is down: callers fail fast instead of waiting. */
   check(): void {
     // Clients learn that Redis is down, not where it lives (that is in /readyz and the log).
-    if (this.unavailable() !== undefined) throw new BundleError('E_REMOTE_UNAVAILABLE', 'the remote runners are unreachable (Redis is down); retry shortly')
+    if (this.unavailable() !== undefined) throw new BundleError('E_REMOTE_UNAVAILABLE', 'Redis is unreachable, so remote runners and tasks are too; retry shortly')
   }
 
   /** Resolves once connected, or rejects after `ms`. */

@@ -1,0 +1,217 @@
+import { randomUUID } from 'node:crypto'
+import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq'
+import type { Context, Hono } from 'hono'
+import type { Logger } from 'pino'
+import { BundleError, isBundleError } from '../../errors/index.js'
+import { pack, unpack, type Packed, type RedisLink } from '../../runners/index.js'
+import type { ApiDefinition } from '../service/definition.js'
+
+// Durable async tasks (@task): each task API has a BullMQ queue in Redis, so a task is seen by
+// every replica and outlives the server that took it; every replica also runs some of them.
+// A task whose server dies mid-run goes back to the queue once its lock lapses (10 s) and runs
+// again elsewhere. Finished tasks are kept a day, failed ones a week.
+
+const KEEP_DONE_S = 24 * 3600
+const KEEP_FAILED_S = 7 * 24 * 3600
+const LOCK_MS = 10_000
+
+type Status = 'pending' | 'running' | 'success' | 'failure' | 'cancelled'
+
+interface TaskData {
+  input: Packed
+}
+
+interface TaskResult {
+  body: string
+  contentType: string
+  headers?: Record<string, string>
+}
+
+export interface TaskOptions {
+  link: RedisLink
+  /** Names the queues: the bundle or service. */
+  scope: string
+  apis: readonly ApiDefinition[]
+  log: Logger
+}
+
+const STATES: Record<string, Status> = { waiting: 'pending', wait: 'pending', delayed: 'pending', prioritized: 'pending', 'waiting-children': 'pending', active: 'running', completed: 'success', failed: 'failure' }
+
+export class TaskService {
+  private readonly queues = new Map<string, Queue>()
+  private readonly workers: Worker[] = []
+  private readonly running = new Map<string, AbortController>()
+  private subscriber: ReturnType<RedisLink['connection']> | undefined
+  private started = false
+
+  constructor(private readonly o: TaskOptions) {}
+
+  private queueName(a: ApiDefinition): string {
+    return `${this.o.scope}.task.${a.name}`.replace(/[^A-Za-z0-9._-]/g, '-')
+  }
+
+  private cancelKey(a: ApiDefinition, id: string): string {
+    return `${this.o.link.prefix}:task-cancelled:${this.queueName(a)}:${id}`
+  }
+
+  private get channel(): string {
+    return `${this.o.link.prefix}:task-cancel`
+  }
+
+  private queue(a: ApiDefinition): Queue {
+    const q = this.queues.get(a.name)
+    if (q === undefined || !this.started) throw new BundleError('E_HTTP_NOT_READY', 'the service is still starting')
+    return q
+  }
+
+  /** Opens the queues and starts this server's share of the work. */
+  async start(instance: Record<string, unknown>): Promise<void> {
+    const { link } = this.o
+    // Not for long: the server starts while Redis is down, and tasks answer 503 until it is back.
+    await link.connected(3_000).catch(() => undefined)
+    for (const a of this.o.apis) {
+      const q = new Queue(this.queueName(a), { connection: link.connection(false), prefix: link.prefix })
+      q.on('error', () => undefined)
+      this.queues.set(a.name, q)
+      const w = new Worker(this.queueName(a), (job) => this.process(a, instance, job), { connection: link.connection(true), prefix: link.prefix, concurrency: a.task!.concurrency, lockDuration: LOCK_MS, stalledInterval: LOCK_MS / 2, maxStalledCount: 2 })
+      w.on('error', () => undefined)
+      this.workers.push(w)
+    }
+    // A cancel reaches the replica running the task, wherever it was asked.
+    this.subscriber = link.connection(true)
+    this.subscriber.on('message', (_ch: string, id: string) => this.running.get(id)?.abort(new BundleError('E_TASK_CANCELLED', 'the task was cancelled')))
+    await this.subscriber.subscribe(this.channel).catch(() => undefined)
+    this.started = true
+  }
+
+  private async process(a: ApiDefinition, instance: Record<string, unknown>, job: Job): Promise<TaskResult> {
+    const id = job.id!
+    if (await this.o.link.client().exists(this.cancelKey(a, id))) throw new UnrecoverableError('cancelled')
+    const input = await unpack(this.o.link, (job.data as TaskData).input, false)
+    const ac = new AbortController()
+    this.running.set(id, ac)
+    try {
+      const ctx = { requestId: id, signal: ac.signal, headers: { get: () => null } }
+      const aborted = new Promise<never>((_, reject) => ac.signal.addEventListener('abort', () => reject(new UnrecoverableError('cancelled')), { once: true }))
+      const output = await Promise.race([(instance[a.name] as (i: unknown, c: unknown) => unknown).call(instance, input, ctx), aborted])
+      const enc = await a.output.encode(output, undefined)
+      const body = typeof enc.body === 'string' ? Buffer.from(enc.body) : Buffer.from(enc.body)
+      return { body: body.toString('base64'), contentType: enc.contentType, ...(enc.headers ? { headers: enc.headers } : {}) }
+    } catch (err) {
+      if (err instanceof UnrecoverableError) throw err
+      // What a client may read in /status: our coded messages; anything else stays in the log.
+      this.o.log.error({ err, task: id, api: a.name }, 'task failed')
+      throw new UnrecoverableError(isBundleError(err) && err.status < 500 ? `${err.code}: ${err.message}` : 'the task failed; the server log has the details')
+    } finally {
+      this.running.delete(id)
+    }
+  }
+
+  async submit(a: ApiDefinition, input: unknown): Promise<string> {
+    this.o.link.check()
+    const id = randomUUID()
+    const data: TaskData = { input: await pack(this.o.link, `${this.o.link.prefix}:task-input:${id}`, input, KEEP_FAILED_S * 1000) }
+    await this.queue(a).add(a.name, data, { jobId: id, attempts: 1, removeOnComplete: { age: KEEP_DONE_S }, removeOnFail: { age: KEEP_FAILED_S } })
+    return id
+  }
+
+  private async job(a: ApiDefinition, id: string): Promise<{ job: Job; status: Status }> {
+    this.o.link.check()
+    const job = await this.queue(a).getJob(id)
+    if (job === undefined) throw new BundleError('E_TASK_NOT_FOUND', `no task ${id} for ${a.route}`)
+    const state = await job.getState()
+    const status = STATES[state]
+    if (status === undefined) throw new BundleError('E_TASK_NOT_FOUND', `no task ${id} for ${a.route}`)
+    const cancelled = status !== 'success' && (await this.o.link.client().exists(this.cancelKey(a, id))) === 1
+    return { job, status: cancelled ? 'cancelled' : status }
+  }
+
+  async status(a: ApiDefinition, id: string): Promise<Record<string, unknown>> {
+    const { job, status } = await this.job(a, id)
+    const iso = (t: number | undefined) => (t ? new Date(t).toISOString() : undefined)
+    return {
+      taskId: id,
+      status,
+      createdAt: iso(job.timestamp),
+      ...(job.processedOn ? { startedAt: iso(job.processedOn) } : {}),
+      ...(job.finishedOn && status !== 'running' && status !== 'pending' ? { finishedAt: iso(job.finishedOn) } : {}),
+      ...(status === 'failure' ? { error: job.failedReason } : {}),
+    }
+  }
+
+  async result(a: ApiDefinition, id: string): Promise<TaskResult> {
+    const { job, status } = await this.job(a, id)
+    if (status === 'success') return job.returnvalue as TaskResult
+    if (status === 'failure') throw new BundleError('E_TASK_FAILED', `task ${id} failed: ${job.failedReason}`)
+    if (status === 'cancelled') throw new BundleError('E_TASK_CANCELLED', `task ${id} was cancelled`)
+    throw new BundleError('E_TASK_NOT_FINISHED', `task ${id} is ${status}`)
+  }
+
+  async cancel(a: ApiDefinition, id: string): Promise<void> {
+    const { status } = await this.job(a, id)
+    if (status === 'success' || status === 'failure') throw new BundleError('E_TASK_CONFLICT', `task ${id} has already finished (${status})`)
+    await this.o.link.client().set(this.cancelKey(a, id), '1', 'EX', KEEP_FAILED_S)
+    await this.o.link.client().publish(this.channel, id)
+  }
+
+  async retry(a: ApiDefinition, id: string): Promise<void> {
+    const { job, status } = await this.job(a, id)
+    if (status === 'cancelled' && (await job.getState()) !== 'failed') throw new BundleError('E_TASK_CONFLICT', `task ${id} is still being cancelled; retry once its status says so for good`)
+    if (status !== 'failure' && status !== 'cancelled') throw new BundleError('E_TASK_CONFLICT', `only a failed or cancelled task can be retried; task ${id} is ${status}`)
+    await this.o.link.client().del(this.cancelKey(a, id))
+    await job.retry('failed')
+  }
+
+  /** Stops taking tasks; those running get a few seconds, then go back to the queue for others. */
+  async stop(): Promise<void> {
+    this.started = false
+    const graceful = Promise.all(this.workers.map((w) => w.close().catch(() => undefined)))
+    await Promise.race([graceful, new Promise((r) => setTimeout(r, 5_000).unref())])
+    await Promise.race([Promise.all([...this.workers.map((w) => w.close(true).catch(() => undefined)), ...[...this.queues.values()].map((q) => q.close().catch(() => undefined))]), new Promise((r) => setTimeout(r, 1_000).unref())])
+    this.subscriber?.disconnect()
+    this.workers.length = 0
+    this.queues.clear()
+  }
+
+  /** The routes of every task API: submit, status, result, cancel, retry. */
+  mount(app: Hono<any>, h: { decode: (c: Context, a: ApiDefinition) => Promise<unknown>; authorize: (c: Context) => void; respond: (c: Context, err: unknown) => Response }): void {
+    const taskId = (c: Context): string => {
+      const id = c.req.query('taskId')
+      if (!id) throw new BundleError('E_INPUT_INVALID', 'taskId is missing: add ?taskId=… (the id submit returned)')
+      if (!/^[A-Za-z0-9-]{1,64}$/.test(id)) throw new BundleError('E_TASK_NOT_FOUND', `no task ${id.slice(0, 64)}`)
+      return id
+    }
+    const route = (fn: (c: Context) => Promise<Response>) => async (c: Context) => {
+      try {
+        return await fn(c)
+      } catch (err) {
+        return h.respond(c, err)
+      }
+    }
+    for (const a of this.o.apis) {
+      app.post(`${a.route}/submit`, route(async (c) => {
+        h.authorize(c)
+        const id = await this.submit(a, await h.decode(c, a))
+        return c.json({ taskId: id, status: 'pending' }, 202)
+      }))
+      app.get(`${a.route}/status`, route(async (c) => c.json(await this.status(a, taskId(c)))))
+      app.get(`${a.route}/result`, route(async (c) => {
+        h.authorize(c)
+        const r = await this.result(a, taskId(c))
+        return c.body(Buffer.from(r.body, 'base64') as never, 200, { 'content-type': r.contentType, ...(r.headers ?? {}) })
+      }))
+      app.post(`${a.route}/cancel`, route(async (c) => {
+        h.authorize(c)
+        const id = taskId(c)
+        await this.cancel(a, id)
+        return c.json({ taskId: id, status: 'cancelled' })
+      }))
+      app.post(`${a.route}/retry`, route(async (c) => {
+        h.authorize(c)
+        const id = taskId(c)
+        await this.retry(a, id)
+        return c.json({ taskId: id, status: 'pending' })
+      }))
+    }
+  }
+}
