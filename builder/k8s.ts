@@ -15,6 +15,14 @@ export interface K8sOptions {
   namespace?: string
   /** The server's shutdown grace (bundle serve --grace), in ms. */
   graceMs?: number
+  /**
+   * Scale out: API pods run `--runners remote` against this Redis and a second Deployment runs
+   * `bundle worker` (GPUs go to the workers), each with its own autoscaler bounds.
+   */
+  redis?: string
+  workerReplicas?: number
+  workerMin?: number
+  workerMax?: number
 }
 
 const PORT = 3000
@@ -39,6 +47,11 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
   positive('--gpu', o.gpu)
   positive('--min', o.min)
   positive('--max', o.max)
+  positive('--worker-replicas', o.workerReplicas)
+  positive('--worker-min', o.workerMin)
+  positive('--worker-max', o.workerMax)
+  if (o.redis !== undefined && !/^rediss?:\/\/./.test(o.redis)) throw new BundleError('E_CLI_USAGE', `--redis "${o.redis}" is not a Redis URL (redis://HOST:6379)`)
+  if (o.redis === undefined && (o.workerReplicas ?? o.workerMin ?? o.workerMax) !== undefined) throw new BundleError('E_CLI_USAGE', '--worker-* options need --redis: workers are fed through Redis')
   const min = o.min ?? (o.max !== undefined ? 1 : undefined)
   if (min !== undefined && o.max !== undefined && min > o.max) throw new BundleError('E_CLI_USAGE', `--min ${min} is above --max ${o.max}`)
   const labels = { 'app.kubernetes.io/name': name, 'app.kubernetes.io/version': bundle.version.slice(0, 63), 'app.kubernetes.io/managed-by': 'modelbundle' }
@@ -46,7 +59,10 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
   const metadata = { name, ...(o.namespace ? { namespace: o.namespace } : {}), labels, annotations: { 'modelbundle.io/bundle': bundle.tag, 'modelbundle.io/digest': bundle.digest } }
   // The server drains for up to graceMs after SIGTERM; the pod must not be killed before it ends.
   const graceSeconds = Math.ceil((o.graceMs ?? 30_000) / 1000) + 15
-  const gpu = o.gpu ?? 0
+  // With Redis, the API pods hold no model processes: GPUs and model memory go to the workers.
+  const remote = o.redis !== undefined
+  const gpu = remote ? 0 : (o.gpu ?? 0)
+  const redisEnv = remote ? [{ name: 'BUNDLE_REDIS_URL', value: o.redis! }] : []
   const deployment = {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
@@ -63,10 +79,12 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
             {
               name,
               image: o.image,
+              ...(remote ? { args: ['--runners', 'remote'] } : {}),
               ports: [{ name: 'http', containerPort: PORT }],
               env: [
                 { name: 'PORT', value: String(PORT) },
                 { name: 'HOST', value: '0.0.0.0' },
+                ...redisEnv,
                 ...Object.entries(m.env ?? {}).map(([k, v]) => ({ name: k, value: v })),
               ],
               startupProbe: { httpGet: { path: '/livez', port: 'http' }, periodSeconds: 2, failureThreshold: 60 },
@@ -93,18 +111,57 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
     spec: { selector, ports: [{ name: 'http', port: 80, targetPort: 'http' }] },
   }
   const out: Record<string, unknown>[] = [deployment, service]
-  if (min !== undefined || o.max !== undefined) {
+  const hpa = (meta: typeof metadata, target: string, lo: number | undefined, hi: number | undefined) => ({
+    apiVersion: 'autoscaling/v2',
+    kind: 'HorizontalPodAutoscaler',
+    metadata: meta,
+    spec: {
+      scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: target },
+      minReplicas: lo ?? 1,
+      maxReplicas: hi ?? Math.max(lo ?? 1, 1) * 4,
+      metrics: [{ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } }],
+    },
+  })
+  if (min !== undefined || o.max !== undefined) out.push(hpa(metadata, name, min, o.max))
+  if (remote) {
+    const wname = `${name}-worker`.slice(0, 63)
+    const wlabels = { ...labels, 'app.kubernetes.io/name': wname, 'app.kubernetes.io/component': 'worker' }
+    const wmeta = { ...metadata, name: wname, labels: wlabels }
+    const wmin = o.workerMin ?? (o.workerMax !== undefined ? 1 : undefined)
+    if (wmin !== undefined && o.workerMax !== undefined && wmin > o.workerMax) throw new BundleError('E_CLI_USAGE', `--worker-min ${wmin} is above --worker-max ${o.workerMax}`)
+    const wgpu = o.gpu ?? 0
     out.push({
-      apiVersion: 'autoscaling/v2',
-      kind: 'HorizontalPodAutoscaler',
-      metadata,
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: wmeta,
       spec: {
-        scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name },
-        minReplicas: min ?? 1,
-        maxReplicas: o.max ?? Math.max(min ?? 1, 1) * 4,
-        metrics: [{ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } }],
+        replicas: o.workerReplicas ?? wmin ?? 1,
+        selector: { matchLabels: { 'app.kubernetes.io/name': wname } },
+        template: {
+          metadata: { labels: wlabels },
+          spec: {
+            // A worker finishes the batches it holds on SIGTERM; others take the rest.
+            terminationGracePeriodSeconds: 30,
+            securityContext: { runAsNonRoot: true, runAsUser: IMAGE_UID, runAsGroup: IMAGE_UID, fsGroup: IMAGE_UID },
+            containers: [
+              {
+                name: 'worker',
+                image: o.image,
+                command: ['node', '/app/node_modules/modelbundle/bin/bundle', 'worker', '/app'],
+                env: [...redisEnv, ...Object.entries(m.env ?? {}).map(([k, v]) => ({ name: k, value: v }))],
+                resources: {
+                  requests: { cpu: o.cpu ?? '1', memory: o.memory ?? '1Gi', ...(wgpu ? { 'nvidia.com/gpu': wgpu } : {}) },
+                  limits: { memory: o.memory ?? '1Gi', ...(wgpu ? { 'nvidia.com/gpu': wgpu } : {}) },
+                },
+                volumeMounts: [{ name: 'shm', mountPath: '/dev/shm' }],
+              },
+            ],
+            volumes: [{ name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: '512Mi' } }],
+          },
+        },
       },
     })
+    if (wmin !== undefined || o.workerMax !== undefined) out.push(hpa(wmeta, wname, wmin, o.workerMax))
   }
   return out
 }

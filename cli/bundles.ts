@@ -156,7 +156,11 @@ export function bundleCommands(): Command[] {
     .option('--cpu <quantity>', 'CPU request per pod (default 1)')
     .option('--memory <quantity>', 'memory request and limit per pod (default 1Gi)')
     .option('-n, --namespace <ns>', 'namespace to put in the manifests')
-    .action(async (tag: string, opts: { image: string; replicas?: number; gpu?: number; min?: number; max?: number; cpu?: string; memory?: string; namespace?: string }) => {
+    .option('--redis <url>', 'scale out: API pods send batches through this Redis to a worker Deployment (bundle worker)')
+    .option('--worker-replicas <n>', 'worker pods (default 1, or --worker-min)', int('--worker-replicas'))
+    .option('--worker-min <n>', 'autoscaling: fewest worker pods', int('--worker-min'))
+    .option('--worker-max <n>', 'autoscaling: most worker pods', int('--worker-max'))
+    .action(async (tag: string, opts: { image: string; replicas?: number; gpu?: number; min?: number; max?: number; cpu?: string; memory?: string; namespace?: string; redis?: string; workerReplicas?: number; workerMin?: number; workerMax?: number }) => {
       await withStore(async (store) => {
         const { k8sManifests } = await import('../builder/index.js')
         const { stringify } = await import('yaml')

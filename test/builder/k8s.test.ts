@@ -53,4 +53,30 @@ describe('bundle deploy k8s', () => {
     assert.equal(bad.code, 2)
     assert.match(bad.stderr, /^error E_CLI_USAGE: --min 5 is above --max 2/)
   })
+
+  it('with --redis: API pods run --runners remote, a worker Deployment runs bundle worker with the GPUs, each autoscaled', { timeout: 120_000 }, async () => {
+    const env = { BUNDLE_HOME: join(tempDir(), 'home') }
+    assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], env)).code, 0)
+    const r = await bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'reg/q:1', '--redis', 'redis://redis.ml:6379', '--gpu', '1', '--min', '2', '--max', '4', '--worker-min', '1', '--worker-max', '8'], env)
+    assert.equal(r.code, 0, r.stderr)
+    const docs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Doc)
+    assert.deepEqual(docs.map((d) => `${d.kind} ${d.metadata.name}`), ['Deployment quickstart', 'Service quickstart', 'HorizontalPodAutoscaler quickstart', 'Deployment quickstart-worker', 'HorizontalPodAutoscaler quickstart-worker'])
+    const [api, , apiHpa, worker, workerHpa] = docs as [Doc, Doc, Doc, Doc, Doc]
+    const a = api.spec.template.spec.containers[0]
+    assert.deepEqual(a.args, ['--runners', 'remote'])
+    assert.ok(a.env.some((e: Doc) => e.name === 'BUNDLE_REDIS_URL' && e.value === 'redis://redis.ml:6379'))
+    assert.equal(a.resources.requests['nvidia.com/gpu'], undefined, 'API pods hold no model')
+    const w = worker.spec.template.spec.containers[0]
+    assert.deepEqual(w.command, ['node', '/app/node_modules/modelbundle/bin/bundle', 'worker', '/app'])
+    assert.ok(w.env.some((e: Doc) => e.name === 'BUNDLE_REDIS_URL'))
+    assert.equal(w.resources.limits['nvidia.com/gpu'], 1)
+    assert.deepEqual(worker.spec.selector.matchLabels, { 'app.kubernetes.io/name': 'quickstart-worker' })
+    assert.equal(worker.spec.template.metadata.labels['app.kubernetes.io/component'], 'worker')
+    assert.equal(worker.spec.template.spec.volumes[0].emptyDir.medium, 'Memory')
+    assert.deepEqual([apiHpa.spec.minReplicas, apiHpa.spec.maxReplicas, apiHpa.spec.scaleTargetRef.name], [2, 4, 'quickstart'])
+    assert.deepEqual([workerHpa.spec.minReplicas, workerHpa.spec.maxReplicas, workerHpa.spec.scaleTargetRef.name], [1, 8, 'quickstart-worker'])
+    const bad = await bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'reg/q:1', '--worker-max', '3'], env)
+    assert.equal(bad.code, 2)
+    assert.match(bad.stderr, /--worker-\* options need --redis/)
+  })
 })
