@@ -6,7 +6,8 @@ const collect = (v: string, prev: string[]) => [...prev, v]
 
 /**
  * `bundle worker ENTRY --redis URL`: runs a service's runners on this machine for API servers
- * started with `bundle serve ENTRY --runners remote`. Each runner starts its own worker
+ * started with `bundle serve ENTRY --runners remote`. The service's start-up hooks run first
+ * (they bring models into a fresh store), then each runner starts its own worker
  * processes (same options, GPU placement included) and takes batches from its queue. Any number
  * of these may run, join and leave; SIGTERM finishes the batches held, then exits.
  */
@@ -43,6 +44,9 @@ export function workerCommand(): Command {
         process.exit(code)
       }
       for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void stop(0))
+      // Start-up hooks prepare what the service needs, e.g. its models in a fresh store.
+      const instance = definition.create()
+      for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
       for (const r of chosen) {
         r.configure?.(mergeOverrides({}, envOverrides(r.name)))
         await r.start?.()
