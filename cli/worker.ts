@@ -44,16 +44,26 @@ export function workerCommand(): Command {
         process.exit(code)
       }
       for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void stop(0))
-      // Start-up hooks prepare what the service needs, e.g. its models in a fresh store.
-      const instance = definition.create()
-      for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
-      for (const r of chosen) {
-        r.configure?.(mergeOverrides({}, envOverrides(r.name)))
-        await r.start?.()
-        const workers = Number((r.effectiveConfig?.() as { workers?: unknown } | undefined)?.workers) || 1
-        const queue = queueName(scope, r.name)
-        served.push(await serveQueue({ link, queue, runner: { name: r.name, execute: (m, a) => r.execute!(m, a) }, concurrency: concurrency ?? workers }))
-        log.info({ runner: r.name, queue, concurrency: concurrency ?? workers }, 'serving remote batches')
+      try {
+        // Start-up hooks prepare what the service needs, e.g. its models in a fresh store.
+        const instance = definition.create()
+        for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
+        for (const r of chosen) {
+          r.configure?.(mergeOverrides({}, envOverrides(r.name)))
+          r.useRedis?.(link)
+          await r.start?.()
+          const workers = Number((r.effectiveConfig?.() as { workers?: unknown } | undefined)?.workers) || 1
+          const queue = queueName(scope, r.name)
+          const digest = (r as { digest?: () => string | undefined }).digest
+          served.push(await serveQueue({ link, queue, runner: { name: r.name, execute: (m, a) => r.execute!(m, a), ...(digest ? { digest: () => digest.call(r) } : {}) }, concurrency: concurrency ?? workers }))
+          log.info({ runner: r.name, queue, concurrency: concurrency ?? workers }, 'serving remote batches')
+        }
+      } catch (err) {
+        // A worker that cannot serve everything it was asked to exits, so an orchestrator restarts it.
+        await Promise.all(served.map((s) => s.close().catch(() => undefined)))
+        await Promise.all(chosen.map((r) => r.stop?.().catch(() => undefined)))
+        await link.close()
+        throw err
       }
       log.info({ runners: chosen.map((r) => r.name), redis: link.shown }, 'worker ready')
     })

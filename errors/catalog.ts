@@ -75,6 +75,7 @@ export const CATALOG = {
 
   E_REMOTE_UNAVAILABLE: entry(503, 1, 'Redis, which carries batches to remote runner workers (or tasks and the response cache), cannot be reached.', 'Check that Redis at the --redis URL runs; calls resume by themselves once it is back (GET /readyz says why it is not ready).'),
   E_REMOTE_NO_WORKERS: entry(503, 1, 'No remote worker took the batch before its deadline (none running for this runner, or all busy).', 'Start workers: bundle worker TAG --runner NAME --redis URL; or raise timeoutMs.'),
+  E_REMOTE_MODEL_MISMATCH: entry(503, 1, 'A remote worker runs another version of the model than the API server serves.', 'Run API servers and workers of the same bundle (bundle serve TAG and bundle worker TAG).'),
   E_TASK_NOT_FOUND: entry(404, 2, 'No task with this id (never submitted, or its record expired).', 'Check the taskId that submit returned; finished tasks are kept for a day.'),
   E_TASK_NOT_FINISHED: entry(409, 1, 'The task is still pending or running, so it has no result yet.', 'Poll GET <route>/status?taskId=… until it says success, then fetch the result.'),
   E_TASK_FAILED: entry(409, 1, 'The task failed; it has no result.', 'GET <route>/status?taskId=… shows the error; POST <route>/retry?taskId=… runs it again.'),

@@ -5,7 +5,7 @@ import type { RunnerTensor } from './tensor.js'
 
 /** One model call of an ensemble: which model, and how its tensors connect to the ensemble's. */
 export interface EnsembleStep {
-  /** A model the server hosts: one of the service's runners (or its name), or a model loaded at run time. */
+  /** A model the server hosts when it starts: one of the service's onnx runners, or its name. */
   model: string | { readonly name: string }
   /** Pin a version; default: the model's serving version, so version swaps reach the ensemble. */
   version?: string
@@ -144,6 +144,17 @@ export class Ensemble {
         if (this.plan.inputs.includes(t)) inputs.set(t, { ...x, name: t })
       }
       for (const x of outs) if (x.name in s.outputMap) outputs.set(s.outputMap[x.name]!, { ...x, name: s.outputMap[x.name]! })
+    })
+    // Every produced output (not only the ensemble's) feeds its consumers with the dtype they take.
+    const produced = new Map<string, TensorSpec>()
+    this.plan.steps.forEach((s) => {
+      for (const x of resolve(s.model, s.version).outputs()) if (x.name in s.outputMap) produced.set(s.outputMap[x.name]!, x)
+    })
+    this.plan.steps.forEach((s, i) => {
+      for (const x of resolve(s.model, s.version).inputs()) {
+        const from = produced.get(s.inputMap[x.name]!)
+        if (from && from.dtype !== x.dtype) throw bad(this.name, `step ${i + 1}: ${s.model}'s input "${x.name}" takes ${x.dtype}, but tensor "${s.inputMap[x.name]}" is ${from.dtype}`)
+      }
     })
     this.specs = { inputs: this.plan.inputs.map((t) => inputs.get(t)!), outputs: this.plan.outputs.map((t) => outputs.get(t)!) }
   }

@@ -150,9 +150,17 @@ export class OnnxRunner {
    * Runs one batch the way the batcher would, on this runner's own worker processes: what a
    * remote worker does with a job. `args` is the call as the batcher sends it.
    */
-  execute(method: string, args: unknown): Promise<unknown> {
-    if (this.pool === undefined) return Promise.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`))
+  async execute(method: string, args: unknown): Promise<unknown> {
+    // Remote batches count as use: an idle-unloaded model loads again for them.
+    this.lastUsed = Date.now()
+    if (this.suspended) await this.resume()
+    if (this.pool === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`)
     return this.pool.run(method, args)
+  }
+
+  /** The content digest of the model it serves (remote workers check batches against it). */
+  digest(): string | undefined {
+    return this.model?.digest
   }
 
   /** Serve exactly this model version and content (a bundle's pin), whatever `tag` would resolve to now. */
@@ -272,6 +280,7 @@ export class OnnxRunner {
    * If the new model cannot start, nothing changes.
    */
   async swap(tag: string): Promise<void> {
+    if (this.remote) throw new BundleError('E_INPUT_INVALID', `runner ${this.name} runs on remote workers: change its version by deploying API servers and workers of a new bundle`)
     const next = await this.prepare(tag, undefined)
     const previous = { dispatcher: this.dispatcher, pool: this.pool }
     this.apply(next)
@@ -419,7 +428,7 @@ export class OnnxRunner {
       (slices, rows) => this.runBatch(pool!, slices, rows),
     )
     // The batcher sends as many batches at once as the live workers take.
-    pool = new RemotePool({ link: remote.link, queue: remote.queue, runner: this.name, timeoutMs, onCapacity: (slots) => dispatcher.setSlots(slots) })
+    pool = new RemotePool({ link: remote.link, queue: remote.queue, runner: this.name, timeoutMs, digest: model.digest, onCapacity: (slots) => dispatcher.setSlots(slots) })
     await pool.start()
     const sig = model.signatures[onnxPath]
     const spec = (t: { name: string; dtype: string; shape: number[] }): TensorSpec => ({ name: t.name, dtype: t.dtype, shape: t.shape })

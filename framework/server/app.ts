@@ -392,8 +392,9 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
           failure ??= err
         }
       }
-      if (instance) for (const hook of definition.onShutdown) await attempt(`shutdown hook ${hook}`, () => (instance![hook] as () => unknown).call(instance))
+      // Tasks stop first: they may still use what the shutdown hooks release.
       await attempt('tasks', () => tasks?.stop())
+      if (instance) for (const hook of definition.onShutdown) await attempt(`shutdown hook ${hook}`, () => (instance![hook] as () => unknown).call(instance))
       for (const r of definition.runners) await attempt(`runner ${r.name}`, () => r.stop?.())
       await attempt('models loaded at run time', () => repository!.stopAll())
       phase = 'stopped'

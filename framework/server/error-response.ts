@@ -6,7 +6,7 @@ export interface ErrorBody {
 }
 
 // 5xx codes whose message is written for clients (no paths, no internals): shown as they are.
-const CLIENT_SAFE_5XX = new Set(['E_HTTP_NOT_READY', 'E_HTTP_TIMEOUT', 'E_RUNNER_OVERLOADED', 'E_RUNNER_CRASHED', 'E_RUNNER_TIMEOUT', 'E_RUNNER_STOPPED', 'E_REMOTE_UNAVAILABLE', 'E_REMOTE_NO_WORKERS'])
+const CLIENT_SAFE_5XX = new Set(['E_HTTP_NOT_READY', 'E_HTTP_TIMEOUT', 'E_RUNNER_OVERLOADED', 'E_RUNNER_CRASHED', 'E_RUNNER_TIMEOUT', 'E_RUNNER_STOPPED', 'E_REMOTE_UNAVAILABLE', 'E_REMOTE_NO_WORKERS', 'E_REMOTE_MODEL_MISMATCH'])
 
 /** A client that hung up mid-request: not a server error, nothing to answer. */
 export function isClientGone(err: unknown): boolean {

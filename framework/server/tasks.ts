@@ -43,6 +43,7 @@ export class TaskService {
   private readonly running = new Map<string, AbortController>()
   private subscriber: ReturnType<RedisLink['connection']> | undefined
   private started = false
+  private stopping = false
 
   constructor(private readonly o: TaskOptions) {}
 
@@ -70,7 +71,8 @@ export class TaskService {
     // Not for long: the server starts while Redis is down, and tasks answer 503 until it is back.
     await link.connected(3_000).catch(() => undefined)
     for (const a of this.o.apis) {
-      const q = new Queue(this.queueName(a), { connection: link.connection(false), prefix: link.prefix })
+      // Nothing reads a task queue's event stream: keep it short (finished jobs hold results).
+      const q = new Queue(this.queueName(a), { connection: link.connection(false), prefix: link.prefix, streams: { events: { maxLen: 100 } } })
       q.on('error', () => undefined)
       this.queues.set(a.name, q)
       const w = new Worker(this.queueName(a), (job) => this.process(a, instance, job), { connection: link.connection(true), prefix: link.prefix, concurrency: a.task!.concurrency, lockDuration: LOCK_MS, stalledInterval: LOCK_MS / 2, maxStalledCount: 2 })
@@ -80,29 +82,43 @@ export class TaskService {
     // A cancel reaches the replica running the task, wherever it was asked.
     this.subscriber = link.connection(true)
     this.subscriber.on('message', (_ch: string, id: string) => this.running.get(id)?.abort(new BundleError('E_TASK_CANCELLED', 'the task was cancelled')))
-    await this.subscriber.subscribe(this.channel).catch(() => undefined)
+    // Not awaited: with Redis down it would wait for its return; ioredis subscribes again on reconnect.
+    this.subscriber.subscribe(this.channel).catch(() => undefined)
     this.started = true
   }
 
   private async process(a: ApiDefinition, instance: Record<string, unknown>, job: Job): Promise<TaskResult> {
     const id = job.id!
-    if (await this.o.link.client().exists(this.cancelKey(a, id))) throw new UnrecoverableError('cancelled')
-    const input = await unpack(this.o.link, (job.data as TaskData).input, false)
+    const data = job.data as TaskData
+    // Registered before anything else, so a cancel published from now on reaches it; the key
+    // is also polled, for a cancel sent while this server's subscription was down.
     const ac = new AbortController()
     this.running.set(id, ac)
+    const poll = setInterval(() => {
+      this.o.link.client().exists(this.cancelKey(a, id)).then((n) => n === 1 && ac.abort(), () => undefined)
+    }, 2_000)
     try {
+      if ((await this.o.link.client().exists(this.cancelKey(a, id))) === 1) throw new UnrecoverableError('cancelled')
+      const input = await unpack(this.o.link, data.input, false)
       const ctx = { requestId: id, signal: ac.signal, headers: { get: () => null } }
       const aborted = new Promise<never>((_, reject) => ac.signal.addEventListener('abort', () => reject(new UnrecoverableError('cancelled')), { once: true }))
+      if (ac.signal.aborted) throw new UnrecoverableError('cancelled')
       const output = await Promise.race([(instance[a.name] as (i: unknown, c: unknown) => unknown).call(instance, input, ctx), aborted])
       const enc = await a.output.encode(output, undefined)
       const body = typeof enc.body === 'string' ? Buffer.from(enc.body) : Buffer.from(enc.body)
+      // The input is no longer needed once the task succeeded (a failed one keeps it for retry).
+      if ('ref' in data.input) void this.o.link.client().del(data.input.ref).catch(() => undefined)
       return { body: body.toString('base64'), contentType: enc.contentType, ...(enc.headers ? { headers: enc.headers } : {}) }
     } catch (err) {
       if (err instanceof UnrecoverableError) throw err
+      if (this.stopping) throw err // shutting down: the lock lapses and the task runs elsewhere
+      // Redis itself failing is not the task's fault: a plain error is retried (3 attempts).
+      if (!isBundleError(err) && this.o.link.unavailable() !== undefined) throw new Error('Redis was unreachable while the task ran')
       // What a client may read in /status: our coded messages; anything else stays in the log.
       this.o.log.error({ err, task: id, api: a.name }, 'task failed')
       throw new UnrecoverableError(isBundleError(err) && err.status < 500 ? `${err.code}: ${err.message}` : 'the task failed; the server log has the details')
     } finally {
+      clearInterval(poll)
       this.running.delete(id)
     }
   }
@@ -111,7 +127,7 @@ export class TaskService {
     this.o.link.check()
     const id = randomUUID()
     const data: TaskData = { input: await pack(this.o.link, `${this.o.link.prefix}:task-input:${id}`, input, KEEP_FAILED_S * 1000) }
-    await this.queue(a).add(a.name, data, { jobId: id, attempts: 1, removeOnComplete: { age: KEEP_DONE_S }, removeOnFail: { age: KEEP_FAILED_S } })
+    await this.queue(a).add(a.name, data, { jobId: id, attempts: 3, backoff: { type: 'exponential', delay: 1_000 }, removeOnComplete: { age: KEEP_DONE_S }, removeOnFail: { age: KEEP_FAILED_S } })
     return id
   }
 
@@ -162,12 +178,18 @@ export class TaskService {
     await job.retry('failed')
   }
 
-  /** Stops taking tasks; those running get a few seconds, then go back to the queue for others. */
+  /**
+   * Stops taking tasks. Those running get a few seconds to finish; the rest are left to their
+   * locks, which lapse, and run again on another replica (or this one after a restart).
+   */
   async stop(): Promise<void> {
     this.started = false
-    const graceful = Promise.all(this.workers.map((w) => w.close().catch(() => undefined)))
-    await Promise.race([graceful, new Promise((r) => setTimeout(r, 5_000).unref())])
-    await Promise.race([Promise.all([...this.workers.map((w) => w.close(true).catch(() => undefined)), ...[...this.queues.values()].map((q) => q.close().catch(() => undefined))]), new Promise((r) => setTimeout(r, 1_000).unref())])
+    this.stopping = true
+    for (const w of this.workers) void w.pause(true).catch(() => undefined)
+    const until = Date.now() + 5_000
+    while (this.running.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
+    const closing = Promise.all([...this.workers.map((w) => w.close(true).catch(() => undefined)), ...[...this.queues.values()].map((q) => q.close().catch(() => undefined))])
+    await Promise.race([closing, new Promise((r) => setTimeout(r, 1_000).unref())])
     this.subscriber?.disconnect()
     this.workers.length = 0
     this.queues.clear()
@@ -194,7 +216,10 @@ export class TaskService {
         const id = await this.submit(a, await h.decode(c, a))
         return c.json({ taskId: id, status: 'pending' }, 202)
       }))
-      app.get(`${a.route}/status`, route(async (c) => c.json(await this.status(a, taskId(c)))))
+      app.get(`${a.route}/status`, route(async (c) => {
+        h.authorize(c)
+        return c.json(await this.status(a, taskId(c)))
+      }))
       app.get(`${a.route}/result`, route(async (c) => {
         h.authorize(c)
         const r = await this.result(a, taskId(c))

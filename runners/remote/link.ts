@@ -50,6 +50,39 @@ export class RedisLink {
     return conn
   }
 
+  /** Closes a connection made by connection() (BullMQ leaves connections it was given open). */
+  release(conn: Redis): void {
+    const i = this.conns.indexOf(conn)
+    if (i >= 0) this.conns.splice(i, 1)
+    conn.disconnect()
+  }
+
+  private offset = 0
+  private clockTimer: NodeJS.Timeout | undefined
+
+  /**
+   * Now, on Redis's clock (ms): heartbeats and deadlines are compared across machines, so they
+   * use the one clock all of them see. The offset to it is measured every ten seconds.
+   */
+  now(): number {
+    if (this.clockTimer === undefined) {
+      const sync = async () => {
+        try {
+          const t0 = Date.now()
+          const [sec, usec] = await this.client().time()
+          const t1 = Date.now()
+          this.offset = Number(sec) * 1000 + Math.floor(Number(usec) / 1000) - Math.round((t0 + t1) / 2)
+        } catch {
+          // keep the last offset
+        }
+      }
+      void sync()
+      this.clockTimer = setInterval(sync, 10_000)
+      this.clockTimer.unref()
+    }
+    return Date.now() + this.offset
+  }
+
   /** The shared command connection; its state is the link's state. */
   client(): Redis {
     if (this.command === undefined) {
@@ -104,6 +137,7 @@ export class RedisLink {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.clockTimer)
     // quit() waits for a connection that may never come back; a link that is down just drops.
     await Promise.all(this.conns.splice(0).map((c) => (c.status === 'ready' ? c.quit().then(() => undefined, () => c.disconnect()) : c.disconnect())))
     this.command = undefined

@@ -18,7 +18,10 @@ export type Packed = { b64: string } | { ref: string }
 export interface JobData {
   method: string
   args: Packed
+  /** On Redis's clock (RedisLink.now), which API servers and workers share. */
   deadline: number
+  /** The model the API server serves (content digest): a worker running another refuses the batch. */
+  digest?: string
 }
 
 /** What a worker answers: the serialized result, or an error with its catalog code. */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { Queue, QueueEvents } from 'bullmq'
 import { BundleError, CATALOG, type ErrorCode } from '../../errors/index.js'
-import { capacity } from './capacity.js'
+import { announce, capacity } from './capacity.js'
 import type { RedisLink } from './link.js'
 import { pack, unpack, type JobData, type JobResult } from './payload.js'
 
@@ -14,6 +14,8 @@ export interface RemotePoolOptions {
   timeoutMs: number
   /** Told how many batches the live workers take at once (the batcher's slots). */
   onCapacity?: (slots: number) => void
+  /** The model's content digest, checked by the workers (onnx runners). */
+  digest?: string
 }
 
 interface Pending {
@@ -36,6 +38,8 @@ export class RemotePool {
   private readonly pending = new Map<string, Pending>()
   private poll: NodeJS.Timeout | undefined
   private offLink: (() => void) | undefined
+  private unannounce: (() => Promise<void>) | undefined
+  private conns: ReturnType<RedisLink['connection']>[] = []
   private live = { workers: 0, slots: 0 }
   private queued = 0
   readonly restarts = 0
@@ -44,9 +48,11 @@ export class RemotePool {
 
   async start(): Promise<void> {
     const { link, queue } = this.o
-    this.queue = new Queue(queue, { connection: link.connection(false), prefix: link.prefix })
+    this.conns = [link.connection(false), link.connection(true)]
+    // Events are read as they come; a short stream is enough and bounds Redis memory.
+    this.queue = new Queue(queue, { connection: this.conns[0]!, prefix: link.prefix, streams: { events: { maxLen: 1_000 } } })
     this.queue.on('error', () => undefined)
-    this.events = new QueueEvents(queue, { connection: link.connection(true), prefix: link.prefix })
+    this.events = new QueueEvents(queue, { connection: this.conns[1]!, prefix: link.prefix })
     this.events.on('error', () => undefined)
     this.events.on('active', ({ jobId }) => {
       const p = this.pending.get(jobId)
@@ -65,10 +71,12 @@ export class RemotePool {
     })
     const refresh = async () => {
       try {
-        const [live, counts] = await Promise.all([capacity(link, queue), this.queue!.getJobCounts('wait', 'prioritized')])
+        const [live, apis, counts] = await Promise.all([capacity(link, queue), capacity(link, queue, 'apis'), this.queue!.getJobCounts('wait', 'prioritized')])
         this.live = live
         this.queued = (counts.wait ?? 0) + (counts.prioritized ?? 0)
-        this.o.onCapacity?.(Math.max(1, live.slots))
+        // Each API server sends its share of what the workers take at once, so replicas do not
+        // each fill every worker (that would only queue batches in Redis).
+        this.o.onCapacity?.(Math.max(1, Math.ceil(live.slots / Math.max(1, apis.workers))))
       } catch {
         // Redis down: readiness says so; keep the last numbers
       }
@@ -77,6 +85,7 @@ export class RemotePool {
     // Answers are read from the event stream from the moment it connects: wait for that before
     // the first batch, but never for long, as Redis may be down.
     const up = await link.connected(3_000).then(() => true, () => false)
+    this.unannounce = announce(link, queue, randomUUID(), 1, 'apis')
     if (up) await Promise.all([Promise.race([this.events.waitUntilReady(), new Promise((r) => setTimeout(r, 3_000))]).catch(() => undefined), refresh()])
     this.poll = setInterval(refresh, 1_000)
     this.poll.unref()
@@ -101,7 +110,7 @@ export class RemotePool {
     const queue = this.queue
     if (queue === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.o.runner} is not started`)
     const jobId = randomUUID()
-    const deadline = Date.now() + this.o.timeoutMs
+    const deadline = this.o.link.now() + this.o.timeoutMs
     const result = new Promise<unknown>((resolve, reject) => {
       const timer = setTimeout(() => {
         const p = this.pending.get(jobId)
@@ -115,7 +124,7 @@ export class RemotePool {
       this.pending.set(jobId, { resolve, reject, timer, started: false })
     })
     try {
-      const data: JobData = { method, args: await pack(this.o.link, `${this.o.link.prefix}:payload:${jobId}`, args, this.o.timeoutMs + 5_000), deadline }
+      const data: JobData = { method, args: await pack(this.o.link, `${this.o.link.prefix}:payload:${jobId}`, args, this.o.timeoutMs + 5_000), deadline, ...(this.o.digest ? { digest: this.o.digest } : {}) }
       await queue.add(method, data, { jobId, removeOnComplete: true, removeOnFail: true, attempts: 1 })
     } catch (err) {
       const p = this.pending.get(jobId)
@@ -158,9 +167,12 @@ export class RemotePool {
     while (this.pending.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10))
     clearInterval(this.poll)
     this.offLink?.()
+    await this.unannounce?.()
     // BullMQ's close waits on its connections; with Redis gone that could be forever.
     const closing = Promise.all([this.events?.close().catch(() => undefined), this.queue?.close().catch(() => undefined)])
     await Promise.race([closing, new Promise((r) => setTimeout(r, 1_000).unref())])
+    for (const c of this.conns) this.o.link.release(c)
+    this.conns = []
     this.queue = undefined
     this.events = undefined
   }

@@ -8,6 +8,8 @@ import { pack, unpack, type JobData, type JobResult } from './payload.js'
 export interface Executor {
   readonly name: string
   execute(method: string, args: unknown): Promise<unknown>
+  /** The content digest of the model it runs (onnx runners), checked against the batch's. */
+  digest?(): string | undefined
 }
 
 export interface RemoteWorkerOptions {
@@ -35,10 +37,14 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
     o.queue,
     async (job): Promise<JobResult> => {
       const d = job.data as JobData
-      if (Date.now() > d.deadline) return { error: { code: 'E_RUNNER_TIMEOUT', message: `runner ${o.runner.name}: the batch waited past its deadline and was not run` }, stale: true }
+      if (o.link.now() > d.deadline) return { error: { code: 'E_RUNNER_TIMEOUT', message: `runner ${o.runner.name}: the batch waited past its deadline and was not run` }, stale: true }
+      const mine = o.runner.digest?.()
+      if (d.digest && mine && d.digest !== mine) {
+        return { error: { code: 'E_REMOTE_MODEL_MISMATCH', message: `runner ${o.runner.name}: the API server serves model ${d.digest.slice(0, 19)}…, this worker runs ${mine.slice(0, 19)}…; run workers of the same bundle` } }
+      }
       try {
         const out = await o.runner.execute(d.method, await unpack(o.link, d.args, false))
-        return { ok: await pack(o.link, `${o.link.prefix}:result:${job.id}`, out, Math.max(1_000, d.deadline - Date.now() + 5_000)) }
+        return { ok: await pack(o.link, `${o.link.prefix}:result:${job.id}`, out, Math.max(1_000, d.deadline - o.link.now() + 5_000)) }
       } catch (err) {
         const e = err as { code?: string; message?: string }
         return { error: { ...(e.code ? { code: e.code } : {}), message: e.message ?? String(err) } }
@@ -52,9 +58,15 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
   return {
     async close() {
       await stopAnnouncing()
-      // Finishes the batches it holds and takes no new ones; with Redis gone, waits no longer
-      // than a lock lasts (those batches go to other workers anyway).
-      await Promise.race([worker.close().catch(() => undefined), new Promise((r) => setTimeout(r, lockMs + 1_000).unref())])
+      // Finishes the batches it holds and takes no new ones. With Redis gone it cannot hand
+      // answers back, so it waits no longer than a lock lasts (others run those batches anyway).
+      const closing = worker.close().catch(() => undefined)
+      const cap = new Promise<void>((resolve) => {
+        const t = setInterval(() => o.link.unavailable() !== undefined && setTimeout(resolve, lockMs + 1_000).unref(), 500)
+        t.unref()
+        void closing.then(() => clearInterval(t))
+      })
+      await Promise.race([closing, cap])
     },
   }
 }

@@ -132,5 +132,13 @@ describe('ensemble: wiring and scheduling', () => {
     await start([{ model: 'a', inputMap: { x: 'i', v: 'j' }, outputMap: { y: 'o' } }], /a has no input "v" \(inputs: "x", "w"\)/)
     await start([{ model: 'a', inputMap: { x: 'i' }, outputMap: { y: 'o' } }], /does not feed a's input "w"/)
     await start([{ model: 'a', inputMap: { x: 'i', w: 'i' }, outputMap: { out: 'o' } }], /a has no output "out" \(outputs: "y"\)/)
+    // A producer's dtype must be what its consumer takes.
+    const typed = models({ f: { in: ['x'], out: ['y'] }, g: { in: ['x'], out: ['y'] } })
+    const int64 = typed.resolve('g')
+    const origInputs = int64.inputs
+    ;(int64 as { inputs: typeof origInputs }).inputs = () => origInputs().map((t) => ({ ...t, dtype: 'int64' }))
+    const e = ensemble('e', { steps: [{ model: 'f', inputMap: { x: 'i' }, outputMap: { y: 'm' } }, { model: 'g', inputMap: { x: 'm' }, outputMap: { y: 'o' } }] })
+    e.bind(typed.resolve)
+    await assert.rejects(e.start(), (err: any) => err.code === 'E_ENSEMBLE_INVALID' && /step 2: g's input "x" takes int64, but tensor "m" is float32/.test(err.message))
   })
 })

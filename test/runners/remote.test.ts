@@ -4,6 +4,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { RedisLink, RemotePool, serveQueue } from '../../runners/index.js'
 import { bundle, BIN } from '../utils/cli.js'
 import { MODELS } from '../utils/models.js'
 import { freePort, privateRedis, remoteServe, until, worker, type Proc } from '../utils/remote.js'
@@ -201,5 +202,22 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     const noRedis = await bundle(['serve', SERVICE, '--runners', 'remote'], { BUNDLE_REDIS_URL: '' })
     assert.equal(noRedis.code, 2)
     assert.match(noRedis.stderr, /needs Redis: pass --redis/)
+  })
+
+  it('a worker running another model version refuses the batch; API servers split the workers between them', { timeout: 60_000 }, async () => {
+    const link = new RedisLink(redis.url, 'mbtest')
+    const served = await serveQueue({ link, queue: 'mm.run', runner: { name: 'm', execute: async () => 'ran', digest: () => 'sha256:bbbb' }, concurrency: 4 })
+    const slots: number[][] = [[], []]
+    const pools = [0, 1].map((i) => new RemotePool({ link, queue: 'mm.run', runner: 'm', timeoutMs: 5_000, digest: 'sha256:aaaa', onCapacity: (n) => slots[i]!.push(n) }))
+    await Promise.all(pools.map((p) => p.start()))
+    await assert.rejects(pools[0]!.run('run', {}), (err: any) => err.code === 'E_REMOTE_MODEL_MISMATCH' && /this worker runs sha256:bbbb/.test(err.message))
+    // Two API servers, one worker taking 4 at once: each sends 2 at a time.
+    await until('shares', () => slots.every((s) => s.at(-1) === 2), 10_000)
+    const same = new RemotePool({ link, queue: 'mm.run', runner: 'm', timeoutMs: 5_000, digest: 'sha256:bbbb' })
+    await same.start()
+    assert.equal(await same.run('run', {}), 'ran')
+    await Promise.all([...pools, same].map((p) => p.stop()))
+    await served.close()
+    await link.close()
   })
 })
