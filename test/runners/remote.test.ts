@@ -128,6 +128,8 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     writeFileSync(log, '')
     const env = { ACCEL_DELAY_MS: '10', ACCEL_LOG: log, ACCEL_TIMEOUT_MS: '1500' }
     const api = track(await remoteServe(SERVICE, redis.url, env))
+    // Ready means Redis is reachable; no worker is needed for that.
+    await until('ready', async () => (await fetch(`${api.url}/readyz`)).status === 200)
     const gaveUp = await Promise.all([1, 2, 3].map((x) => double(api.url, x)))
     for (const a of gaveUp) {
       assert.equal(a.status, 503)
