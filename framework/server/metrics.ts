@@ -19,6 +19,10 @@ export interface ServerMetrics {
 export function createMetrics(service: string, endpoints: readonly string[]): ServerMetrics {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
+  // prom-client names these gauges *_total, which Prometheus reserves for counters (promtool
+  // check metrics fails on them); the process handle and resource counts stay available as
+  // nodejs_active_handles, nodejs_active_requests and nodejs_active_resources.
+  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name)
   const total = new Counter({ name: 'bundle_request_total', help: 'API requests by endpoint and HTTP status', labelNames: ['service', 'endpoint', 'status'], registers: [registry] })
   const duration = new Histogram({
     name: 'bundle_request_duration_seconds',
