@@ -43,10 +43,12 @@ export function image(): IODescriptor<Image, Image> {
     async decode(body) {
       const sharp = await loadSharp()
       const bytes = baseMediaType(body.contentType) === 'multipart/form-data' ? await imagePart(body) : await body.bytes()
+      // sharp throws at once (not in its promise) on an empty buffer.
+      if (bytes.byteLength === 0) throw new BundleError('E_INPUT_INVALID', 'the request body is empty; send a PNG, JPEG or WebP image')
       // sharp reads whatever format the bytes are; only what this API declares is accepted
       // (an SVG or TIFF sent as image/png could rasterise to a huge canvas).
-      const format = await sharp(bytes, { limitInputPixels: MAX_PIXELS })
-        .metadata()
+      const format = await Promise.resolve()
+        .then(() => sharp(bytes, { limitInputPixels: MAX_PIXELS }).metadata())
         .then((m) => m.format as string | undefined)
         .catch(() => undefined)
       if (format !== 'png' && format !== 'jpeg' && format !== 'webp') {
