@@ -326,14 +326,10 @@ export class OnnxRunner {
       const maxLatencyMs = b.maxLatencyMs ?? 100
       // Each generation's batches run on its own workers (a swap drains the old ones there).
       let pool: WorkerPool | undefined
-      const dispatcher = new Dispatcher<Request, Request>(
-        { maxBatchSize, maxLatencyMs, slots: workers, batching, observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()) },
-        (slices, rows) => this.runBatch(pool!, slices, rows),
-      )
+      const dispatcher = this.newDispatcher(workers, () => pool!)
       const [inDim] = this.batchDims()
       const sig = model.signatures[onnx.path]
-      const spec = (t: { name: string; dtype: string; shape: number[] }): TensorSpec => ({ name: t.name, dtype: t.dtype, shape: t.shape })
-      const signature = { inputs: (sig?.inputs ?? []).map(spec), outputs: (sig?.outputs ?? []).map(spec) }
+      const signature = signatureOf(model, onnx.path)
       const rowShapes = this.warmupShapes(sig?.inputs ?? [])
       const sizes = batching ? batchSizes(maxBatchSize) : [1]
       const rounds = (this.options.warmup || {}).rounds ?? 1
@@ -417,23 +413,26 @@ export class OnnxRunner {
     return Array.isArray(d) ? d : [d, d]
   }
 
-  /** Concatenates the slices along the batch dimension, runs one batch, splits the outputs back. */
+  /** The batcher of one generation: batches go to `pool()` (set once the pool exists). */
+  private newDispatcher(slots: number, pool: () => WorkerPool | RemotePool): Dispatcher<Request, Request> {
+    const b = this.options.batching ?? {}
+    return new Dispatcher<Request, Request>(
+      { maxBatchSize: b.maxBatchSize ?? 32, maxLatencyMs: b.maxLatencyMs ?? 100, slots, batching: b.enabled ?? true, observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()) },
+      (slices, rows) => this.runBatch(pool(), slices, rows),
+    )
+  }
+
   /** A generation whose batches go to remote workers: no model files or processes here. */
   private async prepareRemote(model: ModelInfo, onnxPath: string, remote: RemoteTarget): Promise<Generation> {
-    const b = this.options.batching ?? {}
-    const timeoutMs = this.options.timeoutMs ?? 30_000
     let pool: RemotePool | undefined
-    const dispatcher = new Dispatcher<Request, Request>(
-      { maxBatchSize: b.maxBatchSize ?? 32, maxLatencyMs: b.maxLatencyMs ?? 100, slots: 1, batching: b.enabled ?? true, observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()) },
-      (slices, rows) => this.runBatch(pool!, slices, rows),
-    )
+    const dispatcher = this.newDispatcher(1, () => pool!)
     // The batcher sends as many batches at once as the live workers take.
-    pool = new RemotePool({ link: remote.link, queue: remote.queue, runner: this.name, timeoutMs, digest: model.digest, onCapacity: (slots) => dispatcher.setSlots(slots) })
+    pool = new RemotePool({ link: remote.link, queue: remote.queue, runner: this.name, timeoutMs: this.options.timeoutMs ?? 30_000, digest: model.digest, onCapacity: (slots) => dispatcher.setSlots(slots) })
     await pool.start()
-    const sig = model.signatures[onnxPath]
-    const spec = (t: { name: string; dtype: string; shape: number[] }): TensorSpec => ({ name: t.name, dtype: t.dtype, shape: t.shape })
-    return { model, signature: { inputs: (sig?.inputs ?? []).map(spec), outputs: (sig?.outputs ?? []).map(spec) }, warmupPlan: 'on the remote workers', workers: 0, pool, dispatcher }
+    return { model, signature: signatureOf(model, onnxPath), warmupPlan: 'on the remote workers', workers: 0, pool, dispatcher }
   }
+
+  /** Concatenates the slices along the batch dimension, runs one batch, splits the outputs back. */
 
   private async runBatch(pool: WorkerPool | RemotePool, slices: readonly Slice<Request>[], _rows: number): Promise<Request[]> {
     const [inDim, outDim] = this.batchDims()
@@ -546,6 +545,13 @@ export class OnnxRunner {
     await this.dispatcher?.drain()
     await this.pool?.stop()
   }
+}
+
+/** A model file's inputs and outputs as the runner reports them. */
+function signatureOf(model: ModelInfo, onnxPath: string): { inputs: TensorSpec[]; outputs: TensorSpec[] } {
+  const sig = model.signatures[onnxPath]
+  const spec = (t: { name: string; dtype: string; shape: number[] }): TensorSpec => ({ name: t.name, dtype: t.dtype, shape: t.shape })
+  return { inputs: (sig?.inputs ?? []).map(spec), outputs: (sig?.outputs ?? []).map(spec) }
 }
 
 export const onnxRunner = (tag: string, options: OnnxRunnerOptions = {}): OnnxRunner => new OnnxRunner(tag, options)
