@@ -14,6 +14,9 @@ function version(): string {
   }
 }
 
+/** commander's parse errors in our one-line shape (its "Did you mean …?" hint joins the line). */
+const usageLine = (str: string, write: (s: string) => void): void => write(`error E_CLI_USAGE: ${str.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ')}\n`)
+
 export function program(): Command {
   const root = new Command('bundle')
     .description('modelbundle: store, serve and package ML models from TypeScript')
@@ -23,7 +26,7 @@ export function program(): Command {
     .enablePositionalOptions()
     .configureOutput({
       // commander's own parse errors get our one-line shape and code
-      outputError: (str, write) => write(`error E_CLI_USAGE: ${str.replace(/^error: /, '').trimEnd()}\n`),
+      outputError: usageLine,
     })
   root.addCommand(modelsCommand())
   root.addCommand(serveCommand())
@@ -32,7 +35,7 @@ export function program(): Command {
   // Every subcommand: throw instead of exiting, so reportError decides the exit code.
   const override = (cmd: Command): void => {
     cmd.exitOverride()
-    cmd.configureOutput({ outputError: (str, write) => write(`error E_CLI_USAGE: ${str.replace(/^error: /, '').trimEnd()}\n`) })
+    cmd.configureOutput({ outputError: usageLine })
     cmd.commands.forEach(override)
   }
   override(root)
