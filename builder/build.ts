@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { BundleError, isBundleError } from '../errors/index.js'
 import { parseTag, type BundleInfo, type Labels, type ModelInfo, type ModelStore } from '../store/index.js'
@@ -96,7 +96,7 @@ export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo
     pin(model, r.tag)
   }
 
-  const staging = mkdtempSync(join(o.store.layout.tmp, 'build-'))
+  const staging = o.store.makeTempDir('build')
   try {
     const app = join(staging, 'app')
     const compiled = await compileService(cfg.dir, entryFile, app)

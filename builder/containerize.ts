@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { copyFileSync, cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, cpSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { BundleError } from '../errors/index.js'
 import { ModelStore, type BundleInfo } from '../store/index.js'
@@ -54,7 +54,7 @@ export async function containerize(o: ContainerizeOptions): Promise<{ image: str
   const backend = pickBackend(o.backend)
   const image = o.image ?? `${bundle.name}:${bundle.version}`
   const log = o.log ?? ((line: string) => process.stderr.write(line))
-  const ctx = mkdtempSync(join(o.store.layout.tmp, 'image-'))
+  const ctx = o.store.makeTempDir('image')
   try {
     cpSync(dir, join(ctx, 'bundle'), { recursive: true, dereference: true })
     const bases = o.from ?? [process.cwd(), new URL('../..', import.meta.url).pathname]

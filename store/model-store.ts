@@ -390,6 +390,16 @@ export class ModelStore {
     return gcStore(this)
   }
 
+  /**
+   * A fresh directory in the store's temp area, named after this process so that a crash leaves
+   * something `verify` counts and `gc` removes (build staging, image contexts).
+   */
+  makeTempDir(suffix: string): string {
+    const dir = tempName(this.layout.tmp, suffix)
+    mkdirSync(dir, { recursive: true })
+    return dir
+  }
+
   /** @internal temp entries (for gc) */
   tempEntries(): string[] {
     try {
