@@ -23,6 +23,8 @@ export function docsAsset(name: string): { body: Uint8Array; contentType: string
   return { body, contentType }
 }
 
+// validatorUrl: null — Swagger UI's default badge is an <img> from validator.swagger.io that
+// sends it the spec's URL; on any host but localhost it would make /docs call out.
 export function docsPage(title: string): string {
   const safe = title.replace(/[<>&"]/g, '')
   return `<!doctype html>
@@ -38,7 +40,7 @@ export function docsPage(title: string): string {
 <script src="/docs/assets/swagger-ui-bundle.js"></script>
 <script src="/docs/assets/swagger-ui-standalone-preset.js"></script>
 <script>
-window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset], layout: 'StandaloneLayout' })
+window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset], layout: 'StandaloneLayout', validatorUrl: null })
 </script>
 </body>
 </html>

@@ -1,0 +1,115 @@
+import assert from 'node:assert/strict'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { BIN } from './cli.js'
+import { freePort, until } from './remote.js'
+
+// The monitoring tools operators run, for real: a `bundle serve` to scrape and a Prometheus
+// server (Debian package) scraping it. .ci/run installs prometheus/promtool and sets
+// BUNDLE_REQUIRE_MONITORING_TESTS=1, so CI cannot skip the tests that use them.
+
+const has = (cmd: string) => spawnSync(cmd, ['--version'], { stdio: 'ignore' }).status === 0
+const present = has('promtool') && has('prometheus')
+const required = process.env.BUNDLE_REQUIRE_MONITORING_TESTS === '1'
+
+/** Whether promtool and prometheus are here, whether CI demands them, and the `skip` option to give describe(). */
+export const monitoring = {
+  present,
+  required,
+  skip: !present && !required ? 'prometheus/promtool are not installed (apt-get install prometheus); CI installs them' : (false as const),
+}
+
+/** A process with a temp dir of its own; stop() kills it, waits for it to exit, then removes the dir. */
+function owned(child: ChildProcess, dir: string): () => Promise<void> {
+  const exited = new Promise<void>((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r())))
+  return async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    await exited
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+export interface Served {
+  url: string
+  port: number
+  stop(): Promise<void>
+}
+
+/** `bundle serve ENTRY` on a free port with a BUNDLE_HOME of its own; resolves once /readyz answers 200. */
+export async function serveReady(entry: string): Promise<Served> {
+  const home = mkdtempSync(join(tmpdir(), 'mb-serve-'))
+  const port = freePort()
+  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', String(port)], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
+  const stop = owned(child, home)
+  const url = `http://127.0.0.1:${port}`
+  try {
+    await until('server ready', async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 60_000)
+  } catch (e) {
+    await stop()
+    throw e
+  }
+  return { url, port, stop }
+}
+
+export interface Series {
+  metric: Record<string, string>
+  value?: [number, string]
+  values?: [number, string][]
+}
+
+/** What Prometheus' HTTP API answers: status success with data, or status error with the reason. */
+export interface ApiAnswer<T> {
+  status: 'success' | 'error'
+  data: T
+  errorType?: string
+  error?: string
+}
+
+export interface Prometheus {
+  /** Base of the HTTP API, e.g. http://127.0.0.1:PORT/api/v1 */
+  api: string
+  /** GET api/v1/PATH with query parameters, whatever the answer (a bad query is a 400 with status error). */
+  get<T>(path: string, params: Record<string, string | string[]>): Promise<ApiAnswer<T>>
+  /** Instant query; asserts status success. */
+  query(q: string): Promise<Series[]>
+  stop(): Promise<void>
+}
+
+/**
+ * A real Prometheus scraping `targets` (host:port) every second under job `job`; promtool checks
+ * its config first. Resolves once it is ready and every target is up.
+ */
+export async function startPrometheus(targets: readonly string[], job = 'modelbundle'): Promise<Prometheus> {
+  const dir = mkdtempSync(join(tmpdir(), 'mb-prom-'))
+  const config = join(dir, 'prometheus.yml')
+  writeFileSync(config, `global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ${job}\n    static_configs:\n      - targets: [${targets.map((t) => `'${t}'`).join(', ')}]\n`)
+  const check = spawnSync('promtool', ['check', 'config', config], { encoding: 'utf8' })
+  assert.equal(check.status, 0, check.stdout + check.stderr)
+  const port = freePort()
+  const child = spawn('prometheus', [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], { stdio: 'ignore' })
+  const stop = owned(child, dir)
+  const api = `http://127.0.0.1:${port}/api/v1`
+  const get = async <T>(path: string, params: Record<string, string | string[]>): Promise<ApiAnswer<T>> => {
+    const qs = new URLSearchParams()
+    for (const [k, v] of Object.entries(params)) for (const one of [v].flat()) qs.append(k, one)
+    return (await (await fetch(`${api}/${path}?${qs}`)).json()) as ApiAnswer<T>
+  }
+  const query = async (q: string) => {
+    const r = await get<{ result: Series[] }>('query', { query: q })
+    assert.equal(r.status, 'success', `${q}: ${r.error}`)
+    return r.data.result
+  }
+  try {
+    await until('prometheus ready', async () => (await fetch(`http://127.0.0.1:${port}/-/ready`).catch(() => undefined))?.status === 200, 60_000)
+    await until('the targets are up', async () => {
+      const up = await query(`up{job="${job}"}`)
+      return up.length === targets.length && up.every((s) => s.value?.[1] === '1')
+    }, 60_000)
+  } catch (e) {
+    await stop()
+    throw e
+  }
+  return { api, get, query, stop }
+}
