@@ -3,7 +3,7 @@ import { readFileSync, watch } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { Command } from 'commander'
 import { BundleError } from '../errors/index.js'
-import type { ServiceDefinition } from '../framework/index.js'
+import type { ServeOptions, ServiceDefinition } from '../framework/index.js'
 import type { RunnerOverrides } from '../runners/index.js'
 import { parseEntry } from './load-service.js'
 import { redisUrl, resolveEntry } from './entry.js'
@@ -76,22 +76,81 @@ async function readServeConfig(file: string): Promise<Record<string, RunnerOverr
   return parseServeConfig(doc, file)
 }
 
+interface ServeFlags {
+  port?: string
+  host?: string
+  apiKey?: string
+  corsOrigin?: string[]
+  maxBodySize?: string
+  maxHeaderSize?: string
+  headersTimeout?: string
+  requestTimeout?: string
+  keepAliveTimeout?: string
+  sendTimeout?: string
+  maxConnections?: string
+  grace?: string
+  config?: string
+  accessLog: boolean
+  reload: boolean
+  runners: string
+  redis?: string
+}
+
+/** An origin as browsers send it (scheme://host[:port]), or `*`. */
+function origin(value: string): string {
+  const v = value.trim().replace(/\/+$/, '')
+  if (v === '*') return v
+  let url: URL | undefined
+  try {
+    url = new URL(v)
+  } catch {
+    // reported below
+  }
+  if (url === undefined || url.origin !== v) throw new BundleError('E_CLI_USAGE', `--cors-origin "${value}" must be an origin such as https://app.example.com (scheme, host and port only), or *`)
+  return v
+}
+
+/** The server's limits and timeouts from the flags (validated; only those given). */
+function serverLimits(opts: ServeFlags): Partial<Pick<ServeOptions, 'maxBodyBytes' | 'maxHeaderBytes' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'sendTimeoutMs' | 'maxConnections' | 'graceMs' | 'corsOrigins'>> {
+  const origins = opts.corsOrigin ?? (process.env.BUNDLE_CORS_ORIGINS ? process.env.BUNDLE_CORS_ORIGINS.split(',').filter((o) => o.trim()) : [])
+  const out = {
+    maxBodyBytes: wholeNumber('--max-body-size', opts.maxBodySize, 1),
+    maxHeaderBytes: wholeNumber('--max-header-size', opts.maxHeaderSize, 1024),
+    headersTimeoutMs: wholeNumber('--headers-timeout', opts.headersTimeout, 100),
+    requestTimeoutMs: wholeNumber('--request-timeout', opts.requestTimeout, 100),
+    keepAliveTimeoutMs: wholeNumber('--keep-alive-timeout', opts.keepAliveTimeout, 100),
+    sendTimeoutMs: wholeNumber('--send-timeout', opts.sendTimeout, 100),
+    maxConnections: wholeNumber('--max-connections', opts.maxConnections, 0),
+    graceMs: wholeNumber('--grace', opts.grace, 0),
+    corsOrigins: origins.length ? origins.map(origin) : undefined,
+  }
+  return Object.fromEntries(Object.entries(out).filter(([, v]) => v !== undefined))
+}
+
 export function serveCommand(): Command {
   return new Command('serve')
     .description('serve a service over HTTP: ENTRY is path/to/service.ts[:ClassName], a stored bundle (name[:version]) or a bundle directory')
     .argument('<entry>')
     .option('-p, --port <port>', 'port to listen on (default $PORT or 3000)')
     .option('--host <host>', 'interface to bind (default 127.0.0.1, this machine only; use 0.0.0.0 in containers)')
-    .option('--api-key <key>', 'require Authorization: Bearer <key> on API routes (default $BUNDLE_API_KEY)')
-    .option('--max-body-size <bytes>', 'largest request body (default 33554432, 32 MiB)')
+    .option('--api-key <key>', 'require Authorization: Bearer <key> on every route but probes, metrics, docs and model metadata (default $BUNDLE_API_KEY)')
+    .option('--cors-origin <origin>', 'let browser pages on this origin call the server (repeatable; * for any; default $BUNDLE_CORS_ORIGINS, comma-separated, else none)', (v: string, all: string[] = []) => [...all, v])
+    .option('--max-body-size <bytes>', 'largest request body, gzip/deflate bodies once expanded (default 33554432, 32 MiB)')
+    .option('--max-header-size <bytes>', 'largest request line plus headers (default 16384)')
+    .option('--headers-timeout <ms>', 'a client must send its headers within this (default 15000)')
+    .option('--request-timeout <ms>', 'a client must send its whole request within this (default 60000)')
+    .option('--keep-alive-timeout <ms>', 'idle keep-alive connections close after this (default 5000)')
+    .option('--send-timeout <ms>', 'a client that reads none of its response for this long is disconnected (default 60000)')
+    .option('--max-connections <n>', 'most open connections, more are closed at once (default: open-file limit - 256; 0 = no cap)')
     .option('--grace <ms>', 'how long shutdown waits for in-flight requests (default 30000)')
     .option('-c, --config <file>', 'YAML file of runner overrides keyed by runner name (see README "Tuning runners")')
     .option('--no-access-log', 'do not log one line per request (default: log; or BUNDLE_ACCESS_LOG=0)')
     .option('--reload', 'restart when source files change (development)', false)
     .option('--runners <where>', 'local: runner workers are child processes here; remote: batches go to `bundle worker` processes through Redis', 'local')
     .option('--redis <url>', 'Redis for remote runners, response caches and tasks (default $BUNDLE_REDIS_URL)')
-    .action(async (entry: string, opts: { port?: string; host?: string; apiKey?: string; maxBodySize?: string; grace?: string; config?: string; accessLog: boolean; reload: boolean; runners: string; redis?: string }) => {
+    .action(async (entry: string, opts: ServeFlags) => {
       if (opts.reload) return reloading(entry)
+      const limits = serverLimits(opts)
       if (opts.runners !== 'local' && opts.runners !== 'remote') throw new BundleError('E_CLI_USAGE', `--runners must be local or remote, not "${opts.runners}"`)
       // Redis: always for remote runners; otherwise when given (response caches, tasks).
       const url = opts.runners === 'remote' ? redisUrl(opts.redis, '--runners remote') : (opts.redis ?? (process.env.BUNDLE_REDIS_URL || undefined))
@@ -104,8 +163,7 @@ export function serveCommand(): Command {
         port: port(opts.port),
         host: opts.host ?? process.env.HOST ?? '127.0.0.1',
         ...(apiKey ? { apiKey } : {}),
-        ...(opts.maxBodySize !== undefined ? { maxBodyBytes: wholeNumber('--max-body-size', opts.maxBodySize, 1) } : {}),
-        ...(opts.grace !== undefined ? { graceMs: wholeNumber('--grace', opts.grace, 0) } : {}),
+        ...limits,
         ...(opts.accessLog === false ? { accessLog: false } : {}),
         ...(runnerConfig ? { runnerConfig } : {}),
         ...(link ? { redis: link, scope } : {}),

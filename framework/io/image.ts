@@ -1,5 +1,6 @@
 import { BundleError } from '../../errors/index.js'
-import { baseMediaType, type IODescriptor } from './types.js'
+import { readForm } from './form.js'
+import { baseMediaType, type IODescriptor, type RequestBody } from './types.js'
 
 /** Decoded pixels: 8-bit RGB, row-major, `data.length === width * height * 3`. */
 export interface Image {
@@ -19,13 +20,9 @@ let sharpModule: Promise<Sharp> | undefined
 const loadSharp = (): Promise<Sharp> => (sharpModule ??= import('sharp').then((m) => m.default))
 
 /** The image part of a multipart body: the part named `image`, else the first file part. */
-async function imagePart(body: { formData(): Promise<FormData> }): Promise<Uint8Array> {
-  let form: FormData
-  try {
-    form = await body.formData()
-  } catch (err) {
-    throw new BundleError('E_INPUT_INVALID', `request body is not valid multipart/form-data: ${(err as Error).message}`)
-  }
+async function imagePart(body: RequestBody): Promise<Uint8Array> {
+  // One image, plus room for a few form fields a browser form may add.
+  const form = await readForm(body, 16)
   const named = form.get('image')
   const part = named !== null && typeof named !== 'string' ? named : [...form.values()].find((v) => typeof v !== 'string')
   if (part === undefined || typeof part === 'string') throw new BundleError('E_INPUT_INVALID', 'the multipart body has no file part (name it "image")')

@@ -1,4 +1,4 @@
-import { createHash, randomUUID, timingSafeEqual } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { Hono, type Context } from 'hono'
@@ -6,7 +6,9 @@ import pino, { type Logger } from 'pino'
 import { BundleError, isBundleError } from '../../errors/index.js'
 import { mediaTypeMatches, type HeaderReader } from '../io/types.js'
 import type { ApiContext, ApiDefinition, ServiceDefinition } from '../service/definition.js'
+import { isOpenPath, keyChecker } from './auth.js'
 import { DEFAULT_MAX_BODY_BYTES, readBody } from './body.js'
+import { corsMiddleware } from './cors.js'
 import { Deadlines } from './deadlines.js'
 import { docsAsset, docsPage } from './docs.js'
 import { errorResponse } from './error-response.js'
@@ -15,11 +17,14 @@ import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
 import { ModelRepository } from './v2/repository.js'
 import { TaskService } from './tasks.js'
-import { mountV2 } from './v2/routes.js'
+import { decodeBody } from './v2/encoding.js'
+import { mountV2, v2Error } from './v2/routes.js'
 
 export interface AppOptions {
-  /** Require `Authorization: Bearer <key>` on API routes. */
+  /** Require `Authorization: Bearer <key>` on every route but probes, metrics, docs and read-only metadata (see auth.ts). */
   apiKey?: string
+  /** Origins browsers may call this server from (CORS); `*` for any. Default none: CORS off. */
+  corsOrigins?: readonly string[]
   /** Largest request body in bytes (default 32 MiB). */
   maxBodyBytes?: number
   logger?: Logger
@@ -77,8 +82,6 @@ function frameworkVersion(): string {
 
 const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/runners']
 
-const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
-
 /**
  * What an API method gets besides its input. A class, not an object literal with a getter:
  * a literal whose getter closes over the handler's scope made every request's scope survive
@@ -130,8 +133,9 @@ function headerOf(c: Context, name: string): string | undefined {
 
 /**
  * Builds the hono app for a service. HTTP tests call `app.request()`; `serve()` puts it on a
- * socket. Every API request goes: auth → readiness → concurrency → media type → body limit →
- * decode/validate → method (with timeout) → encode, and ends in exactly one response.
+ * socket. Every API request goes: auth → readiness → media type → body limit (no concurrency
+ * slot is held while a body arrives) → concurrency → decode/validate → method (with timeout) →
+ * encode, and ends in exactly one response.
  */
 export function createServiceApp(definition: ServiceDefinition, options: AppOptions = {}): ServiceApp {
   // Buffered stdout (4 KiB or 250 ms, whichever first): a write(2) per access line costs more
@@ -159,12 +163,14 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   )
   for (const r of definition.runners) r.attachMetrics?.(runnerMetrics)
   repository = new ModelRepository(definition.runners, { ...(options.storeHome ? { home: options.storeHome } : {}), attach: (r) => r.attachMetrics(runnerMetrics) })
-  const keyDigest = options.apiKey ? digest(options.apiKey) : undefined
+  const checkKey = options.apiKey ? keyChecker(options.apiKey) : undefined
   const accessLog = options.accessLog ?? process.env.BUNDLE_ACCESS_LOG !== '0'
   let phase: Phase = 'starting'
   let reason = 'starting up'
   let instance: Record<string, unknown> | undefined
   let inFlight = 0
+  // Of those, API requests still reading their body.
+  let reading = 0
   let starting: Promise<void> | undefined
   let idleWaiters: (() => void)[] = []
 
@@ -184,6 +190,33 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     if (phase === 'draining') c.res.headers.set('connection', 'close')
     if (accessLog) log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 100) / 100, requestId }, 'request')
   })
+
+  // CORS before the key check: a browser's preflight carries no Authorization header.
+  const cors = corsMiddleware(options.corsOrigins ?? [])
+  if (cors) app.use('*', cors)
+  if (checkKey) {
+    // One check in front of every route, so a route added later is closed unless auth.ts opens it.
+    const apiAt = new Map(definition.apis.filter((a) => !a.task).map((a) => [a.route, a]))
+    app.use('*', async (c, next) => {
+      const path = c.req.path
+      if (!isOpenPath(path)) {
+        try {
+          checkKey(headerOf(c, 'authorization'))
+        } catch (err) {
+          const a = c.req.method === 'POST' ? apiAt.get(path) : undefined
+          if (a) {
+            // Refused calls still count in the endpoint's request metrics.
+            const m = metrics.endpoint(a.name)
+            m.begin()
+            m.end(401, 0)
+          }
+          if (path === '/v2' || path.startsWith('/v2/')) return v2Error(c, err, log)
+          throw err
+        }
+      }
+      await next()
+    })
+  }
 
   const runnersReady = (): string | undefined => {
     const r = definition.runners.find((x) => x.ready !== undefined && !x.ready())
@@ -212,16 +245,9 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     return c.body(asset.body as Uint8Array<ArrayBuffer>, 200, { 'content-type': asset.contentType, 'cache-control': 'public, max-age=86400' })
   })
   app.get('/', (c) => c.redirect('/docs'))
-  const authorize = (c: Context<any>): void => {
-    if (keyDigest === undefined) return
-    const header = headerOf(c, 'authorization') ?? ''
-    const m = /^Bearer\s+(.+)$/i.exec(header)
-    if (!m || !timingSafeEqual(digest(m[1]!.trim()), keyDigest)) throw new BundleError('E_HTTP_UNAUTHORIZED', m ? 'the API key is not valid' : 'this server requires an API key: send Authorization: Bearer <key>')
-  }
   mountV2(app, {
     repository,
     ready: () => phase === 'ready' && runnersReady() === undefined,
-    authorize,
     maxBodyBytes: maxBody,
     version: frameworkVersion(),
     log,
@@ -244,13 +270,19 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     }
   }
 
-  /** The request body as the API's input descriptor reads it (media type checked, size capped). */
-  async function decodeInput(c: Context, a: ApiDefinition): Promise<{ input: unknown; headers: HeaderReader }> {
+  /** The request body's bytes (media type checked, size capped; gzip/deflate expanded within the same cap). */
+  async function readInput(c: Context, a: ApiDefinition): Promise<{ contentType: string; bytes: Uint8Array }> {
     const contentType = headerOf(c, 'content-type') ?? ''
     if (!mediaTypeMatches(contentType, a.input.mediaTypes)) {
       throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', `${a.route} accepts ${a.input.mediaTypes.join(', ')}; got ${contentType === '' ? 'no Content-Type' : contentType}`)
     }
-    const bytes = await readBody(headerOf(c, 'content-length'), () => c.req.arrayBuffer(), () => c.req.raw.body, maxBody)
+    const raw = await readBody(headerOf(c, 'content-length'), () => c.req.arrayBuffer(), () => c.req.raw.body, maxBody)
+    const encoding = headerOf(c, 'content-encoding')
+    return { contentType, bytes: encoding === undefined ? raw : await decodeBody(raw, encoding, maxBody) }
+  }
+
+  /** The body as the API's input descriptor reads it. */
+  async function decodeInput(c: Context, a: ApiDefinition, { contentType, bytes }: { contentType: string; bytes: Uint8Array }): Promise<{ input: unknown; headers: HeaderReader }> {
     // Read from node's IncomingMessage on demand (see headerOf).
     const headers = { get: (name: string) => headerOf(c, name.toLowerCase()) ?? null }
     const input = await a.input.decode({
@@ -262,6 +294,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     return { input, headers }
   }
 
+  const tooMany = (): BundleError => new BundleError('E_HTTP_TOO_MANY_REQUESTS', `the service is handling its maximum of ${definition.traffic.maxConcurrency} concurrent requests; retry later`)
+
   async function handle(c: Context<{ Variables: { requestId: string; headed?: boolean } }>, a: ApiDefinition): Promise<Response> {
     const requestId = c.get('requestId')
     const started = performance.now()
@@ -271,10 +305,19 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     inFlight++
     m.begin()
     try {
-      authorize(c)
       if (phase !== 'ready' || instance === undefined) throw new BundleError('E_HTTP_NOT_READY', phase === 'starting' ? 'the service is still starting' : `the service is ${phase}`)
-      if (inFlight > definition.traffic.maxConcurrency) throw new BundleError('E_HTTP_TOO_MANY_REQUESTS', `the service is handling its maximum of ${definition.traffic.maxConcurrency} concurrent requests; retry later`)
-      const { input, headers } = await decodeInput(c, a)
+      // Requests still receiving their bodies hold no concurrency slot: slow uploads (or a
+      // slowloris trickling bodies) cannot lock out fast clients; the request timeout bounds them.
+      if (inFlight - reading > definition.traffic.maxConcurrency) throw tooMany()
+      reading++
+      let body: Awaited<ReturnType<typeof readInput>>
+      try {
+        body = await readInput(c, a)
+      } finally {
+        reading--
+      }
+      if (inFlight - reading > definition.traffic.maxConcurrency) throw tooMany()
+      const { input, headers } = await decodeInput(c, a, body)
       const method = instance[a.name] as (input: unknown, ctx: unknown) => unknown
       const ctx = new RequestContext(requestId, headers, (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing)
       const result = method.call(instance, input, ctx)
@@ -306,9 +349,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   tasks?.mount(app, {
     decode: async (c, a) => {
       if (phase !== 'ready' || instance === undefined) throw new BundleError('E_HTTP_NOT_READY', phase === 'starting' ? 'the service is still starting' : `the service is ${phase}`)
-      return (await decodeInput(c, a)).input
+      return (await decodeInput(c, a, await readInput(c, a))).input
     },
-    authorize,
     respond: (c, err) => errorResponse(err, c.get('requestId') ?? randomUUID(), log),
   })
   for (const a of definition.apis) {
@@ -363,7 +405,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
           log.info({ apis: definition.apis.map((a) => a.route) }, 'service ready')
         } catch (err) {
           phase = 'failed'
-          reason = `start-up failed: ${(err as Error).message}`
+          // /readyz is open to anyone: the code, not the message (which may name files); serve() logs it all.
+          reason = `start-up failed${isBundleError(err) ? ` (${err.code})` : ''}; the server log has the details`
           throw err
         }
       })()

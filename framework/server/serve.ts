@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
-import type { Server } from 'node:http'
+import { readFileSync } from 'node:fs'
+import type { Server, ServerResponse } from 'node:http'
 import { createAdaptorServer } from '@hono/node-server'
+import { Counter, Gauge } from 'prom-client'
 import { createServiceApp, type AppOptions, type ServiceApp } from './app.js'
 import type { ServiceDefinition } from '../service/definition.js'
 
@@ -14,8 +16,16 @@ export interface ServeOptions extends AppOptions {
   graceMs?: number
   /** A client must send all its headers within this (default 15 000 ms); guards against slowloris. */
   headersTimeoutMs?: number
-  /** A client must send its whole request within this (default 120 000 ms). */
+  /** A client must send its whole request, body included, within this (default 60 000 ms). */
   requestTimeoutMs?: number
+  /** An idle keep-alive connection closes after this (default 5 000 ms; Node.js adds 1 s of slack). */
+  keepAliveTimeoutMs?: number
+  /** A client that accepts no byte of a response for this long is disconnected (default 60 000 ms). */
+  sendTimeoutMs?: number
+  /** Most open connections; more are closed at once (default: the open-file limit less 256; 0 = no cap). */
+  maxConnections?: number
+  /** Largest request line plus headers in bytes (default 16 KiB): 431 past it. */
+  maxHeaderBytes?: number
   /** Handle SIGTERM/SIGINT (default true): drain, run shutdown hooks, exit 0. */
   handleSignals?: boolean
 }
@@ -28,33 +38,99 @@ export interface RunningServer {
   close(): Promise<void>
 }
 
+/** The soft open-file limit less 256 descriptors kept for runners, Redis, the store and logs (Linux; elsewhere no cap). */
+function defaultMaxConnections(): number {
+  try {
+    const m = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'))
+    return m ? Math.max(64, Number(m[1]) - 256) : 0
+  } catch {
+    return 0
+  }
+}
+
+const stallSince = Symbol('stallSince')
+const stallPending = Symbol('stallPending')
+
+/**
+ * Whether a response has had bytes waiting to go out, none of them leaving, for `limit` ms.
+ * Pending bytes are node's write buffer plus libuv's queue (which shrinks with every partial
+ * write), so a slow reader that keeps reading is progress, not a stall.
+ */
+function stalled(res: ServerResponse & { [stallSince]?: number; [stallPending]?: number }, now: number, limit: number): boolean {
+  const socket = res.socket as (NonNullable<ServerResponse['socket']> & { _handle?: { writeQueueSize?: number } }) | null
+  const pending = res.headersSent && socket ? socket.writableLength + (socket._handle?.writeQueueSize ?? 0) : 0
+  if (pending === 0 || pending !== res[stallPending]) {
+    res[stallPending] = pending
+    res[stallSince] = now
+    return false
+  }
+  return now - res[stallSince]! >= limit
+}
+
 /**
  * Serves a service on a socket. Listens first (so /livez answers and /readyz says 503 while
  * start-up hooks run), then starts the service.
  */
 export async function serve(definition: ServiceDefinition, options: ServeOptions = {}): Promise<RunningServer> {
   const service = createServiceApp(definition, options)
-  // Slow clients: a client gets 15 s to send its headers and 2 min for the whole request, so
+  // Slow clients: a client gets 15 s to send its headers and 60 s for the whole request, so
   // trickling connections cannot pile up; idle keep-alive sockets close after 5 s. Node checks
   // these deadlines every connectionsCheckingInterval, so keep it well below them.
   const headersTimeout = options.headersTimeoutMs ?? 15_000
-  const requestTimeout = Math.max(options.requestTimeoutMs ?? 120_000, headersTimeout)
+  const requestTimeout = Math.max(options.requestTimeoutMs ?? 60_000, headersTimeout)
+  const sendTimeout = options.sendTimeoutMs ?? 60_000
   const server = createAdaptorServer({
     fetch: service.app.fetch,
-    serverOptions: { headersTimeout, requestTimeout, keepAliveTimeout: 5_000, connectionsCheckingInterval: Math.min(1_000, Math.ceil(headersTimeout / 4)) },
+    serverOptions: {
+      headersTimeout,
+      requestTimeout,
+      keepAliveTimeout: options.keepAliveTimeoutMs ?? 5_000,
+      connectionsCheckingInterval: Math.min(1_000, Math.ceil(headersTimeout / 4)),
+      maxHeaderSize: options.maxHeaderBytes ?? 16 * 1024,
+    },
   }) as Server
+  // Past this many connections node closes new ones at once: the process keeps file
+  // descriptors for its runners, Redis, the store and logs however many clients come.
+  const maxConnections = options.maxConnections ?? defaultMaxConnections()
+  if (maxConnections > 0) server.maxConnections = maxConnections
+  const closedEarly = new Counter({ name: 'bundle_http_connections_closed_total', help: 'Connections the server closed on a client: slow_request (headers or body not in time), send_stalled (not reading its response), max_connections (over the cap)', labelNames: ['service', 'reason'], registers: [service.metrics.registry] })
+  for (const reason of ['slow_request', 'send_stalled', 'max_connections']) closedEarly.labels(definition.name, reason).inc(0)
+  new Gauge({
+    name: 'bundle_http_connections_open',
+    help: 'Open client connections',
+    labelNames: ['service'],
+    registers: [service.metrics.registry],
+    collect() {
+      return new Promise<void>((resolve) => server.getConnections((err, n) => (err ? undefined : this.labels(definition.name).set(n), resolve())))
+    },
+  })
+  server.on('drop', () => closedEarly.labels(definition.name, 'max_connections').inc())
   // Count responses until their last byte is handed to the socket: the app's own in-flight
   // count drops when a handler returns, before the response is written.
   let open = 0
   let onIdle: (() => void) | undefined
+  const responding = new Set<ServerResponse>()
   server.on('request', (_req, res) => {
     open++
+    responding.add(res)
     res.once('close', () => {
+      responding.delete(res)
       open--
       if (open === 0) onIdle?.()
     })
   })
   const responsesDone = (): Promise<void> => (open === 0 ? Promise.resolve() : new Promise<void>((resolve) => (onIdle = resolve)))
+  // A client that stops reading its response would hold the connection and the response's
+  // bytes forever (node has no send timeout): drop it once no byte has left for sendTimeout.
+  const sweep = setInterval(() => {
+    const now = Date.now()
+    for (const res of responding) if (stalled(res, now, sendTimeout)) {
+      closedEarly.labels(definition.name, 'send_stalled').inc()
+      service.log.info({ reason: 'send_stalled', sendTimeoutMs: sendTimeout }, 'client stopped reading its response; connection closed')
+      res.socket?.destroy()
+    }
+  }, Math.min(1_000, Math.ceil(sendTimeout / 4)))
+  sweep.unref()
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(options.port ?? 3000, options.host ?? '127.0.0.1', () => {
@@ -63,15 +139,25 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
     })
   })
   // Errors node answers before the app sees the request (malformed HTTP, headers too large,
-  // header timeout) get the same JSON shape as every other error.
+  // headers or request not in time) get the same JSON shape as every other error.
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-    if (err.code === 'ECONNRESET' || !socket.writable) return void socket.destroy()
-    const [status, text, code] =
-      err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large', 'request headers are too large'] : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'Request Timeout', 'the request was not received in time'] : [400, 'Bad Request', 'the request is not valid HTTP']
+    const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+    if (timedOut) closedEarly.labels(definition.name, 'slow_request').inc()
+    // Nothing to write to a gone client, or after a response has started (its bytes would corrupt it).
+    const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage
+    if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) return void socket.destroy()
+    const [status, text, code, message] =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'E_HTTP_HEADERS_TOO_LARGE', `the request line and headers are larger than ${options.maxHeaderBytes ?? 16 * 1024} bytes`]
+        : timedOut
+          ? [408, 'Request Timeout', 'E_HTTP_REQUEST_TIMEOUT', `the request was not received in time (headers within ${headersTimeout} ms, all of it within ${requestTimeout} ms)`]
+          : [400, 'Bad Request', 'E_INPUT_INVALID', 'the request is not valid HTTP']
     const requestId = randomUUID()
-    const body = JSON.stringify({ error: { code: status === 408 ? 'E_HTTP_TIMEOUT' : 'E_INPUT_INVALID', message: code, requestId } })
+    const body = JSON.stringify({ error: { code, message, requestId } })
     // Write the answer, then drop the connection: a client trickling headers must not keep it.
     socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`, () => socket.destroy())
+    // A write the client does not read must not keep the socket either.
+    setTimeout(() => socket.destroy(), 1_000).unref()
     service.log.info({ status, requestId, reason: err.code }, 'request refused by the HTTP parser')
   })
   const address = server.address() as AddressInfo
@@ -85,6 +171,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
     (closing ??= (async () => {
       const graceMs = options.graceMs ?? 30_000
       service.log.info({ inFlight: service.inFlight(), graceMs }, 'shutting down')
+      clearInterval(sweep)
       service.drain()
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       server.closeIdleConnections()

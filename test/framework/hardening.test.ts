@@ -129,7 +129,7 @@ describe('over a socket', () => {
         sock.write(`GET /livez HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`)
       })
       assert.match(raw, /^HTTP\/1\.1 431 /)
-      assert.match(raw, /"error":\{"code":"E_INPUT_INVALID"/)
+      assert.match(raw, /"error":\{"code":"E_HTTP_HEADERS_TOO_LARGE"/)
 
       const client = createClient<never>(running.url, { apiKey: 'k', headers: { 'Content-Type': 'application/json' } }) as unknown as { echo(x: unknown): Promise<unknown> }
       assert.deepEqual(await client.echo({ v: 2 }), { v: 2 })

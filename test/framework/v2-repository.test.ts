@@ -130,7 +130,7 @@ describe('model repository (/v2/repository)', () => {
     assert.ok(before > 0 && atSwap > before && counts.ok > atSwap, `requests flowed before, during and after: ${before}, ${atSwap}, ${counts.ok}`)
     assert.deepEqual([...counts.versions].sort(), ['1.0.0', '2.0.0'])
     assert.deepEqual((await get('/v2/models/ocr-cls')).json.versions, ['2.0.0'])
-    const runners = (await (await svc.app.request('/runners')).json()) as { config: { model: string } }[]
+    const runners = (await (await svc.app.request('/runners', { headers: { authorization: 'Bearer k' } })).json()) as { config: { model: string } }[]
     assert.equal(runners[0]!.config.model, 'ocr-cls:2.0.0', 'the service API uses the new version too')
   })
 

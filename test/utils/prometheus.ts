@@ -34,14 +34,16 @@ function owned(child: ChildProcess, dir: string): () => Promise<void> {
 export interface Served {
   url: string
   port: number
+  /** The server process (its /proc/PID/fd shows its open connections). */
+  pid: number
   stop(): Promise<void>
 }
 
-/** `bundle serve ENTRY` on a free port with a BUNDLE_HOME of its own; resolves once /readyz answers 200. */
-export async function serveReady(entry: string): Promise<Served> {
+/** `bundle serve ENTRY [ARGS]` on a free port with a BUNDLE_HOME of its own; resolves once /readyz answers 200. */
+export async function serveReady(entry: string, args: readonly string[] = [], env: Record<string, string> = {}): Promise<Served> {
   const home = mkdtempSync(join(tmpdir(), 'mb-serve-'))
   const port = freePort()
-  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', String(port)], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
+  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', String(port), ...args], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0', ...env }, stdio: 'ignore' })
   const stop = owned(child, home)
   const url = `http://127.0.0.1:${port}`
   try {
@@ -50,7 +52,7 @@ export async function serveReady(entry: string): Promise<Served> {
     await stop()
     throw e
   }
-  return { url, port, stop }
+  return { url, port, pid: child.pid!, stop }
 }
 
 export interface Series {

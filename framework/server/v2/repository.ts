@@ -1,6 +1,7 @@
 import { BundleError } from '../../../errors/index.js'
 import { OnnxRunner, validateOverrides, type InferenceModel, type RunnerOverrides } from '../../../runners/index.js'
 import { ModelStore } from '../../../store/index.js'
+import { redactPaths } from '../error-response.js'
 import type { RunnerDeclaration } from '../../service/definition.js'
 
 /** What a load request may say (the repository extension's `parameters`). */
@@ -134,7 +135,8 @@ export class ModelRepository {
           entry.reason = undefined
         } catch (err) {
           entry.state = 'UNAVAILABLE'
-          entry.reason = (err as Error).message
+          // Shown by the open model metadata routes: without the file paths a runner's error may quote.
+          entry.reason = redactPaths((err as Error).message)
           throw err
         }
         return entry.primary.inference()!

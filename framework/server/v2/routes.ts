@@ -1,8 +1,10 @@
 import type { Context, Hono } from 'hono'
 import type { Logger } from 'pino'
-import { BundleError, isBundleError } from '../../../errors/index.js'
+import { randomUUID } from 'node:crypto'
+import { BundleError } from '../../../errors/index.js'
 import type { InferenceModel, RunnerTensor, TensorSpec } from '../../../runners/index.js'
 import { readBody } from '../body.js'
+import { clientFacing, errorHeaders } from '../error-response.js'
 import { encodeInferResponse, parseInferRequest, protocolType, type InferInput } from './codec.js'
 import { decodeBody, encodeBody, pickEncoding } from './encoding.js'
 import type { LoadRequest, ModelRepository } from './repository.js'
@@ -12,8 +14,6 @@ export interface V2Options {
   repository: ModelRepository
   /** Server readiness: started, not draining, every runner ready. */
   ready: () => boolean
-  /** Throws E_HTTP_UNAUTHORIZED when an API key is required and missing or wrong. */
-  authorize: (c: Context) => void
   maxBodyBytes: number
   version: string
   log: Logger
@@ -23,14 +23,19 @@ export interface V2Options {
 
 const EXTENSIONS = ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics']
 
-/** Errors as the protocol has them: `{ "error": "..." }` with the status of the error's code. */
-function fail(c: Context, err: unknown, log: Logger): Response {
-  if (isBundleError(err)) {
-    // 5xx from our catalog carry messages written for clients; anything else stays in the log.
-    return c.json({ error: err.message }, err.status as 400)
-  }
-  log.error({ err }, 'inference failed')
-  return c.json({ error: 'internal error; the server log has the details' }, 500)
+/**
+ * Errors as the protocol has them: `{ "error": "..." }` with the status of the error's code.
+ * What a client sees is decided as for every other route (no paths, no internals in a 5xx).
+ */
+export function v2Error(c: Context, err: unknown, log: Logger): Response {
+  const e = clientFacing(err, (c.get('requestId') as string | undefined) ?? randomUUID(), log)
+  return c.json({ error: e.message }, e.status as 400, errorHeaders(e.code))
+}
+
+/** A small JSON body (repository requests), capped at the body limit like every other body. */
+async function smallBody(c: Context, max: number): Promise<string> {
+  const bytes = await readBody(c.req.header('content-length'), () => c.req.arrayBuffer(), () => c.req.raw.body, max)
+  return new TextDecoder().decode(bytes)
 }
 
 const metadata = (m: InferenceModel) => {
@@ -103,6 +108,8 @@ function check(m: InferenceModel, inputs: InferInput[]): void {
  * The Open Inference Protocol (KServe v2 / Triton HTTP) next to the service's own API: server
  * and model metadata, health, model configuration and statistics, and inference in JSON or
  * with binary tensor data — through the same runners and batchers as the service's APIs.
+ * The API key is checked before these routes by the app (auth.ts): health and model metadata
+ * are open, inference and the repository extension need the key.
  */
 export function mountV2(app: Hono<any>, o: V2Options): void {
   const find = (c: Context): InferenceModel => o.repository.find(c.req.param('model')!, c.req.param('version'))
@@ -110,7 +117,7 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
     try {
       return await handler(c)
     } catch (err) {
-      return fail(c, err, o.log)
+      return v2Error(c, err, o.log)
     }
   }
 
@@ -123,16 +130,14 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
   app.post(
     '/v2/repository/models/:model/load',
     route(async (c) => {
-      o.authorize(c)
-      const m = await o.repository.load(c.req.param('model')!, loadRequest(await c.req.text()))
+      const m = await o.repository.load(c.req.param('model')!, loadRequest(await smallBody(c, o.maxBodyBytes)))
       return c.json({ name: m.name, version: m.version })
     }),
   )
   app.post(
     '/v2/repository/models/:model/unload',
     route(async (c) => {
-      o.authorize(c)
-      const body = await c.req.text()
+      const body = await smallBody(c, o.maxBodyBytes)
       const params = body.trim() ? (parseJson(body).parameters as Record<string, unknown> | undefined) : undefined
       await o.repository.unload(c.req.param('model')!, typeof params?.version === 'string' ? params.version : undefined)
       return c.json({})
@@ -146,7 +151,6 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
     app.post(
       `${base}/infer`,
       route(async (c) => {
-        o.authorize(c)
         const m = find(c)
         if (!o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
         return o.track(async () => {
