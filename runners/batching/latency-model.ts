@@ -45,11 +45,16 @@ const median = (xs: readonly number[]): number => {
   return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
 }
 
+/** The 90th percentile (nearest rank): with the default window of 15, the second slowest. */
+const p90 = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil(0.9 * xs.length) - 1)]!
+
+type Which = 'typical' | 'best' | 'slow'
+
 export class LatencyModel {
   private readonly buckets = new Map<number, Bucket>()
   private batches = 0
   /** Sorted measured points (median and fastest), rebuilt lazily after an observation. */
-  private points: { typical: Point[]; best: Point[] } | undefined
+  private points: Record<Which, Point[]> | undefined
   private readonly window: number
   private readonly minGain: number
   private readonly reprobeEvery: number
@@ -86,13 +91,14 @@ export class LatencyModel {
     return this.batches
   }
 
-  private measured(which: 'typical' | 'best'): Point[] {
+  private measured(which: Which): Point[] {
     if (this.points === undefined) {
       const buckets = [...this.buckets.values()].sort((a, b) => a.rows[0]! - b.rows[0]!)
       const rows = (b: Bucket) => b.rows.reduce((s, r) => s + r, 0) / b.rows.length
       this.points = {
         typical: buckets.map((b) => ({ rows: rows(b), ms: median(b.ms) })),
         best: buckets.map((b) => ({ rows: rows(b), ms: Math.min(...b.ms) })),
+        slow: buckets.map((b) => ({ rows: rows(b), ms: p90(b.ms) })),
       }
     }
     return this.points[which]
@@ -101,9 +107,11 @@ export class LatencyModel {
   /**
    * Execution time of a batch of `rows`, in ms (0 before anything was observed): `typical` from
    * the median of recent batches; `best` from the fastest — what the runner can do when it is not
-   * slowed by the load around it (admission control uses it: see Dispatcher.submit).
+   * slowed by the load around it (admission control uses it: see Dispatcher.submit); `slow` from
+   * the 90th percentile — what a batch must be able to afford to finish in time nine times in
+   * ten (whether a batch size not measured yet may be tried uses it).
    */
-  estimate(rows: number, which: 'typical' | 'best' = 'typical'): number {
+  estimate(rows: number, which: Which = 'typical'): number {
     const p = this.measured(which)
     if (p.length === 0) return 0
     if (p.length === 1) return (p[0]!.ms / p[0]!.rows) * rows // one size seen so far: time grows with rows
@@ -129,9 +137,10 @@ export class LatencyModel {
    * The throughput-optimal batch size found so far, or a neighbour of it worth measuring:
    * sizes are powers of two up to `max` (and `max`); with nothing measured, `max`; then the best
    * measured size, except that an unmeasured neighbour (double first, then half) is tried, and
-   * every `reprobeEvery` batches a neighbour is measured again.
+   * every `reprobeEvery` batches a neighbour is measured again. `explore: false` returns the best
+   * measured size only (no probe: a probe's time is a guess).
    */
-  bestBatchSize(max: number): number {
+  bestBatchSize(max: number, explore = true): number {
     const sizes = batchSizes(max)
     const tpOf = (size: number) => this.throughput(LatencyModel.bucketOf(size))
     let bestIndex = -1
@@ -145,6 +154,7 @@ export class LatencyModel {
       }
     })
     if (bestIndex < 0) return max
+    if (!explore) return sizes[bestIndex]!
     const up = sizes[bestIndex + 1]
     const down = sizes[bestIndex - 1]
     if (up !== undefined && tpOf(up) === undefined) return up

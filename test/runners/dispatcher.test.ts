@@ -139,6 +139,52 @@ describe('Dispatcher (fake time)', () => {
     assert.ok(Math.max(...finished) <= 100, `no accepted request exceeded the bound: max ${Math.max(...finished)} ms`)
   })
 
+  it('keeps headroomMs of the bound for the way in and out of the runner: nothing accepted finishes in it', async () => {
+    for (const [headroomMs, limit] of [[undefined, 90], [30, 70]] as const) {
+      const clock = new FakeClock()
+      const cost = (n: number) => 20 + 5 * n
+      const r = runner(clock, cost)
+      const d = new Dispatcher<Payload, string>({ maxBatchSize: 4, maxLatencyMs: 100, ...(headroomMs === undefined ? {} : { headroomMs }), slots: 1, clock, model: trained(cost, 4) }, r.execute)
+      const finished: number[] = []
+      const all: Promise<unknown>[] = []
+      for (let i = 0; i < 60; i++) {
+        const submitted = clock.now()
+        all.push(d.submit({ id: `r${i}` }, 1).then(() => finished.push(clock.now() - submitted), () => undefined))
+        await clock.advance(2)
+      }
+      await clock.advance(1000)
+      await Promise.all(all)
+      assert.ok(finished.length > 5)
+      assert.ok(Math.max(...finished) <= limit, `headroom ${headroomMs ?? 'default (10%)'}: max ${Math.max(...finished)} ms, limit ${limit}`)
+    }
+    assert.throws(() => new Dispatcher({ maxBatchSize: 4, maxLatencyMs: 100, headroomMs: 100, slots: 1 }, async () => []), /headroomMs/)
+  })
+
+  it('tries an unmeasured batch size only when the oldest request can afford it going wrong', async () => {
+    // Measured: 1 and 2 rows, throughput rising, so the model wants to try 4 — which on this
+    // runner takes 150 ms, not the 60 ms the line through 1 and 2 predicts (as the rec model on
+    // 2 cores), so it must only run where a request has room for that.
+    const cost = (n: number) => (n <= 2 ? 20 + 10 * n : 150)
+    const model = new LatencyModel({ reprobeEvery: 1_000_000 })
+    for (let i = 0; i < 5; i++) {
+      model.observe(1, cost(1))
+      model.observe(2, cost(2))
+    }
+    const clock = new FakeClock()
+    const r = runner(clock, cost)
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxLatencyMs: 150, slots: 1, clock, model }, r.execute)
+    assert.equal(d.stats().targetBatchSize, 4, 'with room to spare, the unmeasured size up is what it aims for')
+    // A 2-row batch holds the slot for 40 ms while four requests queue: when it ends, the oldest
+    // has 135 - 40 = 95 ms left, less than twice the 60 ms guess for 4 rows.
+    const finished: number[] = []
+    const all = [d.submit({ id: 'hold' }, 2), ...[0, 1, 2, 3].map((i) => d.submit({ id: `q${i}` }, 1))].map((p) => p.then(() => finished.push(clock.now()), () => undefined))
+    await clock.advance(1000)
+    await Promise.all(all)
+    assert.deepEqual(r.batches.map((b) => b.rows), [2, 2, 2], 'under pressure it ran the best measured size, not the 150 ms probe')
+    assert.equal(finished.length, 5)
+    assert.ok(Math.max(...finished) <= 150, `nothing ran late: ${finished}`)
+  })
+
   it('rule 5: finds the throughput-optimal batch size instead of always filling maxBatchSize', async () => {
     // Like onnxruntime's rec model on 2 cores: per-row cost falls until 4 rows, then rises.
     const cost = (n: number) => (n <= 4 ? 8 + 2 * n : 16 + 6 * (n - 4))
@@ -280,6 +326,14 @@ describe('LatencyModel', () => {
     assert.equal(m.bestBatchSize(32), 4)
     for (let i = 0; i < 5; i++) m.observe(4, 11)
     assert.equal(m.bestBatchSize(32), 8)
+  })
+
+  it("'slow' is the 90th percentile of a size's recent batches, 'best' the fastest, the default the median", () => {
+    const m = new LatencyModel()
+    for (const ms of [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 40]) m.observe(4, ms)
+    assert.equal(m.estimate(4), 17)
+    assert.equal(m.estimate(4, 'best'), 10)
+    assert.equal(m.estimate(4, 'slow'), 23, 'nearest rank: 14th of 15 — one outlier does not set it')
   })
 
   it('a few outliers (cold first runs, a noisy neighbour) do not move the estimate; a lasting change does', () => {
