@@ -76,6 +76,22 @@ describe('bundle serve (real process, real socket, real signals)', () => {
     assert.ok(s.logs.some((l) => l.includes('shutdown hook ran')))
   })
 
+  it('SIGTERM with requests longer than --grace: exits within the grace period, the rest cut off', { timeout: 60_000 }, async () => {
+    const s = await start(SLOW, ['--grace', '1000'])
+    await waitReady(s.url)
+    const quick = slowRequest(s.url, 300)
+    const long = Array.from({ length: 3 }, () => slowRequest(s.url, 5000).then((r) => r.status, () => 'cut off'))
+    await new Promise((r) => setTimeout(r, 100))
+    const signalled = Date.now()
+    s.child.kill('SIGTERM')
+    assert.deepEqual(await quick, { status: 200, body: JSON.stringify({ slept: 300 }) }, 'what finishes within the grace period is answered')
+    assert.equal(await s.exited, 0)
+    const took = Date.now() - signalled
+    assert.ok(took >= 900 && took < 2500, `exited ${took} ms after SIGTERM with --grace 1000`)
+    assert.deepEqual(await Promise.all(long), ['cut off', 'cut off', 'cut off'], 'requests still running at the end of the grace period lose their connection')
+    assert.ok(s.logs.some((l) => l.includes('grace period over')), 'the log says why')
+  })
+
   it('a bad entry fails with one coded line and exit 1', { timeout: 30_000 }, async () => {
     const child = spawn(process.execPath, [BIN, 'serve', 'nope/missing.ts'], { stdio: ['ignore', 'pipe', 'pipe'] })
     let err = ''
