@@ -184,6 +184,16 @@ describe('the Grafana dashboard (docker/grafana/modelbundle-dashboard.json)', ()
           assert.equal(r.status, 'success', `${v.name}: ${r.error}`)
           assert.ok(r.data.includes(wanted[v.name]!), `${v.name}: ${JSON.stringify(r.data)}`)
         }
+        // The alert expressions docs/operations.md suggests parse, run, and name real series.
+        const ops = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8')
+        const alerts = [...ops.matchAll(/^\s*\| [^|]+ \| `([^`]+)` \| [^|]+ \|$/gm)].map((m) => m[1]!)
+        assert.ok(alerts.length >= 4, `alert rows found in docs/operations.md: ${alerts.length}`)
+        const exported = await (await fetch(`${url}/metrics`)).text()
+        for (const expr of alerts) {
+          const r = await prom.get<unknown>('query', { query: expr })
+          assert.equal(r.status, 'success', `docs/operations.md alert: ${expr}\n${r.errorType}: ${r.error}`)
+          for (const [name] of expr.matchAll(/\bbundle_\w+/g)) assert.match(exported, new RegExp(`^${name}[{ ]`, 'm'), `${expr}: ${name} is not on /metrics`)
+        }
       })
     })
   })
