@@ -1,9 +1,6 @@
-import { availableParallelism } from 'node:os'
 import { BundleError } from '../errors/index.js'
 import { ModelStore, type ModelInfo } from '../store/index.js'
 import { Dispatcher, type DispatcherStats, type Slice } from './batching/dispatcher.js'
-import type { WireTensor } from './pool/protocol.js'
-import type { TensorSignature } from '../store/index.js'
 import { mergeOverrides, type RunnerOverrides } from './config.js'
 import type { InferenceModel, TensorSpec } from './inference.js'
 import type { RunnerMetrics } from './metrics.js'
@@ -11,94 +8,19 @@ import { bothObservers, RunnerStats } from './stats.js'
 import { WorkerPool } from './pool/worker-pool.js'
 import { RemotePool } from './remote/remote-pool.js'
 import type { RemoteTarget } from './remote/target.js'
-import { ResponseCache, type CacheOptions } from './remote/cache.js'
+import { ResponseCache } from './remote/cache.js'
 import type { RedisLink } from './remote/link.js'
-import { gpuDevices } from './gpu/devices.js'
-import { placeWorkers, type GpuRequest } from './gpu/placement.js'
 import { autoscale } from './autoscaler.js'
-import { batchSizes } from './batching/latency-model.js'
-import { concatRows, fromWire, sliceRows, toWire, TYPED_ARRAYS, zeros, type RunnerDType, type RunnerTensor } from './tensor.js'
+import { concatRows, fromWire, sliceRows, toWire, type RunnerTensor } from './tensor.js'
+import type { OnnxRunnerOptions } from './onnx/options.js'
+import { batchDims } from './onnx/warmup.js'
+import { startLocal, type Generation, type Request } from './onnx/generation.js'
+import { inferenceModel, signatureOf } from './onnx/inference.js'
 
-// Device discovery runs only for runners that ask for a GPU (nvidia-smi costs a process spawn).
-const devicesFor = (gpu: GpuRequest | undefined): string[] => (gpu === undefined || gpu === 0 ? [] : gpuDevices())
-
-export interface BatchingOptions {
-  enabled?: boolean
-  /** Most rows per batch (default 32). */
-  maxBatchSize?: number
-  /** Queue wait plus execution bound per request (default 100 ms). */
-  maxLatencyMs?: number
-  /**
-   * The dimension requests are merged along (default 0), or [input dimension, output
-   * dimension] when the outputs carry the batch elsewhere (a [seq, batch, …] model: 1).
-   */
-  batchDim?: number | [number, number]
-}
-
-export interface OnnxRunnerOptions {
-  /** Runner name (default: the model name). */
-  name?: string
-  batching?: BatchingOptions
-  workers?: number
-  /** A batch running longer than this fails with 504 and its worker is recycled (default 30 s). */
-  timeoutMs?: number
-  /**
-   * Autoscaling: workers grow from `minWorkers` up to `maxWorkers` while the batcher stays busy
-   * with a queue, and shrink back when it idles (CPU runners; checked every `scaleIntervalMs`,
-   * default 2000).
-   */
-  minWorkers?: number
-  maxWorkers?: number
-  scaleIntervalMs?: number
-  /**
-   * Unload the model after this long without a request (its workers stop and free their
-   * memory); the next request loads it again and waits for that instead of failing.
-   */
-  idleUnloadMs?: number
-  executionProviders?: string[]
-  intraOpThreads?: number
-  /** Model store directory (default $BUNDLE_HOME). */
-  home?: string
-  /**
-   * `cpu`: cores per worker — onnxruntime's intra-op threads (unless intraOpThreads is given)
-   * and, without `workers`, as many workers as the machine's cores hold.
-   * `gpu`: devices per worker (1, 2), a fraction to pack workers (0.5), or a device list.
-   */
-  resources?: { cpu?: number; gpu?: GpuRequest }
-  /**
-   * Dummy batches each worker runs before it reports ready (after a restart too), so no
-   * request pays for onnxruntime's lazy initialisation and the batcher starts with measured
-   * batch times. On by default where the model's inputs have fixed non-batch dimensions;
-   * `shapes` gives the per-row shape of inputs with variable ones; `false` turns it off.
-   */
-  warmup?: WarmupOptions | false
-  /**
-   * Keep answers in Redis (the server's --redis): the same input to the same model version is
-   * answered from there, skipping the queue. `true` for the defaults.
-   */
-  cache?: CacheOptions | boolean
-}
-
-export interface WarmupOptions {
-  /** Timed rounds over every batch size, after one untimed round (default 1). */
-  rounds?: number
-  /** Per-row shape (without the batch dimension) of each input, e.g. `{ x: [3, 48, 192] }`. */
-  shapes?: Record<string, number[]>
-}
-
-/** One loaded model version: its workers and batcher (a swap prepares the next while this one serves). */
-interface Generation {
-  model: ModelInfo
-  signature: { inputs: TensorSpec[]; outputs: TensorSpec[] }
-  warmupPlan: unknown
-  workers: number
-  pool: WorkerPool | RemotePool
-  dispatcher: Dispatcher<Request, Request>
-}
+export type { BatchingOptions, OnnxRunnerOptions, WarmupOptions } from './onnx/options.js'
 
 type Inputs = Record<string, RunnerTensor>
 type Outputs = Record<string, RunnerTensor>
-type Request = Record<string, WireTensor>
 
 /**
  * A model from the store, run by onnxruntime-node in worker processes behind the adaptive
@@ -314,55 +236,7 @@ export class OnnxRunner {
       if (onnx === undefined) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `model ${tag} has no .onnx file`)
       if (this.remote) return await this.prepareRemote(info, onnx.path, this.remote)
       const { model, files } = await store.paths(tag)
-      const cpu = this.options.resources?.cpu
-      const workers = this.options.minWorkers ?? this.options.workers ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : 1)
-      const threads = this.options.intraOpThreads ?? (cpu ? Math.max(1, Math.ceil(cpu)) : undefined)
-      // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
-      const placement = placeWorkers(workers, this.options.resources?.gpu, devicesFor(this.options.resources?.gpu))
-      const providers = this.options.executionProviders ?? (placement ? ['cuda'] : undefined)
-      const b = this.options.batching ?? {}
-      const batching = b.enabled ?? true
-      const maxBatchSize = b.maxBatchSize ?? 32
-      const maxLatencyMs = b.maxLatencyMs ?? 100
-      // Each generation's batches run on its own workers (a swap drains the old ones there).
-      let pool: WorkerPool | undefined
-      const dispatcher = this.newDispatcher(workers, () => pool!)
-      const [inDim] = this.batchDims()
-      const sig = model.signatures[onnx.path]
-      const signature = signatureOf(model, onnx.path)
-      const rowShapes = this.warmupShapes(sig?.inputs ?? [])
-      const sizes = batching ? batchSizes(maxBatchSize) : [1]
-      const rounds = (this.options.warmup || {}).rounds ?? 1
-      const warmupPlan = rowShapes ? { rounds, sizes, shapes: Object.fromEntries(rowShapes.map((r) => [r.name, r.shape])) } : this.options.warmup === false || rounds < 1 ? false : 'off: the model has variable non-batch dimensions; set warmup.shapes'
-      pool = new WorkerPool({
-        ...(placement ? { env: (i: number) => ({ CUDA_VISIBLE_DEVICES: placement[i]!.join(',') }) } : {}),
-        runner: this.name,
-        workers,
-        timeoutMs: this.options.timeoutMs ?? 30_000,
-        backend: { kind: 'onnx', modelPath: files[onnx.path]!, ...(providers ? { executionProviders: providers } : {}), ...(threads ? { intraOpThreads: threads } : {}) },
-        ...(rowShapes
-          ? {
-              warmup: {
-                method: 'run',
-                sizes,
-                rounds,
-                args: (rows: number) => ({ inputs: Object.fromEntries(rowShapes.map(({ name, dtype, shape }) => [name, zeros(dtype, [...shape.slice(0, inDim), rows, ...shape.slice(inDim)])])) }),
-                // Warm-up timings seed the batcher: it starts with measured batch times.
-                observe: (rows: number, ms: number) => dispatcher.model.observe(rows, ms),
-                // A batch twice this size would already blow the latency bound: bigger ones
-                // are not worth warming (start-up time), the batcher measures them if it ever uses them.
-                enough: (_rows: number, ms: number) => batching && 2 * ms > maxLatencyMs,
-              },
-            }
-          : {}),
-      })
-      try {
-        await pool.start()
-      } catch (err) {
-        await pool.stop(0) // no worker keeps restarting behind a runner that failed to start
-        throw err
-      }
-      return { model, signature, warmupPlan, workers, pool, dispatcher }
+      return await startLocal({ name: this.name, options: this.options, model, onnxPath: onnx.path, modelFile: files[onnx.path]!, newDispatcher: (slots, pool) => this.newDispatcher(slots, pool) })
     } finally {
       store.close()
     }
@@ -381,36 +255,6 @@ export class OnnxRunner {
   ready(): boolean {
     // Unloaded for idleness still counts as ready: the next request loads it.
     return this.suspended || (this.pool?.ready() ?? false)
-  }
-
-  /**
-   * Per-row shapes to warm up with, or undefined for no warm-up: explicit `warmup.shapes`, else
-   * the model's own shapes when every non-batch dimension is fixed. Asking for a warm-up of a
-   * model with variable dimensions and no shapes is a configuration error that names the fix.
-   */
-  private warmupShapes(inputs: readonly TensorSignature[]): { name: string; dtype: RunnerDType; shape: number[] }[] | undefined {
-    const w = this.options.warmup
-    if (w === false || (w?.rounds ?? 1) < 1 || inputs.length === 0) return undefined
-    const out: { name: string; dtype: RunnerDType; shape: number[] }[] = []
-    for (const input of inputs) {
-      const given = w?.shapes?.[input.name]
-      const [inDim] = this.batchDims()
-      const shape = given ?? input.shape.filter((_, i) => i !== inDim)
-      const dtype = input.dtype as RunnerDType
-      if (!(dtype in TYPED_ARRAYS) || shape.some((d) => !(Number.isInteger(d) && d > 0))) {
-        if (w === undefined) return undefined // the default: warm up only where the model says how
-        const why = !(dtype in TYPED_ARRAYS) ? `its dtype ${input.dtype} cannot be filled with zeros` : `its per-row shape is [${shape.join(', ')}]`
-        throw new BundleError('E_SERVE_CONFIG_INVALID', `runner ${this.name}: cannot warm up input "${input.name}": ${why}; give warmup.shapes.${input.name} as a list of positive sizes without the batch dimension, or set warmup: false`)
-      }
-      out.push({ name: input.name, dtype, shape })
-    }
-    return out
-  }
-
-  /** [input, output] batch dimensions. */
-  private batchDims(): [number, number] {
-    const d = this.options.batching?.batchDim ?? 0
-    return Array.isArray(d) ? d : [d, d]
   }
 
   /** The batcher of one generation: batches go to `pool()` (set once the pool exists). */
@@ -435,7 +279,7 @@ export class OnnxRunner {
   /** Concatenates the slices along the batch dimension, runs one batch, splits the outputs back. */
 
   private async runBatch(pool: WorkerPool | RemotePool, slices: readonly Slice<Request>[], _rows: number): Promise<Request[]> {
-    const [inDim, outDim] = this.batchDims()
+    const [inDim, outDim] = batchDims(this.options)
     const names = Object.keys(slices[0]!.payload)
     const inputs = Object.fromEntries(names.map((n) => [n, concatRows(slices.map((s) => sliceRows(s.payload[n]!, s.start, s.rows, inDim)), inDim)]))
     const out = (await pool.run('run', { inputs })) as Request
@@ -481,14 +325,14 @@ export class OnnxRunner {
   }
 
   private rowsOf(inputs: Inputs): number {
-    return Object.values(inputs)[0]?.shape[this.batchDims()[0]] ?? 0
+    return Object.values(inputs)[0]?.shape[batchDims(this.options)[0]] ?? 0
   }
 
   private async submit(inputs: Inputs): Promise<Outputs> {
     this.lastUsed = Date.now()
     if (this.suspended) await this.resume()
     if (this.dispatcher === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`)
-    const [inDim, outDim] = this.batchDims()
+    const [inDim, outDim] = batchDims(this.options)
     const wire = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toWire(t)]))
     const entries = Object.entries(wire)
     if (entries.length === 0) throw new BundleError('E_INPUT_INVALID', `runner ${this.name} got no inputs`)
@@ -508,33 +352,17 @@ export class OnnxRunner {
 
   /** This runner's model as the Open Inference Protocol serves it (once started). */
   inference(): InferenceModel | undefined {
-    const model = this.model
-    const sig = this.signature
-    if (model === undefined || sig === undefined) return undefined
-    const options = this.options
-    const b = { enabled: true, maxBatchSize: 32, maxLatencyMs: 100, ...options.batching }
-    const kind = options.resources?.gpu ? 'KIND_GPU' : 'KIND_CPU'
-    return {
+    if (this.model === undefined || this.signature === undefined) return undefined
+    return inferenceModel({
       name: this.name,
-      version: model.version,
-      platform: 'onnxruntime_onnx',
+      model: this.model,
+      signature: this.signature,
+      options: this.options,
+      instances: () => this.pool?.size ?? this.resolvedWorkers ?? this.options.workers ?? 1,
       ready: () => this.ready(),
-      inputs: () => sig.inputs,
-      outputs: () => sig.outputs,
-      maxBatchSize: () => b.maxBatchSize,
-      config: () => ({
-        name: this.name,
-        platform: 'onnxruntime_onnx',
-        backend: 'onnxruntime',
-        max_batch_size: b.maxBatchSize,
-        dynamic_batching: b.enabled ? { max_queue_delay_microseconds: Math.round(b.maxLatencyMs * 1000), preserve_ordering: true } : undefined,
-        instance_group: [{ count: this.pool?.size ?? this.resolvedWorkers ?? options.workers ?? 1, kind }],
-        model: model.tag,
-        digest: model.digest,
-      }),
+      run: (inputs) => this.run(inputs),
       stats: this.inferenceStats,
-      infer: (inputs) => this.run(inputs),
-    }
+    })
   }
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */
@@ -545,13 +373,6 @@ export class OnnxRunner {
     await this.dispatcher?.drain()
     await this.pool?.stop()
   }
-}
-
-/** A model file's inputs and outputs as the runner reports them. */
-function signatureOf(model: ModelInfo, onnxPath: string): { inputs: TensorSpec[]; outputs: TensorSpec[] } {
-  const sig = model.signatures[onnxPath]
-  const spec = (t: { name: string; dtype: string; shape: number[] }): TensorSpec => ({ name: t.name, dtype: t.dtype, shape: t.shape })
-  return { inputs: (sig?.inputs ?? []).map(spec), outputs: (sig?.outputs ?? []).map(spec) }
 }
 
 export const onnxRunner = (tag: string, options: OnnxRunnerOptions = {}): OnnxRunner => new OnnxRunner(tag, options)

@@ -1,0 +1,96 @@
+import { availableParallelism } from 'node:os'
+import type { ModelInfo } from '../../store/index.js'
+import type { Dispatcher } from '../batching/dispatcher.js'
+import { batchSizes } from '../batching/latency-model.js'
+import { gpuDevices } from '../gpu/devices.js'
+import { placeWorkers, type GpuRequest } from '../gpu/placement.js'
+import type { TensorSpec } from '../inference.js'
+import type { WireTensor } from '../pool/protocol.js'
+import { WorkerPool } from '../pool/worker-pool.js'
+import type { RemotePool } from '../remote/remote-pool.js'
+import { zeros } from '../tensor.js'
+import { signatureOf } from './inference.js'
+import type { OnnxRunnerOptions } from './options.js'
+import { batchDims, warmupShapes } from './warmup.js'
+
+/** One request's tensors on their way to a worker. */
+export type Request = Record<string, WireTensor>
+
+/** One loaded model version: its workers and batcher (a swap prepares the next while this one serves). */
+export interface Generation {
+  model: ModelInfo
+  signature: { inputs: TensorSpec[]; outputs: TensorSpec[] }
+  warmupPlan: unknown
+  workers: number
+  pool: WorkerPool | RemotePool
+  dispatcher: Dispatcher<Request, Request>
+}
+
+// Device discovery runs only for runners that ask for a GPU (nvidia-smi costs a process spawn).
+const devicesFor = (gpu: GpuRequest | undefined): string[] => (gpu === undefined || gpu === 0 ? [] : gpuDevices())
+
+/**
+ * Starts a generation whose batches run in worker processes on this machine: as many workers
+ * as asked (or as the cores hold, with resources.cpu), placed on GPUs when asked, each warmed
+ * up before it reports ready — its warm-up timings seed the batcher.
+ */
+export async function startLocal(o: {
+  name: string
+  options: OnnxRunnerOptions
+  model: ModelInfo
+  onnxPath: string
+  /** The checked-out .onnx file. */
+  modelFile: string
+  newDispatcher: (slots: number, pool: () => WorkerPool | RemotePool) => Dispatcher<Request, Request>
+}): Promise<Generation> {
+  const model = o.model
+  const cpu = o.options.resources?.cpu
+  const workers = o.options.minWorkers ?? o.options.workers ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : 1)
+  const threads = o.options.intraOpThreads ?? (cpu ? Math.max(1, Math.ceil(cpu)) : undefined)
+  // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
+  const placement = placeWorkers(workers, o.options.resources?.gpu, devicesFor(o.options.resources?.gpu))
+  const providers = o.options.executionProviders ?? (placement ? ['cuda'] : undefined)
+  const b = o.options.batching ?? {}
+  const batching = b.enabled ?? true
+  const maxBatchSize = b.maxBatchSize ?? 32
+  const maxLatencyMs = b.maxLatencyMs ?? 100
+  // Each generation's batches run on its own workers (a swap drains the old ones there).
+  let pool: WorkerPool | undefined
+  const dispatcher = o.newDispatcher(workers, () => pool!)
+  const [inDim] = batchDims(o.options)
+  const sig = model.signatures[o.onnxPath]
+  const signature = signatureOf(model, o.onnxPath)
+  const rowShapes = warmupShapes(o.name, o.options, sig?.inputs ?? [])
+  const sizes = batching ? batchSizes(maxBatchSize) : [1]
+  const rounds = (o.options.warmup || {}).rounds ?? 1
+  const warmupPlan = rowShapes ? { rounds, sizes, shapes: Object.fromEntries(rowShapes.map((r) => [r.name, r.shape])) } : o.options.warmup === false || rounds < 1 ? false : 'off: the model has variable non-batch dimensions; set warmup.shapes'
+  pool = new WorkerPool({
+    ...(placement ? { env: (i: number) => ({ CUDA_VISIBLE_DEVICES: placement[i]!.join(',') }) } : {}),
+    runner: o.name,
+    workers,
+    timeoutMs: o.options.timeoutMs ?? 30_000,
+    backend: { kind: 'onnx', modelPath: o.modelFile, ...(providers ? { executionProviders: providers } : {}), ...(threads ? { intraOpThreads: threads } : {}) },
+    ...(rowShapes
+      ? {
+          warmup: {
+            method: 'run',
+            sizes,
+            rounds,
+            args: (rows: number) => ({ inputs: Object.fromEntries(rowShapes.map(({ name, dtype, shape }) => [name, zeros(dtype, [...shape.slice(0, inDim), rows, ...shape.slice(inDim)])])) }),
+            // Warm-up timings seed the batcher: it starts with measured batch times.
+            observe: (rows: number, ms: number) => dispatcher.model.observe(rows, ms),
+            // A batch twice this size would already blow the latency bound: bigger ones
+            // are not worth warming (start-up time), the batcher measures them if it ever uses them.
+            enough: (_rows: number, ms: number) => batching && 2 * ms > maxLatencyMs,
+          },
+        }
+      : {}),
+  })
+  try {
+    await pool.start()
+  } catch (err) {
+    await pool.stop(0) // no worker keeps restarting behind a runner that failed to start
+    throw err
+  }
+  return { model, signature, warmupPlan, workers, pool, dispatcher }
+}

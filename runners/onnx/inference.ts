@@ -1,0 +1,49 @@
+import type { ModelInfo } from '../../store/index.js'
+import type { InferenceModel, TensorSpec } from '../inference.js'
+import type { RunnerStats } from '../stats.js'
+import type { RunnerTensor } from '../tensor.js'
+import type { OnnxRunnerOptions } from './options.js'
+
+/** A model file's inputs and outputs as the runner reports them. */
+export function signatureOf(model: ModelInfo, onnxPath: string): { inputs: TensorSpec[]; outputs: TensorSpec[] } {
+  const sig = model.signatures[onnxPath]
+  const spec = (t: { name: string; dtype: string; shape: number[] }): TensorSpec => ({ name: t.name, dtype: t.dtype, shape: t.shape })
+  return { inputs: (sig?.inputs ?? []).map(spec), outputs: (sig?.outputs ?? []).map(spec) }
+}
+
+/** An onnx runner's loaded model as the Open Inference Protocol (/v2) describes and calls it. */
+export function inferenceModel(r: {
+  name: string
+  model: ModelInfo
+  signature: { inputs: TensorSpec[]; outputs: TensorSpec[] }
+  options: OnnxRunnerOptions
+  /** Worker processes now (Triton's instance count). */
+  instances: () => number
+  ready: () => boolean
+  run: (inputs: Record<string, RunnerTensor>) => Promise<Record<string, RunnerTensor>>
+  stats: RunnerStats
+}): InferenceModel {
+  const b = { enabled: true, maxBatchSize: 32, maxLatencyMs: 100, ...r.options.batching }
+  const kind = r.options.resources?.gpu ? 'KIND_GPU' : 'KIND_CPU'
+  return {
+    name: r.name,
+    version: r.model.version,
+    platform: 'onnxruntime_onnx',
+    ready: r.ready,
+    inputs: () => r.signature.inputs,
+    outputs: () => r.signature.outputs,
+    maxBatchSize: () => b.maxBatchSize,
+    config: () => ({
+      name: r.name,
+      platform: 'onnxruntime_onnx',
+      backend: 'onnxruntime',
+      max_batch_size: b.maxBatchSize,
+      dynamic_batching: b.enabled ? { max_queue_delay_microseconds: Math.round(b.maxLatencyMs * 1000), preserve_ordering: true } : undefined,
+      instance_group: [{ count: r.instances(), kind }],
+      model: r.model.tag,
+      digest: r.model.digest,
+    }),
+    stats: r.stats,
+    infer: r.run,
+  }
+}

@@ -1,0 +1,69 @@
+import type { GpuRequest } from '../gpu/placement.js'
+import type { CacheOptions } from '../remote/cache.js'
+
+// What a user passes to onnxRunner(); RunnerOverrides (config.ts) is the subset an operator may
+// change without touching code.
+
+export interface BatchingOptions {
+  enabled?: boolean
+  /** Most rows per batch (default 32). */
+  maxBatchSize?: number
+  /** Queue wait plus execution bound per request (default 100 ms). */
+  maxLatencyMs?: number
+  /**
+   * The dimension requests are merged along (default 0), or [input dimension, output
+   * dimension] when the outputs carry the batch elsewhere (a [seq, batch, …] model: 1).
+   */
+  batchDim?: number | [number, number]
+}
+
+export interface OnnxRunnerOptions {
+  /** Runner name (default: the model name). */
+  name?: string
+  batching?: BatchingOptions
+  workers?: number
+  /** A batch running longer than this fails with 504 and its worker is recycled (default 30 s). */
+  timeoutMs?: number
+  /**
+   * Autoscaling: workers grow from `minWorkers` up to `maxWorkers` while the batcher stays busy
+   * with a queue, and shrink back when it idles (CPU runners; checked every `scaleIntervalMs`,
+   * default 2000).
+   */
+  minWorkers?: number
+  maxWorkers?: number
+  scaleIntervalMs?: number
+  /**
+   * Unload the model after this long without a request (its workers stop and free their
+   * memory); the next request loads it again and waits for that instead of failing.
+   */
+  idleUnloadMs?: number
+  executionProviders?: string[]
+  intraOpThreads?: number
+  /** Model store directory (default $BUNDLE_HOME). */
+  home?: string
+  /**
+   * `cpu`: cores per worker — onnxruntime's intra-op threads (unless intraOpThreads is given)
+   * and, without `workers`, as many workers as the machine's cores hold.
+   * `gpu`: devices per worker (1, 2), a fraction to pack workers (0.5), or a device list.
+   */
+  resources?: { cpu?: number; gpu?: GpuRequest }
+  /**
+   * Dummy batches each worker runs before it reports ready (after a restart too), so no
+   * request pays for onnxruntime's lazy initialisation and the batcher starts with measured
+   * batch times. On by default where the model's inputs have fixed non-batch dimensions;
+   * `shapes` gives the per-row shape of inputs with variable ones; `false` turns it off.
+   */
+  warmup?: WarmupOptions | false
+  /**
+   * Keep answers in Redis (the server's --redis): the same input to the same model version is
+   * answered from there, skipping the queue. `true` for the defaults.
+   */
+  cache?: CacheOptions | boolean
+}
+
+export interface WarmupOptions {
+  /** Timed rounds over every batch size, after one untimed round (default 1). */
+  rounds?: number
+  /** Per-row shape (without the batch dimension) of each input, e.g. `{ x: [3, 48, 192] }`. */
+  shapes?: Record<string, number[]>
+}
