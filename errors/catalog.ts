@@ -101,3 +101,10 @@ export const CATALOG = {
 export type ErrorCode = keyof typeof CATALOG
 
 export const errorCodes = (): ErrorCode[] => Object.keys(CATALOG) as ErrorCode[]
+
+/**
+ * Codes that mean "this request was not run; the same request may succeed shortly": shed by a
+ * runner, over maxConcurrency, not ready (yet, or any more), no remote worker or Redis. The
+ * server answers them with `Retry-After`; the typed client retries them after it.
+ */
+export const RETRYABLE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['E_HTTP_TOO_MANY_REQUESTS', 'E_RUNNER_OVERLOADED', 'E_HTTP_NOT_READY', 'E_RUNNER_STOPPED', 'E_REMOTE_UNAVAILABLE', 'E_REMOTE_NO_WORKERS'])

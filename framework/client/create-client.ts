@@ -1,4 +1,4 @@
-import { BundleError, CATALOG, type ErrorCode } from '../../errors/index.js'
+import { BundleError, CATALOG, RETRYABLE_CODES, type ErrorCode } from '../../errors/index.js'
 
 type AnyFn = (...args: any[]) => any
 
@@ -14,6 +14,34 @@ export interface ClientOptions {
   apiKey?: string
   headers?: Record<string, string>
   fetch?: typeof fetch
+  /**
+   * How many times a call the server did not run — shed (503 E_RUNNER_OVERLOADED), over its
+   * concurrency limit (429), not ready, no worker — is sent again, after the server's
+   * Retry-After (jittered, at most `maxRetryWaitMs`). Default 2; 0 turns it off. Other errors,
+   * and answers from calls that ran, are never retried.
+   */
+  retries?: number
+  /** Longest wait before a retry, in ms (default 5000). */
+  maxRetryWaitMs?: number
+}
+
+/** Milliseconds a Retry-After header asks for (seconds or an HTTP date); 1 s when absent or odd. */
+function retryAfterMs(header: string | null): number {
+  if (header === null) return 1000
+  const seconds = Number(header)
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000
+  const at = Date.parse(header)
+  return Number.isNaN(at) ? 1000 : Math.max(0, at - Date.now())
+}
+
+/** Waits `ms`, or rejects when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason)
+    const timer = setTimeout(() => (signal?.removeEventListener('abort', onAbort), resolve()), ms)
+    const onAbort = () => (clearTimeout(timer), reject(signal!.reason))
+    signal?.addEventListener('abort', onAbort, { once: true })
+  })
 }
 
 interface Operation {
@@ -24,7 +52,8 @@ interface Operation {
 /**
  * A typed client for a running service. Routes and request media types come from the
  * server's /openapi.json (read once); inputs are sent as JSON, text, or raw bytes.
- * A non-2xx answer throws a BundleError carrying the server's code, message and details.
+ * A non-2xx answer throws a BundleError carrying the server's code, message and details;
+ * calls the server shed or was not ready for are first retried after its Retry-After (`retries`).
  *
  * @example
  * const client = createClient<typeof Greeter>('http://localhost:3000')
@@ -80,17 +109,25 @@ export function createClient<C extends abstract new (...args: any) => any>(baseU
     const headers: Record<string, string> = { 'content-type': contentType }
     for (const [k, v] of Object.entries({ ...options.headers, ...init.headers })) headers[k.toLowerCase()] = v
     if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`
-    const res = await reach(`${base}${op.route}`, { method: 'POST', headers, body, ...(init.signal ? { signal: init.signal } : {}) })
-    const type = res.headers.get('content-type') ?? ''
-    if (!res.ok) {
+    const retries = options.retries ?? 2
+    for (let attempt = 0; ; attempt++) {
+      const res = await reach(`${base}${op.route}`, { method: 'POST', headers, body, ...(init.signal ? { signal: init.signal } : {}) })
+      const type = res.headers.get('content-type') ?? ''
+      if (res.ok) {
+        if (type.includes('json')) return res.json()
+        if (type.startsWith('text/')) return res.text()
+        return { bytes: new Uint8Array(await res.arrayBuffer()), mediaType: type }
+      }
       const payload = type.includes('json') ? ((await res.json().catch(() => undefined)) as { error?: { code?: string; message?: string; details?: unknown } } | undefined) : undefined
       const code = payload?.error?.code
       const known = code !== undefined && Object.hasOwn(CATALOG, code) ? (code as ErrorCode) : 'E_INTERNAL'
+      if (attempt < retries && RETRYABLE_CODES.has(known)) {
+        // Jitter (0.5–1.5×) so clients shed together do not all come back at the same moment.
+        await pause(Math.min(retryAfterMs(res.headers.get('retry-after')) * (0.5 + Math.random()), options.maxRetryWaitMs ?? 5000), init.signal)
+        continue
+      }
       throw new BundleError(known, payload?.error?.message ?? `${op.route} answered HTTP ${res.status}`, { details: payload?.error?.details })
     }
-    if (type.includes('json')) return res.json()
-    if (type.startsWith('text/')) return res.text()
-    return { bytes: new Uint8Array(await res.arrayBuffer()), mediaType: type }
   }
 
   return new Proxy({} as ServiceClient<C>, {

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { BundleError, isBundleError } from '../../errors/index.js'
+import { BundleError, isBundleError, RETRYABLE_CODES, type ErrorCode } from '../../errors/index.js'
 
 export interface ErrorBody {
   error: { code: string; message: string; details?: unknown; requestId: string }
@@ -54,11 +54,14 @@ export function clientFacing(err: unknown, requestId: string, log: Logger): Bund
 }
 
 /**
- * Headers an error answer adds: the auth scheme on 401; on 413 the connection closes, so the
- * server does not go on reading (and discarding) a body it has already refused.
+ * Headers an error answer adds: the auth scheme on 401; Retry-After on the retryable ones; on
+ * 413 the connection closes, so the server does not go on reading (and discarding) a body it has
+ * already refused.
  */
 export function errorHeaders(code: string): Record<string, string> | undefined {
   if (code === 'E_HTTP_UNAUTHORIZED') return { 'www-authenticate': 'Bearer' }
+  // Retrying at once turns shedding into more load (each refused request still costs its body and an answer).
+  if (RETRYABLE_CODES.has(code as ErrorCode)) return { 'retry-after': '1' }
   if (code === 'E_HTTP_PAYLOAD_TOO_LARGE' || code === 'E_INPUT_MULTIPART_LIMIT') return { connection: 'close' }
   return undefined
 }
