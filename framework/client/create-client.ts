@@ -17,8 +17,9 @@ export interface ClientOptions {
   /**
    * How many times a call the server did not run — shed (503 E_RUNNER_OVERLOADED), over its
    * concurrency limit (429), not ready, no worker — is sent again, after the server's
-   * Retry-After (jittered, at most `maxRetryWaitMs`). Default 2; 0 turns it off. Other errors,
-   * and answers from calls that ran, are never retried.
+   * Retry-After (up to 1.5× longer, at most `maxRetryWaitMs`). Default 2; 0 turns it off. Other
+   * errors are never retried. The refusing runner never ran the request, but in a service that
+   * calls several runners an earlier one may have: use 0 for APIs with side effects.
    */
   retries?: number
   /** Longest wait before a retry, in ms (default 5000). */
@@ -122,8 +123,8 @@ export function createClient<C extends abstract new (...args: any) => any>(baseU
       const code = payload?.error?.code
       const known = code !== undefined && Object.hasOwn(CATALOG, code) ? (code as ErrorCode) : 'E_INTERNAL'
       if (attempt < retries && RETRYABLE_CODES.has(known)) {
-        // Jitter (0.5–1.5×) so clients shed together do not all come back at the same moment.
-        await pause(Math.min(retryAfterMs(res.headers.get('retry-after')) * (0.5 + Math.random()), options.maxRetryWaitMs ?? 5000), init.signal)
+        // Never sooner than asked; up to 1.5× later, so clients shed together do not all come back at once.
+        await pause(Math.min(retryAfterMs(res.headers.get('retry-after')) * (1 + Math.random() / 2), options.maxRetryWaitMs ?? 5000), init.signal)
         continue
       }
       throw new BundleError(known, payload?.error?.message ?? `${op.route} answered HTTP ${res.status}`, { details: payload?.error?.details })

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs'
 import type { Server, ServerResponse } from 'node:http'
 import { createAdaptorServer } from '@hono/node-server'
 import { Counter, Gauge } from 'prom-client'
+import { BundleError } from '../../errors/index.js'
 import { createServiceApp, type AppOptions, type ServiceApp } from './app.js'
 import type { ServiceDefinition } from '../service/definition.js'
 
@@ -76,15 +77,21 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   // Slow clients: a client gets 15 s to send its headers and 60 s for the whole request, so
   // trickling connections cannot pile up; idle keep-alive sockets close after 5 s. Node checks
   // these deadlines every connectionsCheckingInterval, so keep it well below them.
-  const headersTimeout = options.headersTimeoutMs ?? 15_000
-  const requestTimeout = Math.max(options.requestTimeoutMs ?? 60_000, headersTimeout)
-  const sendTimeout = options.sendTimeoutMs ?? 60_000
+  const ms = (name: string, v: number | undefined, fallback: number): number => {
+    if (v === undefined) return fallback
+    if (!Number.isFinite(v) || v <= 0) throw new BundleError('E_SERVE_CONFIG_INVALID', `${name} must be a positive number of milliseconds, got ${v}`)
+    return v
+  }
+  const headersTimeout = ms('headersTimeoutMs', options.headersTimeoutMs, 15_000)
+  const requestTimeout = Math.max(ms('requestTimeoutMs', options.requestTimeoutMs, 60_000), headersTimeout)
+  const sendTimeout = ms('sendTimeoutMs', options.sendTimeoutMs, 60_000)
+  const keepAliveTimeout = ms('keepAliveTimeoutMs', options.keepAliveTimeoutMs, 5_000)
   const server = createAdaptorServer({
     fetch: service.app.fetch,
     serverOptions: {
       headersTimeout,
       requestTimeout,
-      keepAliveTimeout: options.keepAliveTimeoutMs ?? 5_000,
+      keepAliveTimeout,
       connectionsCheckingInterval: Math.min(1_000, Math.ceil(headersTimeout / 4)),
       maxHeaderSize: options.maxHeaderBytes ?? 16 * 1024,
     },
@@ -132,9 +139,13 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   }, Math.min(1_000, Math.ceil(sendTimeout / 4)))
   sweep.unref()
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
+    const failed = (err: Error) => {
+      clearInterval(sweep) // no server, nothing to sweep
+      reject(err)
+    }
+    server.once('error', failed)
     server.listen(options.port ?? 3000, options.host ?? '127.0.0.1', () => {
-      server.off('error', reject)
+      server.off('error', failed)
       resolve()
     })
   })
@@ -171,7 +182,8 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
     (closing ??= (async () => {
       const graceMs = options.graceMs ?? 30_000
       service.log.info({ inFlight: service.inFlight(), graceMs }, 'shutting down')
-      clearInterval(sweep)
+      // The send-stall sweep goes on until the last connection is closed: a client that stopped
+      // reading must not hold the shutdown for the whole grace period.
       service.drain()
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       server.closeIdleConnections()
@@ -188,6 +200,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
       } finally {
         // Whatever a shutdown hook did, no connection is left open.
         server.closeAllConnections()
+        clearInterval(sweep)
         await closed
         service.log.info('stopped')
         await new Promise<void>((resolve) => service.log.flush(() => resolve()))

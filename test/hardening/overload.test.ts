@@ -100,7 +100,9 @@ describe('overload', () => {
       // not make it are refused before they run — within the bound, never after it.
       assert.ok(percentile(shed.map((a) => a.ms), 50) <= 50, `shed answers come at once: ${report}`)
       assert.ok(percentile(shed.map((a) => a.ms), 99) <= BOUND_MS, `no shed answer comes later than the bound: ${report}`)
-      assert.ok(peakQueue <= 64 * 2, `the queue stays within its row bound: ${peakQueue}`)
+      // Admission, not the memory cap (64 × maxBatchSize = 128 rows), is what bounds the queue:
+      // about one latency bound of work (≈ 20 rows here).
+      assert.ok(peakQueue <= 40, `the queue holds about one bound of work, far below its memory cap: ${peakQueue} rows`)
       assert.ok(peakRss.server - rssBefore.server < 100 && peakRss.worker - rssBefore.worker < 100, `memory stays bounded: ${report}`)
       // And it recovers at once when the load stops.
       const after = await fetch(`${s.url}/read`, { method: 'POST', headers, body })

@@ -206,6 +206,34 @@ describe('security defaults', () => {
       assert.equal((await post(svc.app, '/img', many)).status, 413)
     })
 
+    it('multipart: a boundary the part counter could misread (over 70 characters, given twice) is refused before parsing', async () => {
+      // Tiny parts behind a 201-character quoted boundary once counted as zero parts while the
+      // parser still made every one of them (found in review: 5,000 parts got through).
+      const raw = (boundary: string, parts: number) => {
+        let text = ''
+        for (let i = 0; i < parts; i++) text += `--${boundary}\r\nContent-Disposition: form-data; name="x${i}"\r\n\r\n1\r\n`
+        return new TextEncoder().encode(`${text}--${boundary}--\r\n`)
+      }
+      const long = 'b'.repeat(201)
+      for (const [contentType, body] of [
+        [`multipart/form-data; boundary="${long}"`, raw(long, 200)],
+        ['multipart/form-data; boundary=aaa; boundary=bbb', raw('bbb', 200)],
+        ['multipart/form-data', raw('ccc', 3)],
+      ] as const) {
+        const r = await post(svc.app, '/form', body, { 'content-type': contentType })
+        const { error } = (await r.json()) as { error: { code: string; message: string } }
+        assert.equal(r.status, 400, `${contentType.slice(0, 60)}: ${error.message}`)
+        assert.equal(error.code, 'E_INPUT_INVALID')
+        assert.match(error.message, /boundary/)
+      }
+      // A proper boundary of the longest allowed length still works.
+      const ok = 'c'.repeat(70)
+      const good = raw(ok, 1)
+      const r = await post(svc.app, '/img', good, { 'content-type': `multipart/form-data; boundary=${ok}` })
+      assert.notEqual(r.status, 413)
+      assert.notEqual(r.status, 500)
+    })
+
     it('over a socket: headers past the limit get a JSON 431; a body refused by its Content-Length is answered at once and the connection closed', async () => {
       const running = await serve(defineService({ name: 'h', apis: { echo: defineApi({ input: io.text(), output: io.text(), handler: async (t) => t }) } }), { port: 0, handleSignals: false, logger: silent, maxBodyBytes: 1024, maxHeaderBytes: 32 * 1024 })
       const port = Number(new URL(running.url).port)
@@ -380,5 +408,14 @@ describe('binding', () => {
   it('images and Kubernetes set HOST=0.0.0.0, since a container is reached from outside', () => {
     assert.match(readFileSync(new URL('../../docker/Dockerfile.template', import.meta.url), 'utf8'), /\bHOST=0\.0\.0\.0\b/)
     assert.match(readFileSync(new URL('../../builder/k8s.ts', import.meta.url), 'utf8'), /name: 'HOST', value: '0\.0\.0\.0'/)
+  })
+})
+
+describe('serve() options from code', () => {
+  it('refuse a zero, negative or non-number timeout with a coded error instead of a server that drops every client', async () => {
+    const def = defineService({ name: 'opts', apis: { a: defineApi({ input: io.text(), output: io.text(), handler: async (t) => t }) } })
+    for (const bad of [{ sendTimeoutMs: 0 }, { headersTimeoutMs: -1 }, { keepAliveTimeoutMs: Number.NaN }, { requestTimeoutMs: Infinity }]) {
+      await assert.rejects(serve(def, { port: 0, handleSignals: false, logger: silent, ...bad }), (err: BundleError) => err.code === 'E_SERVE_CONFIG_INVALID' && /must be a positive number/.test(err.message), JSON.stringify(bad))
+    }
   })
 })
