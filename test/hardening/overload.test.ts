@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict'
-import { spawn, type ChildProcess } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { ModelStore } from '../../store/index.js'
-import { BIN } from '../utils/cli.js'
 import { MODELS } from '../utils/models.js'
-import { openLoop, percentile, rssMiB, type Answer } from '../utils/open-loop.js'
-import { runnerWorkers } from '../utils/procs.js'
+import { openLoop, percentile, type Answer } from '../utils/open-loop.js'
+import { rssMiB, runnerWorkers } from '../utils/procs.js'
 import { parsePrometheus } from '../utils/prom.js'
+import { serveReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
 
 // Offered load at three times what the server can do, over a real socket into a real worker
@@ -17,19 +16,6 @@ import { tempDir } from '../utils/tmp.js'
 const BOUND_MS = 500 // the fixture's batching.maxLatencyMs
 const body = new Uint8Array(new Float32Array(3 * 48 * 320).fill(0.5).buffer)
 const headers = { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,320' }
-
-async function serve(home: string): Promise<{ child: ChildProcess; url: string; exited: Promise<unknown> }> {
-  const port = 21000 + Math.floor(Math.random() * 20000)
-  const child = spawn(process.execPath, [BIN, 'serve', 'test/fixtures/rec-service.ts', '--port', String(port)], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
-  const exited = new Promise((r) => child.once('exit', r))
-  const url = `http://127.0.0.1:${port}`
-  for (let i = 0; i < 600; i++) {
-    if ((await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200) return { child, url, exited }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  child.kill('SIGKILL')
-  throw new Error('the server never became ready')
-}
 
 /** Closed loop: what the server serves per second when clients wait for each answer. */
 async function capacity(url: string, concurrency: number, ms: number): Promise<number> {
@@ -59,21 +45,21 @@ describe('overload', () => {
     const store = ModelStore.open({ home })
     await store.save({ name: 'ocr-rec', version: '4.0.0', paths: [MODELS.rec] })
     store.close()
-    const s = await serve(home)
+    const s = await serveReady('test/fixtures/rec-service.ts', [], { BUNDLE_HOME: home })
     try {
-      const [worker] = runnerWorkers('ocr-rec', s.child.pid!)
+      const [worker] = runnerWorkers('ocr-rec', s.pid)
       assert.ok(worker)
       await capacity(s.url, 4, 1500) // warm-up: the batcher learns how long batches take
       const served = await capacity(s.url, 8, 4000)
       assert.ok(served > 5, `the server serves something: ${served.toFixed(1)} req/s`)
-      const rssBefore = { server: rssMiB(s.child.pid!), worker: rssMiB(worker!) }
+      const rssBefore = { server: rssMiB(s.pid), worker: rssMiB(worker!) }
 
       let peakRss = { server: 0, worker: 0 }
       let peakQueue = 0
       let sampling = true
       const sampler = (async () => {
         while (sampling) {
-          peakRss = { server: Math.max(peakRss.server, rssMiB(s.child.pid!)), worker: Math.max(peakRss.worker, rssMiB(worker!)) }
+          peakRss = { server: Math.max(peakRss.server, rssMiB(s.pid)), worker: Math.max(peakRss.worker, rssMiB(worker!)) }
           const metrics = parsePrometheus(await (await fetch(`${s.url}/metrics`)).text())
           peakQueue = Math.max(peakQueue, ...metrics.filter((m) => m.name === 'bundle_runner_queue_depth').map((m) => m.value))
           await new Promise((r) => setTimeout(r, 250))
@@ -108,8 +94,7 @@ describe('overload', () => {
       const after = await fetch(`${s.url}/read`, { method: 'POST', headers, body })
       assert.equal(after.status, 200)
     } finally {
-      s.child.kill('SIGTERM')
-      await s.exited
+      await s.stop('SIGTERM')
     }
   })
 })

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict'
-import { readdirSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { parsePrometheus } from '../utils/prom.js'
-import { serveReady, type Served } from '../utils/prometheus.js'
+import { openFds } from '../utils/procs.js'
+import { serveReady, type Served } from '../utils/serve.js'
 
 // Slowloris and friends against a real `bundle serve` of the quickstart: hundreds of raw
 // sockets that trickle headers, trickle a body, or say nothing, while normal clients keep
@@ -18,8 +19,6 @@ const MAX_CONNECTIONS = 450
 // Node checks the deadlines every connectionsCheckingInterval (≤ 1 s); the rest is a loaded 2-core machine.
 const MARGIN_MS = 3_000
 const PNG = readFileSync(new URL('../fixtures/images/hello-180.png', import.meta.url))
-
-const fds = (pid: number): number => readdirSync(`/proc/${pid}/fd`).length
 
 interface Slow {
   kind: 'headers' | 'body' | 'silent'
@@ -80,10 +79,10 @@ async function closedCount(url: string, reason: string): Promise<number> {
 
 async function settle(pid: number, target: number, ms: number): Promise<number> {
   const end = Date.now() + ms
-  let n = fds(pid)
+  let n = openFds(pid)
   while (n > target && Date.now() < end) {
     await new Promise((r) => setTimeout(r, 100))
-    n = fds(pid)
+    n = openFds(pid)
   }
   return n
 }
@@ -106,7 +105,7 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
     // Warm: the first image call loads sharp; the fd count settles after the probes' sockets close.
     assert.equal((await call(port, '/classify', PNG)).status, 200)
     await new Promise((r) => setTimeout(r, KEEP_ALIVE_MS + 1_500))
-    baseline = fds(server.pid)
+    baseline = openFds(server.pid)
   })
   after(() => server?.stop())
 
@@ -117,7 +116,7 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
       ...Array.from({ length: 100 }, () => slowSocket(port, 'silent')),
     ]
     await new Promise((r) => setTimeout(r, 300))
-    const during = fds(server.pid)
+    const during = openFds(server.pid)
     assert.ok(during >= baseline + 350, `the server holds the slow sockets (${during} fds, baseline ${baseline})`)
 
     // Normal clients, four at a time on fresh connections, for as long as the attack lasts.
@@ -201,7 +200,7 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
     const extra = Array.from({ length: 20 }, () => slowSocket(port, 'silent'))
     const extraTimes = await Promise.all(extra.map((s) => s.closedAfter))
     assert.ok(Math.max(...extraTimes) < 1_000, `over the cap: closed at once (slowest ${Math.max(...extraTimes)} ms)`)
-    assert.ok(fds(server.pid) <= baseline + MAX_CONNECTIONS + 5, `the server never holds more than the cap (${fds(server.pid)} fds)`)
+    assert.ok(openFds(server.pid) <= baseline + MAX_CONNECTIONS + 5, `the server never holds more than the cap (${openFds(server.pid)} fds)`)
     await Promise.all(held.map((s) => s.closedAfter))
     assert.equal((await call(port, '/classify', PNG)).status, 200)
     assert.ok((await closedCount(server.url, 'max_connections')) >= 20, 'counted in bundle_http_connections_closed_total{reason="max_connections"}')

@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict'
-import { spawn, type ChildProcess } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { ModelStore } from '../../store/index.js'
-import { BIN } from '../utils/cli.js'
 import { MODELS } from '../utils/models.js'
-import { rssMiB } from '../utils/open-loop.js'
+import { childrenOf, openFds, rssMiB } from '../utils/procs.js'
+import { serveReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
 
 // A model loaded and unloaded 100 times through the repository API of a real `bundle serve`,
@@ -20,33 +18,7 @@ const WARMUP = 10
 const row = new Uint8Array(new Float32Array(3 * 48 * 192).fill(0.25).buffer)
 const v2Body = JSON.stringify({ inputs: [{ name: 'x', shape: [1, 3, 48, 192], datatype: 'FP32', data: Array.from({ length: 3 * 48 * 192 }, () => 0.5) }] })
 
-const fds = (pid: number) => readdirSync(`/proc/${pid}/fd`).length
-/** Direct children of `pid`. */
-const children = (pid: number) =>
-  readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .filter((d) => {
-      try {
-        const stat = readFileSync(`/proc/${d}/stat`, 'utf8')
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid
-      } catch {
-        return false
-      }
-    }).length
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!
-
-async function serve(home: string): Promise<{ child: ChildProcess; url: string; exited: Promise<unknown> }> {
-  const port = 21000 + Math.floor(Math.random() * 20000)
-  const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', String(port)], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0', BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '2000' }, stdio: 'ignore' })
-  const exited = new Promise((r) => child.once('exit', r))
-  const url = `http://127.0.0.1:${port}`
-  for (let i = 0; i < 600; i++) {
-    if ((await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200) return { child, url, exited }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  child.kill('SIGKILL')
-  throw new Error('the server never became ready')
-}
 
 describe('soak', () => {
   it(`${CYCLES} load/unload cycles under a sustained load: no failed request, RSS growth < 10%, no fd or child-process leak`, { timeout: 900_000 }, async () => {
@@ -54,8 +26,8 @@ describe('soak', () => {
     const store = ModelStore.open({ home })
     await store.save({ name: 'cycled', version: '1.0.0', paths: [MODELS.cls] })
     store.close()
-    const s = await serve(home)
-    const pid = s.child.pid!
+    const s = await serveReady('examples/quickstart/service.ts', [], { BUNDLE_HOME: home, BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '2000' })
+    const pid = s.pid
     const post = (path: string, body: string | Uint8Array, headers: Record<string, string> = { 'content-type': 'application/json' }) => fetch(`${s.url}${path}`, { method: 'POST', headers, body, signal: AbortSignal.timeout(30_000) })
     try {
       // The sustained load: two clients on the service's API for the whole run.
@@ -86,8 +58,8 @@ describe('soak', () => {
         inferred++
         await call('/v2/repository/models/cycled/unload', '{}')
         if (i === WARMUP - 1) {
-          baseline.fds = fds(pid)
-          baseline.children = children(pid)
+          baseline.fds = openFds(pid)
+          baseline.children = childrenOf(pid).length
         }
         if (i >= WARMUP - 1 && i < WARMUP + 4) baseline.rss.push(rssMiB(pid))
       }
@@ -95,7 +67,7 @@ describe('soak', () => {
       await loop
       // A worker that is still stopping may hold a pipe for a moment: measure once things settle.
       await new Promise((r) => setTimeout(r, 1000))
-      const end = { rss: median([rssMiB(pid), rssMiB(pid), rssMiB(pid)]), fds: fds(pid), children: children(pid) }
+      const end = { rss: median([rssMiB(pid), rssMiB(pid), rssMiB(pid)]), fds: openFds(pid), children: childrenOf(pid).length }
       const start = median(baseline.rss)
       const report = `after ${CYCLES} cycles: rss ${start.toFixed(1)} → ${end.rss.toFixed(1)} MiB (${(((end.rss - start) / start) * 100).toFixed(1)}%), fds ${baseline.fds} → ${end.fds}, children ${baseline.children} → ${end.children}, load loop ${JSON.stringify(statuses)}`
       console.log(report)
@@ -107,8 +79,7 @@ describe('soak', () => {
       assert.equal(end.children, baseline.children, `no child process leak: ${report}`)
       assert.equal(end.children, 1, 'only the service runner worker remains')
     } finally {
-      s.child.kill('SIGTERM')
-      await s.exited
+      await s.stop('SIGTERM')
     }
   })
 })

@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url'
 import { Ajv } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import { parsePrometheus } from '../utils/prom.js'
-import { monitoring, serveReady, startPrometheus, type Served, type Series } from '../utils/prometheus.js'
+import { monitoring, startPrometheus, type Series } from '../utils/prometheus.js'
+import { serveReady, type Served } from '../utils/serve.js'
 import { until } from '../utils/remote.js'
 
 // docker/grafana/modelbundle-dashboard.json, proved three ways: it validates against Grafana's

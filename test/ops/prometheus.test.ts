@@ -4,7 +4,8 @@ import { readFileSync } from 'node:fs'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { until } from '../utils/remote.js'
-import { monitoring, serveReady, startPrometheus } from '../utils/prometheus.js'
+import { monitoring, startPrometheus } from '../utils/prometheus.js'
+import { serveReady } from '../utils/serve.js'
 
 // The monitoring tools operators run, for real: promtool lints our /metrics, and a Prometheus
 // server (Debian package) scrapes a running `bundle serve` and answers queries on it.

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 
 // An open-loop load generator: requests start on a fixed schedule whatever the server does, as
@@ -75,10 +74,4 @@ export async function openLoop(o: OpenLoopOptions): Promise<{ sent: number; answ
 export const percentile = (values: number[], p: number): number => {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN
-}
-
-/** Resident memory of a process in MiB (Linux). */
-export function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
-  return m ? Number(m[1]) / 1024 : NaN
 }

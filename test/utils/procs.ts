@@ -1,18 +1,40 @@
 import { readdirSync, readFileSync } from 'node:fs'
 
-/** Child processes of `parent` whose command line names a worker of `runner` (`bundle-runner-worker NAME#i`). */
-export function runnerWorkers(runner: string, parent = process.pid): number[] {
+// What a process holds, read from /proc (Linux): for fault, overload and soak tests.
+
+/** Direct child processes of `parent`. */
+export function childrenOf(parent = process.pid): number[] {
   return readdirSync('/proc')
     .filter((d) => /^\d+$/.test(d))
     .map(Number)
     .filter((pid) => {
       try {
         const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === parent && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`bundle-runner-worker ${runner}#`)
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === parent
       } catch {
-        return false
+        return false // gone meanwhile
       }
     })
+}
+
+/** Child processes of `parent` whose command line names a worker of `runner` (`bundle-runner-worker NAME#i`). */
+export function runnerWorkers(runner: string, parent = process.pid): number[] {
+  return childrenOf(parent).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`bundle-runner-worker ${runner}#`)
+    } catch {
+      return false
+    }
+  })
+}
+
+/** Open file descriptors of a process. */
+export const openFds = (pid: number): number => readdirSync(`/proc/${pid}/fd`).length
+
+/** Resident memory of a process in MiB. */
+export function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+  return m ? Number(m[1]) / 1024 : NaN
 }
 
 /** Polls until `ok()` (every 50 ms), failing with `what` after `ms`. */

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict'
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { spawn, spawnSync } from 'node:child_process'
+import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { BIN } from './cli.js'
 import { freePort, until } from './remote.js'
+import { owned } from './serve.js'
 
-// The monitoring tools operators run, for real: a `bundle serve` to scrape and a Prometheus
-// server (Debian package) scraping it. .ci/run installs prometheus/promtool and sets
+// The monitoring tools operators run, for real: a Prometheus server (Debian package) scraping
+// a `bundle serve` (utils/serve.ts). .ci/run installs prometheus/promtool and sets
 // BUNDLE_REQUIRE_MONITORING_TESTS=1, so CI cannot skip the tests that use them.
 
 const has = (cmd: string) => spawnSync(cmd, ['--version'], { stdio: 'ignore' }).status === 0
@@ -19,40 +19,6 @@ export const monitoring = {
   present,
   required,
   skip: !present && !required ? 'prometheus/promtool are not installed (apt-get install prometheus); CI installs them' : (false as const),
-}
-
-/** A process with a temp dir of its own; stop() kills it, waits for it to exit, then removes the dir. */
-function owned(child: ChildProcess, dir: string): () => Promise<void> {
-  const exited = new Promise<void>((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r())))
-  return async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-    await exited
-    rmSync(dir, { recursive: true, force: true })
-  }
-}
-
-export interface Served {
-  url: string
-  port: number
-  /** The server process (its /proc/PID/fd shows its open connections). */
-  pid: number
-  stop(): Promise<void>
-}
-
-/** `bundle serve ENTRY [ARGS]` on a free port with a BUNDLE_HOME of its own; resolves once /readyz answers 200. */
-export async function serveReady(entry: string, args: readonly string[] = [], env: Record<string, string> = {}): Promise<Served> {
-  const home = mkdtempSync(join(tmpdir(), 'mb-serve-'))
-  const port = freePort()
-  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', String(port), ...args], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0', ...env }, stdio: 'ignore' })
-  const stop = owned(child, home)
-  const url = `http://127.0.0.1:${port}`
-  try {
-    await until('server ready', async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 60_000)
-  } catch (e) {
-    await stop()
-    throw e
-  }
-  return { url, port, pid: child.pid!, stop }
 }
 
 export interface Series {

@@ -1,0 +1,45 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { BIN } from './cli.js'
+import { freePort, until } from './remote.js'
+
+// A real `bundle serve` for tests that need the server as users run it.
+
+/** A process, with a temp dir of its own if `dir` is given; stop() signals it (SIGKILL unless told), waits for it to exit, then removes the dir. */
+export function owned(child: ChildProcess, dir: string | undefined): (signal?: NodeJS.Signals) => Promise<void> {
+  const exited = new Promise<void>((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r())))
+  return async (signal = 'SIGKILL') => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal)
+    await exited
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+export interface Served {
+  url: string
+  port: number
+  /** The server process (its /proc/PID/fd shows its open connections). */
+  pid: number
+  stop(signal?: NodeJS.Signals): Promise<void>
+}
+
+/**
+ * `bundle serve ENTRY [ARGS]` on a free port; resolves once /readyz answers 200. It gets a
+ * BUNDLE_HOME of its own (removed by stop()) unless `env` names one.
+ */
+export async function serveReady(entry: string, args: readonly string[] = [], env: Record<string, string> = {}): Promise<Served> {
+  const own = env.BUNDLE_HOME === undefined ? mkdtempSync(join(tmpdir(), 'mb-serve-')) : undefined
+  const port = freePort()
+  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', String(port), ...args], { env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...(own ? { BUNDLE_HOME: own } : {}), ...env }, stdio: 'ignore' })
+  const stop = owned(child, own)
+  const url = `http://127.0.0.1:${port}`
+  try {
+    await until('server ready', async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 60_000)
+  } catch (e) {
+    await stop()
+    throw e
+  }
+  return { url, port, pid: child.pid!, stop }
+}
