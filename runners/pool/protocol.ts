@@ -1,3 +1,5 @@
+import type { WireError } from '../../errors/index.js'
+
 /**
  * The messages between the API process and a runner worker, as one typed union each way
  * (child_process IPC with the 'advanced' serializer, so tensors travel as raw bytes — typed
@@ -26,9 +28,10 @@ export type ParentMessage =
 export type WorkerMessage =
   /** `shm`: the worker opened the shared-memory file; without it every call stays inline. */
   | { type: 'ready'; methods: string[]; shm: boolean }
-  | { type: 'init-error'; message: string; code?: string }
+  /** A coded error (catalog code, details) keeps its code across the boundary; see errors/wire.ts. */
+  | ({ type: 'init-error' } & WireError)
   | { type: 'result'; id: number; value: unknown }
-  | { type: 'error'; id: number; message: string; code?: string }
+  | ({ type: 'error'; id: number } & WireError)
 
 /** The command line a worker runs under; `ps` shows which runner it serves. */
 export const workerTitle = (runner: string, index: number): string => `bundle-runner-worker ${runner}#${index}`

@@ -1,6 +1,7 @@
 // The runner worker process: loads one backend, then answers 'run' messages one at a time.
 // Not exported: the pool starts it with `node worker-entry.js <title>`.
 import { pathToFileURL } from 'node:url'
+import { errorToWire } from '../../errors/index.js'
 import { encodeStrings, fromWire } from '../tensor.js'
 import type { BackendSpec, ParentMessage, WireTensor, WorkerMessage } from './protocol.js'
 import { ShmChannel } from './shm.js'
@@ -94,7 +95,7 @@ process.on('message', (msg: ParentMessage) => {
         methods = m
         send({ type: 'ready', methods: Object.keys(m), shm: shm !== undefined })
       },
-      (err: Error & { code?: string }) => send({ type: 'init-error', message: err?.message ?? String(err), ...(err?.code ? { code: err.code } : {}) }),
+      (err: unknown) => send({ type: 'init-error', ...errorToWire(err) }),
     )
   } else if (msg.type === 'run') {
     const fn = methods?.[msg.method]
@@ -104,7 +105,7 @@ process.on('message', (msg: ParentMessage) => {
       .then(() => fn(shm ? shm.decode(msg.args, reuseInputs) : msg.args))
       .then(
         (value) => send({ type: 'result', id: msg.id, value: shm ? shm.encode(value) : value }),
-        (err: Error & { code?: string }) => send({ type: 'error', id: msg.id, message: err?.message ?? String(err), ...(err?.code ? { code: err.code } : {}) }),
+        (err: unknown) => send({ type: 'error', id: msg.id, ...errorToWire(err) }),
       )
   } else if (msg.type === 'shutdown') {
     process.disconnect?.()

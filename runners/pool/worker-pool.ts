@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { BundleError } from '../../errors/index.js'
+import { BundleError, errorFromWire } from '../../errors/index.js'
 import { workerTitle, type BackendSpec, type ParentMessage, type WorkerMessage } from './protocol.js'
 import { ShmChannel, shmDir } from './shm.js'
 
@@ -172,8 +172,8 @@ export class WorkerPool {
             },
           )
         } else if (m.type === 'init-error') {
-          const code = m.code === 'E_RUNNER_GPU_UNAVAILABLE' ? m.code : 'E_RUNNER_CRASHED'
-          reject(new BundleError(code, `runner ${this.options.runner} worker #${slot.index} could not start: ${m.message}`))
+          // A coded failure (no GPU, a model the backend could not find) keeps its code.
+          reject(new BundleError(m.code ?? 'E_RUNNER_CRASHED', `runner ${this.options.runner} worker #${slot.index} could not start: ${m.message}`, m.details === undefined ? {} : { details: m.details }))
           child.kill('SIGKILL')
         } else if (m.type === 'result' || m.type === 'error') {
           const call = slot.call
@@ -192,7 +192,7 @@ export class WorkerPool {
               return
             }
             call.resolve(value)
-          } else call.reject(new Error(m.message))
+          } else call.reject(errorFromWire(m))
           this.pump()
         }
       })

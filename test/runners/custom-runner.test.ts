@@ -22,3 +22,41 @@ describe('customRunner', () => {
     }
   })
 })
+
+describe('errors from a custom runner worker', () => {
+  it('keep their catalog code and details across the process boundary; other codes do not pass as ours', { timeout: 60_000 }, async () => {
+    const r = customRunner({ module: new URL('../fixtures/echo-runner.ts', import.meta.url), export: 'EchoRunner' }, { name: 'echo-errors' })
+    await r.start()
+    try {
+      await assert.rejects(r.call('refuse', 'too long'), (e: { code?: string; status?: number; message?: string; details?: unknown }) => {
+        assert.equal(e.code, 'E_INPUT_INVALID')
+        assert.equal(e.status, 400)
+        assert.equal(e.message, 'the runner refuses: too long')
+        assert.deepEqual(e.details, [{ path: ['text'], message: 'too long' }])
+        return true
+      })
+      await assert.rejects(r.call('foreign'), (e: { code?: string; message?: string }) => e.code === undefined && e.message === 'no such file')
+    } finally {
+      await r.stop()
+    }
+  })
+
+  it('reach the HTTP client with their status and code, not as 500 E_INTERNAL', { timeout: 60_000 }, async () => {
+    const { createServiceApp, defineApi, defineService, io } = await import('../../framework/index.js')
+    const { default: pino } = await import('pino')
+    const r = customRunner({ module: new URL('../fixtures/echo-runner.ts', import.meta.url), export: 'EchoRunner' }, { name: 'echo-http' })
+    const def = defineService({ name: 'coded-errors', runners: [r], apis: { check: defineApi({ input: io.text(), output: io.text(), handler: (t: string) => r.call<string>('refuse', t) }) } })
+    const svc = createServiceApp(def, { logger: pino({ level: 'silent' }) })
+    await svc.start()
+    try {
+      const res = await svc.app.request('/check', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'bad input' })
+      assert.equal(res.status, 400)
+      const body = (await res.json()) as { error: { code: string; message: string; details: unknown } }
+      assert.equal(body.error.code, 'E_INPUT_INVALID')
+      assert.equal(body.error.message, 'the runner refuses: bad input')
+      assert.deepEqual(body.error.details, [{ path: ['text'], message: 'bad input' }])
+    } finally {
+      await svc.stop()
+    }
+  })
+})
