@@ -46,6 +46,7 @@ export const CATALOG = {
   E_ARCHIVE_UNSAFE_ENTRY: entry(400, 1, 'The archive has an entry that is not a plain file under a safe relative path (absolute path, "..", link, device, duplicate, or not in the manifest).', 'Do not import this archive; export the model again from a trusted store.'),
   E_ARCHIVE_CHECKSUM: entry(400, 1, 'A file in the archive does not match the size or sha256 its manifest declares.', 'The archive was altered or damaged: export it again.'),
   E_ARCHIVE_TOO_LARGE: entry(413, 1, 'The archive declares or expands to more bytes than the import limit.', 'Raise BUNDLE_IMPORT_MAX_BYTES if the model is really that large.'),
+  E_EXPORT_DIR_NOT_FOUND: entry(400, 1, 'The directory to export into does not exist (a path ending in "/" names a directory).', 'Create the directory first (mkdir -p DIR), or give a file path in an existing directory.'),
 
   // services and the HTTP server
   E_INPUT_INVALID: entry(400, 2, 'The request body does not match the API input schema (the details list each issue).', 'Fix the fields named in error.details and resend; GET /openapi.json shows the schema.'),

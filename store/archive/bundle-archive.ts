@@ -1,10 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { createReadStream, createWriteStream, existsSync, mkdirSync, statSync } from 'node:fs'
+import { createReadStream, createWriteStream, mkdirSync, statSync } from 'node:fs'
 import { unlink } from 'node:fs/promises'
-import { basename, dirname, join, resolve } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
 import { BundleError } from '../../errors/index.js'
+import { exportTarget } from './target.js'
 import { modelDigest } from '../digest.js'
 import { ioError, publish, removeQuietly, tempName } from '../fs-util.js'
 import { validateLabels } from '../labels.js'
@@ -59,9 +60,7 @@ const sha256Of = async (file: string): Promise<string> => {
  */
 export async function exportBundle(store: ModelStore, tag: string, out?: string): Promise<{ path: string; bundle: BundleInfo }> {
   const bundle = store.bundles.get(tag)
-  let target = resolve(out ?? defaultBundleArchiveName(bundle))
-  if (existsSync(target) && statSync(target).isDirectory()) target = join(target, defaultBundleArchiveName(bundle))
-  if (!existsSync(dirname(target))) throw new BundleError('E_STORE_FILE_NOT_FOUND', `directory ${dirname(target)} does not exist`)
+  const target = exportTarget(out, defaultBundleArchiveName(bundle))
   for (const f of bundle.files) if (!store.blobs.has(f.sha256)) throw new BundleError('E_STORE_CORRUPT', `${bundle.tag}: file ${f.path} is missing from the store; run \`bundle models verify\``)
   const work = tempName(store.layout.tmp, 'bundle-export')
   const partial = join(dirname(target), `.${basename(target)}.${process.pid}-${randomBytes(4).toString('hex')}.part`)

@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto'
-import { createReadStream, createWriteStream, existsSync, statSync } from 'node:fs'
+import { createReadStream, createWriteStream } from 'node:fs'
 import { unlink } from 'node:fs/promises'
-import { basename, dirname, join, resolve } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
 import { BundleError } from '../../errors/index.js'
+import { exportTarget } from './target.js'
 import { ioError, publish } from '../fs-util.js'
 import type { ModelStore } from '../model-store.js'
 import type { ModelInfo, ProgressFn } from '../types.js'
@@ -24,9 +25,7 @@ export function defaultArchiveName(m: Pick<ModelInfo, 'name' | 'version'>): stri
  */
 export async function exportModel(store: ModelStore, tag: string, out?: string, options: { onProgress?: ProgressFn } = {}): Promise<{ path: string; model: ModelInfo }> {
   const model = store.get(tag)
-  let target = resolve(out ?? defaultArchiveName(model))
-  if (existsSync(target) && statSync(target).isDirectory()) target = join(target, defaultArchiveName(model))
-  if (!existsSync(dirname(target))) throw new BundleError('E_STORE_FILE_NOT_FOUND', `directory ${dirname(target)} does not exist`)
+  const target = exportTarget(out, defaultArchiveName(model))
   for (const f of model.files) {
     if (!store.blobs.has(f.sha256)) throw new BundleError('E_STORE_CORRUPT', `${model.tag}: file ${f.path} is missing from the store; run \`bundle models verify\``)
   }

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -52,6 +52,12 @@ describe('bundle export / import', () => {
     const second = join(out, 'second.bundle')
     assert.equal((await bundle(['export', 'quickstart:1.0.0', second], { BUNDLE_HOME: a })).code, 0)
     assert.ok(readFileSync(file).equals(readFileSync(second)), 'deterministic export')
+    // A directory that does not exist is an error, not a file named like it.
+    const missing = join(out, 'no-such-dir')
+    const bad = await bundle(['export', 'quickstart:1.0.0', `${missing}/`], { BUNDLE_HOME: a })
+    assert.equal(bad.code, 1)
+    assert.match(bad.stderr, /^error E_EXPORT_DIR_NOT_FOUND: .*no-such-dir/)
+    assert.ok(!existsSync(missing))
     assert.deepEqual(
       entriesOf(file).map((e) => e.path.split('/')[0]),
       ['bundle-archive.json', 'files', 'files', 'files', 'files', 'files', 'files', 'models'],

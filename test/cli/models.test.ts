@@ -94,6 +94,16 @@ describe('bundle models (CLI, real child processes)', () => {
     assert.equal(b.digest, a.digest)
   })
 
+  it('export to a directory that does not exist (a path ending in "/", or the parent of a file) is a coded error that writes nothing', async () => {
+    const missing = join(dir, 'no-such-dir')
+    for (const out of [`${missing}/`, join(missing, 'm.bundlemodel')]) {
+      const r = await run('models', 'export', 'ocr-cls:1.0.0', out)
+      failsWith(r, 1, 'E_EXPORT_DIR_NOT_FOUND')
+      assert.match(r.stderr, /no-such-dir/)
+      assert.ok(!existsSync(missing), `nothing written for ${out}`)
+    }
+  })
+
   it('verify exits 1 and names the model when a blob is damaged; delete -y then cleans up', async () => {
     const home = join(dir, 'damaged')
     const e = { BUNDLE_HOME: home }
