@@ -66,6 +66,8 @@ export const CATALOG = {
   E_OUTPUT_INVALID: entry(500, 1, 'The API returned a value that does not match its declared output schema.', 'A bug in the service: fix the method or its output schema; the server log has the issues.'),
   E_SERVICE_LOAD: entry(400, 1, 'The service entry could not be loaded (missing file, no service class, import error).', 'Check ENTRY is path/to/service.ts[:ClassName] and that the file exports a class decorated with @service.'),
   E_SERVICE_DEFINITION: entry(400, 1, 'The service definition is invalid (duplicate routes, bad name, bad option).', 'Fix the @service/@api options the message names.'),
+  E_ADDRESS_IN_USE: entry(500, 1, 'The port the server should listen on is already taken by another process.', 'Stop the other process (ss -ltnp shows it) or pass another --port (PORT).'),
+  E_ADDRESS_NOT_AVAILABLE: entry(500, 1, 'The server cannot listen on this host and port: the address is not this machine\'s, or the port needs privileges (below 1024).', 'Pass --host 127.0.0.1 or 0.0.0.0, or a port of 1024 or more.'),
 
   // runners
   E_RUNNER_OVERLOADED: entry(503, 1, 'The runner cannot serve the request within its latency bound (queue too long); the request was shed.', 'Retry with backoff, add workers, or raise batching.maxLatencyMs.'),

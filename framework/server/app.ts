@@ -52,6 +52,13 @@ export interface ServiceApp {
   readonly metrics: ServerMetrics
   readonly log: Logger
   phase(): Phase
+  /**
+   * Applies operator overrides (config file, BUNDLE_RUNNER_*) to the runners and checks what the
+   * service needs of the server (Redis for tasks), throwing E_SERVE_CONFIG_INVALID on the first
+   * problem. serve() calls it before it listens, so a bad setting never gets a socket; start()
+   * calls it too. Runs once.
+   */
+  configure(): void
   /** Creates the instance, runs start-up hooks and starts runners; /readyz turns 200 after. */
   start(): Promise<void>
   /** /readyz turns 503 and new API requests are refused; in-flight ones continue. */
@@ -305,21 +312,32 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     return errorResponse(err, c.get('requestId') ?? randomUUID(), log, allow)
   })
 
+  let configured = false
+  function configure(): void {
+    if (configured) return
+    // Operators tune runners without touching code: config file, then environment.
+    const names = new Set(definition.runners.map((r) => r.name))
+    for (const name of Object.keys(options.runnerConfig ?? {})) {
+      if (!names.has(name)) throw new BundleError('E_SERVE_CONFIG_INVALID', `the config names runner "${name}", but this service has ${[...names].join(', ') || 'no runners'}`)
+    }
+    const layers = definition.runners.map((r) => [r, mergeOverrides({}, options.runnerConfig?.[r.name] ?? {}, envOverrides(r.name))] as const)
+    if (taskApis.length && tasks === undefined) throw new BundleError('E_SERVE_CONFIG_INVALID', `${taskApis.map((a) => a.route).join(', ')} ${taskApis.length > 1 ? 'are tasks' : 'is a task'}, which live in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL)`)
+    // Every layer parsed before any runner changes: a bad variable leaves every runner as it was.
+    for (const [r, overrides] of layers) r.configure?.(overrides)
+    configured = true
+  }
+
   return {
     app: app as unknown as Hono,
     definition,
     metrics,
     log,
     phase: () => phase,
+    configure,
     start() {
       starting ??= (async () => {
         try {
-          // Operators tune runners without touching code: config file, then environment.
-          const names = new Set(definition.runners.map((r) => r.name))
-          for (const name of Object.keys(options.runnerConfig ?? {})) {
-            if (!names.has(name)) throw new BundleError('E_SERVE_CONFIG_INVALID', `the config names runner "${name}", but this service has ${[...names].join(', ') || 'no runners'}`)
-          }
-          for (const r of definition.runners) r.configure?.(mergeOverrides({}, options.runnerConfig?.[r.name] ?? {}, envOverrides(r.name)))
+          configure()
           const redis = options.redis ?? options.remote?.link
           if (redis) for (const r of definition.runners) r.useRedis?.(redis)
           const remote = options.remote
@@ -329,7 +347,6 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
           // Ensembles check their steps against the models, so they start after every runner.
           for (const r of definition.runners) if (r.kind !== 'ensemble') await r.start?.()
           for (const r of definition.runners) if (r.kind === 'ensemble') await r.start?.()
-          if (taskApis.length && tasks === undefined) throw new BundleError('E_SERVE_CONFIG_INVALID', `${taskApis.map((a) => a.route).join(', ')} ${taskApis.length > 1 ? 'are tasks' : 'is a task'}, which live in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL)`)
           await tasks?.start(instance)
           // A SIGTERM during start-up wins: the service never turns ready.
           if (phase !== 'starting') return

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs'
 import type { Server, ServerResponse } from 'node:http'
 import { createAdaptorServer } from '@hono/node-server'
 import { Counter, Gauge } from 'prom-client'
-import { BundleError } from '../../errors/index.js'
+import { BundleError, isBundleError } from '../../errors/index.js'
 import { createServiceApp, type AppOptions, type ServiceApp } from './app.js'
 import type { ServiceDefinition } from '../service/definition.js'
 
@@ -68,12 +68,24 @@ function stalled(res: ServerResponse & { [stallSince]?: number; [stallPending]?:
   return now - res[stallSince]! >= limit
 }
 
+/** Why the socket could not open, as a coded error naming the address. */
+function listenError(err: NodeJS.ErrnoException, host: string, port: number): Error {
+  if (err.code === 'EADDRINUSE') return new BundleError('E_ADDRESS_IN_USE', `port ${port} on ${host} is already in use by another process; stop it or pass another --port (PORT)`, { cause: err })
+  if (err.code === 'EACCES' || err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN') {
+    return new BundleError('E_ADDRESS_NOT_AVAILABLE', `cannot listen on ${host}:${port} (${err.code}): ${err.code === 'EACCES' ? 'ports below 1024 need privileges' : 'that address is not one of this machine\'s'}; pass another --host or --port`, { cause: err })
+  }
+  return err
+}
+
 /**
  * Serves a service on a socket. Listens first (so /livez answers and /readyz says 503 while
  * start-up hooks run), then starts the service.
  */
 export async function serve(definition: ServiceDefinition, options: ServeOptions = {}): Promise<RunningServer> {
   const service = createServiceApp(definition, options)
+  // Settings are checked before the socket opens: a bad one fails the start with one coded
+  // line, never after a "listening" line.
+  service.configure()
   // Slow clients: a client gets 15 s to send its headers and 60 s for the whole request, so
   // trickling connections cannot pile up; idle keep-alive sockets close after 5 s. Node checks
   // these deadlines every connectionsCheckingInterval, so keep it well below them.
@@ -141,7 +153,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   await new Promise<void>((resolve, reject) => {
     const failed = (err: Error) => {
       clearInterval(sweep) // no server, nothing to sweep
-      reject(err)
+      reject(listenError(err, options.host ?? '127.0.0.1', options.port ?? 3000))
     }
     server.once('error', failed)
     server.listen(options.port ?? 3000, options.host ?? '127.0.0.1', () => {
@@ -232,7 +244,10 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
     await service.start()
     service.log.flush()
   } catch (err) {
-    service.log.error({ err }, 'start-up failed')
+    // An expected failure (a model not in the store, a runner that cannot start) is one line
+    // with its code; only the unexpected get a stack in the log.
+    if (isBundleError(err)) service.log.error({ code: err.code }, `start-up failed: ${err.message}`)
+    else service.log.error({ err }, 'start-up failed')
     await close()
     throw err
   }

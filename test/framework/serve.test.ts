@@ -100,6 +100,55 @@ describe('bundle serve (real process, real socket, real signals)', () => {
     assert.equal(code, 1)
     assert.match(err.trim(), /^error E_SERVICE_LOAD: .*missing\.ts: no such file$/)
   })
+
+  /** `bundle serve ARGS` to its exit: code, stdout, stderr. */
+  const serveOnce = (args: string[], env: Record<string, string> = {}) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [BIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
+      let stdout = ''
+      let stderr = ''
+      child.stdout.on('data', (c) => (stdout += c))
+      child.stderr.on('data', (c) => (stderr += c))
+      child.on('exit', (code) => resolve({ code, stdout, stderr }))
+    })
+
+  it('a busy port is E_ADDRESS_IN_USE naming the port, exit 1', { timeout: 30_000 }, async () => {
+    const { createServer } = await import('node:net')
+    const taken = createServer()
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r))
+    const port = (taken.address() as { port: number }).port
+    try {
+      const r = await serveOnce(['examples/greeter/service.ts', '--port', String(port)])
+      assert.equal(r.code, 1, r.stderr)
+      assert.match(r.stderr, new RegExp(`^error E_ADDRESS_IN_USE: port ${port} on 127\\.0\\.0\\.1 is already in use[^\\n]*\\n$`))
+      assert.doesNotMatch(r.stdout, /"msg":"listening"/)
+    } finally {
+      taken.close()
+    }
+  })
+
+  it('a bad BUNDLE_RUNNER_* value or an unknown runner in --config: one line, exit 2, before any listening line', { timeout: 30_000 }, async () => {
+    const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs')
+    const { tmpdir } = await import('node:os')
+    const { join } = await import('node:path')
+    const dir = mkdtempSync(join(tmpdir(), 'mb-serve-cfg-'))
+    try {
+      const env = { BUNDLE_HOME: join(dir, 'home') }
+      const badEnv = await serveOnce(['examples/quickstart/service.ts', '--port', '0'], { ...env, BUNDLE_RUNNER_OCR_CLS_WORKERS: 'two' })
+      const cfg = join(dir, 'serve.yaml')
+      writeFileSync(cfg, 'runners:\n  ocr-clss:\n    workers: 2\n')
+      const badName = await serveOnce(['examples/quickstart/service.ts', '--port', '0', '--config', cfg], env)
+      for (const [r, what] of [[badEnv, /BUNDLE_RUNNER_OCR_CLS_WORKERS="two" is not a number/], [badName, /the config names runner "ocr-clss", but this service has ocr-cls/]] as const) {
+        assert.equal(r.code, 2, r.stderr)
+        assert.equal(r.stderr.split('\n').length, 2, `one line: ${r.stderr}`)
+        assert.match(r.stderr, /^error E_SERVE_CONFIG_INVALID: /)
+        assert.match(r.stderr, what)
+        assert.equal(r.stdout, '', 'no listening line, no stack on stdout')
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
 })
 
 describe('slow clients', () => {
