@@ -7,6 +7,7 @@ import type { ServeOptions, ServiceDefinition } from '../framework/index.js'
 import type { RunnerOverrides } from '../runners/index.js'
 import { parseEntry } from './load-service.js'
 import { redisUrl, resolveEntry } from './entry.js'
+import { followParentUnderNpm } from './follow-parent.js'
 
 function port(value: string | undefined): number {
   const raw = value ?? process.env.PORT ?? '3000'
@@ -149,7 +150,10 @@ export function serveCommand(): Command {
     .option('--runners <where>', 'local: runner workers are child processes here; remote: batches go to `bundle worker` processes through Redis', 'local')
     .option('--redis <url>', 'Redis for remote runners, response caches and tasks (default $BUNDLE_REDIS_URL)')
     .action(async (entry: string, opts: ServeFlags) => {
-      if (opts.reload) return reloading(entry)
+      if (opts.reload) {
+        followParentUnderNpm()
+        return reloading(entry)
+      }
       const limits = serverLimits(opts)
       if (opts.runners !== 'local' && opts.runners !== 'remote') throw new BundleError('E_CLI_USAGE', `--runners must be local or remote, not "${opts.runners}"`)
       // Redis: always for remote runners; otherwise when given (response caches, tasks).
@@ -159,6 +163,7 @@ export function serveCommand(): Command {
       const { serve } = await import('../framework/index.js')
       const link = url === undefined ? undefined : new (await import('../runners/index.js')).RedisLink(url)
       const apiKey = opts.apiKey ?? process.env.BUNDLE_API_KEY
+      followParentUnderNpm()
       await serve(definition, {
         port: port(opts.port),
         host: opts.host ?? process.env.HOST ?? '127.0.0.1',

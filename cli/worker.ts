@@ -1,6 +1,7 @@
 import { Command } from 'commander'
 import { BundleError } from '../errors/index.js'
 import { redisUrl, resolveEntry } from './entry.js'
+import { followParentUnderNpm } from './follow-parent.js'
 
 const collect = (v: string, prev: string[]) => [...prev, v]
 
@@ -44,6 +45,7 @@ export function workerCommand(): Command {
         process.exit(code)
       }
       for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void stop(0))
+      followParentUnderNpm()
       try {
         // Start-up hooks prepare what the service needs, e.g. its models in a fresh store.
         const instance = definition.create()
