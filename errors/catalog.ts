@@ -78,6 +78,7 @@ export const CATALOG = {
   E_RUNNER_BATCH_DIM: entry(500, 1, "A model output lacks the dimension the runner splits batched results along.", 'Set batching.batchDim to [input dimension, output dimension] for this model, or batching.enabled: false.'),
   E_ENSEMBLE_INVALID: entry(400, 1, 'An ensemble is wired wrong: a step names an unknown model, input or output, a tensor has two producers, or steps form a cycle.', 'Fix the step the message names (GET /v2/models/MODEL shows its inputs and outputs).'),
   E_RUNNER_STOPPED: entry(503, 1, 'The runner is stopping or stopped.', 'Retry against a running server.'),
+  E_RUNNER_NOT_DECLARED: entry(500, 1, 'The service called a runner it does not declare, so the server never started it.', 'Add the runner to the service: @service({ name, runners: [myRunner] }) (or defineService({ runners })); the server log warns about such runners at start-up.'),
 
   E_REMOTE_UNAVAILABLE: entry(503, 1, 'Redis, which carries batches to remote runner workers (or tasks and the response cache), cannot be reached.', 'Check that Redis at the --redis URL runs; calls resume by themselves once it is back (GET /readyz says why it is not ready).'),
   E_REMOTE_NO_WORKERS: entry(503, 1, 'No remote worker took the batch before its deadline (none running for this runner, or all busy).', 'Start workers: bundle worker TAG --runner NAME --redis URL; or raise timeoutMs.'),

@@ -6,6 +6,7 @@ import type { RunnerMetrics } from './metrics.js'
 import { WorkerPool } from './pool/worker-pool.js'
 import { RemotePool } from './remote/remote-pool.js'
 import type { RemoteTarget } from './remote/target.js'
+import { notRunning, trackRunner } from './registry.js'
 
 export interface CustomMethodOptions {
   /** The worker method takes an array of items and returns one result per item, in order. */
@@ -67,7 +68,11 @@ export class CustomRunner {
     private options: CustomRunnerOptions,
   ) {
     this.name = options.name
+    trackRunner(this)
   }
+
+  /** Set by start(): a call before it means the service never declared this runner. */
+  private everStarted = false
 
   /** Before start: this runner's calls run on remote workers (`bundle serve --runners remote`). */
   useRemote(target: RemoteTarget): void {
@@ -76,7 +81,7 @@ export class CustomRunner {
 
   /** Runs one call (a formed batch for batchable methods) on this runner's own workers: what a remote worker does with a job. */
   execute(method: string, args: unknown): Promise<unknown> {
-    if (this.pool === undefined) return Promise.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`))
+    if (this.pool === undefined) return Promise.reject(notRunning(this.name, this.everStarted))
     return this.pool.run(method, args)
   }
 
@@ -90,6 +95,7 @@ export class CustomRunner {
   }
 
   async start(): Promise<void> {
+    this.everStarted = true
     const module = this.source.module instanceof URL ? fileURLToPath(this.source.module) : this.source.module
     const workers = this.options.workers ?? 1
     const timeoutMs = this.options.timeoutMs ?? 30_000
@@ -124,12 +130,13 @@ export class CustomRunner {
 
   /** Calls a method once with `args` (no batching). */
   async call<T = unknown>(method: string, args?: unknown): Promise<T> {
-    if (this.pool === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`)
+    if (this.pool === undefined) throw notRunning(this.name, this.everStarted)
     return (await this.pool.run(method, args)) as T
   }
 
   /** Sends `items` through a batchable method; concurrent calls are merged into batches. */
   async batch<I, O>(method: string, items: I[]): Promise<O[]> {
+    if (this.pool === undefined) throw notRunning(this.name, this.everStarted)
     const d = this.dispatchers.get(method)
     if (d === undefined) throw new BundleError('E_SERVICE_DEFINITION', `runner ${this.name}: ${method} is not declared batchable (methods: { ${method}: { batchable: true } })`)
     if (items.length === 0) return []

@@ -11,6 +11,7 @@ import type { RemoteTarget } from './remote/target.js'
 import { ResponseCache } from './remote/cache.js'
 import type { RedisLink } from './remote/link.js'
 import { autoscale } from './autoscaler.js'
+import { notRunning, trackRunner } from './registry.js'
 import { concatRows, fromWire, sliceRows, toWire, type RunnerTensor } from './tensor.js'
 import type { OnnxRunnerOptions } from './onnx/options.js'
 import { batchDims } from './onnx/warmup.js'
@@ -76,7 +77,7 @@ export class OnnxRunner {
     // Remote batches count as use: an idle-unloaded model loads again for them.
     this.lastUsed = Date.now()
     if (this.suspended) await this.resume()
-    if (this.pool === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`)
+    if (this.pool === undefined) throw notRunning(this.name, this.everStarted)
     return this.pool.run(method, args)
   }
 
@@ -124,9 +125,14 @@ export class OnnxRunner {
     private options: OnnxRunnerOptions = {},
   ) {
     this.name = options.name ?? tag.split(/[:@]/)[0]!
+    trackRunner(this)
   }
 
+  /** Set by start(): a call before it means the service never declared this runner. */
+  private everStarted = false
+
   async start(): Promise<void> {
+    this.everStarted = true
     const c = this.options.cache
     if (c) {
       if (this.redis === undefined) throw new BundleError('E_SERVE_CONFIG_INVALID', `runner ${this.name} keeps a response cache, which lives in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL), or drop its cache option`)
@@ -331,7 +337,7 @@ export class OnnxRunner {
   private async submit(inputs: Inputs): Promise<Outputs> {
     this.lastUsed = Date.now()
     if (this.suspended) await this.resume()
-    if (this.dispatcher === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.name} is not started`)
+    if (this.dispatcher === undefined) throw notRunning(this.name, this.everStarted)
     const [inDim, outDim] = batchDims(this.options)
     const wire = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toWire(t)]))
     const entries = Object.entries(wire)

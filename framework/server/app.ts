@@ -11,7 +11,7 @@ import { corsMiddleware } from './cors.js'
 import { Deadlines } from './deadlines.js'
 import { docsAsset, docsPage } from './docs.js'
 import { errorResponse } from './error-response.js'
-import { envOverrides, mergeOverrides, queueName, RunnerMetrics, type RedisLink, type RunnerOverrides } from '../../runners/index.js'
+import { envOverrides, mergeOverrides, queueName, RunnerMetrics, undeclaredRunners, type RedisLink, type RunnerOverrides } from '../../runners/index.js'
 import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
 import { frameworkVersion, headerOf, RequestContext, SANE_REQUEST_ID } from './request.js'
@@ -353,6 +353,11 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
           phase = 'ready'
           reason = ''
           if (definition.runners.length) log.info({ runners: Object.fromEntries(definition.runners.map((r) => [r.name, r.effectiveConfig?.() ?? {}])) }, 'runner configuration')
+          // A runner the service's code uses but does not declare is never started: say so now,
+          // not on the first request that calls it.
+          for (const r of undeclaredRunners(definition.runners)) {
+            log.warn({ runner: r.name }, `runner ${r.name} was created but is not in the runners of service ${definition.name}, so it was not started and every call to it fails with E_RUNNER_NOT_DECLARED; add it: @service({ runners: [...] })`)
+          }
           log.info({ apis: definition.apis.map((a) => a.route) }, 'service ready')
         } catch (err) {
           phase = 'failed'

@@ -6,7 +6,7 @@ export interface ErrorBody {
 }
 
 // 5xx codes whose message is written for clients (no paths, no internals): shown as they are.
-const CLIENT_SAFE_5XX = new Set(['E_HTTP_NOT_READY', 'E_HTTP_TIMEOUT', 'E_RUNNER_OVERLOADED', 'E_RUNNER_CRASHED', 'E_RUNNER_TIMEOUT', 'E_RUNNER_STOPPED', 'E_REMOTE_UNAVAILABLE', 'E_REMOTE_NO_WORKERS', 'E_REMOTE_MODEL_MISMATCH'])
+const CLIENT_SAFE_5XX = new Set(['E_HTTP_NOT_READY', 'E_HTTP_TIMEOUT', 'E_RUNNER_OVERLOADED', 'E_RUNNER_CRASHED', 'E_RUNNER_TIMEOUT', 'E_RUNNER_STOPPED', 'E_RUNNER_NOT_DECLARED', 'E_REMOTE_UNAVAILABLE', 'E_REMOTE_NO_WORKERS', 'E_REMOTE_MODEL_MISMATCH'])
 
 // Absolute file paths and file:// URLs (two segments or more), and anything from a stack trace on.
 const PATH = /(?<![\w.~-])(?:file:\/\/)?(?:\/[\w.@+~%-]+){2,}\/?/g

@@ -112,6 +112,26 @@ describe('bundle serve (real process, real socket, real signals)', () => {
       child.on('exit', (code) => resolve({ code, stdout, stderr }))
     })
 
+  it('a runner the service uses but does not declare: a warning at start-up, and a call says to add it', { timeout: 60_000 }, async () => {
+    const s = await start(fileURLToPath(new URL('../fixtures/undeclared-service.ts', import.meta.url)))
+    try {
+      const until = Date.now() + 30_000
+      while (!s.logs.some((l) => l.includes('"msg":"service ready"')) && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
+      const warning = s.logs.find((l) => l.includes('"runner":"forgotten"'))
+      assert.ok(warning, `a start-up warning names the runner: ${s.logs.join('')}`)
+      assert.match(warning, /"level":40/)
+      assert.match(warning, /not in the runners of service undeclared/)
+      const res = await fetch(`${s.url}/shout`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hi' })
+      assert.equal(res.status, 500)
+      const body = (await res.json()) as { error: { code: string; message: string } }
+      assert.equal(body.error.code, 'E_RUNNER_NOT_DECLARED')
+      assert.match(body.error.message, /runner forgotten .*add it to @service\(\{ runners/)
+    } finally {
+      s.child.kill('SIGTERM')
+      await s.exited
+    }
+  })
+
   it('a busy port is E_ADDRESS_IN_USE naming the port, exit 1', { timeout: 30_000 }, async () => {
     const { createServer } = await import('node:net')
     const taken = createServer()

@@ -1,0 +1,35 @@
+import { BundleError } from '../errors/index.js'
+
+/**
+ * Every runner this process created, so that a server can tell which were never declared in
+ * its service's `runners` (a runner the server does not know is never started, and every call
+ * to it would fail). Weak: runners a test or a module drops are not kept alive by this.
+ */
+// Process-wide, not module-wide: a service file loaded through tsx gets its own copy of this
+// module (tsx namespaces what it imports), and the server must still see the runners it made.
+const KEY = Symbol.for('modelbundle.createdRunners')
+const created: Set<WeakRef<{ readonly name: string }>> = ((globalThis as Record<symbol, unknown>)[KEY] as Set<WeakRef<{ readonly name: string }>> | undefined) ?? ((globalThis as Record<symbol, unknown>)[KEY] = new Set())
+
+export function trackRunner(runner: { readonly name: string }): void {
+  created.add(new WeakRef(runner))
+}
+
+/** Runners created in this process that are not in `declared`. */
+export function undeclaredRunners(declared: readonly object[]): { readonly name: string }[] {
+  const out: { readonly name: string }[] = []
+  for (const ref of created) {
+    const r = ref.deref()
+    if (r === undefined) created.delete(ref)
+    else if (!declared.includes(r)) out.push(r)
+  }
+  return out
+}
+
+/**
+ * The error for a call to a runner without workers: never started means the service does not
+ * declare it (the server starts exactly the declared runners); started once means it stopped.
+ */
+export function notRunning(name: string, everStarted: boolean): BundleError {
+  if (everStarted) return new BundleError('E_RUNNER_STOPPED', `runner ${name} is not started`)
+  return new BundleError('E_RUNNER_NOT_DECLARED', `runner ${name} was called but never started: the server starts only the runners a service declares; add it to @service({ runners: [...] }) (or defineService({ runners }))`)
+}
