@@ -37,6 +37,11 @@ const k8sName = (name: string): string => name.replace(/[^a-z0-9-]/g, '-').repla
  * runners' shared-memory tensors (the 64 MB default is too small), and the non-root user the
  * image runs as.
  */
+/** A positive CPU quantity: whole or decimal cores, or millicores. */
+const CPU = /^(?:[1-9]\d*(?:\.\d+)?|0\.\d*[1-9]\d*|[1-9]\d*m)$/
+/** A positive memory quantity: a number with a binary (Ki…Ei) or decimal (k, M…E) suffix, or bytes. */
+const MEMORY = /^(?:[1-9]\d*(?:\.\d+)?|0\.\d*[1-9]\d*)(?:[KMGTPE]i|[kMGTPE])?$/
+
 export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, unknown>[] {
   const m = bundle.manifest as BundleManifest
   const name = k8sName(bundle.name)
@@ -50,6 +55,9 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
   positive('--worker-replicas', o.workerReplicas)
   positive('--worker-min', o.workerMin)
   positive('--worker-max', o.workerMax)
+  // Kubernetes quantities: a typo such as "abc" or "2GB" would only fail at `kubectl apply`.
+  if (o.cpu !== undefined && !CPU.test(o.cpu)) throw new BundleError('E_CLI_USAGE', `--cpu "${o.cpu}" is not a Kubernetes CPU quantity: cores (1, 0.5) or millicores (500m)`)
+  if (o.memory !== undefined && !MEMORY.test(o.memory)) throw new BundleError('E_CLI_USAGE', `--memory "${o.memory}" is not a Kubernetes memory quantity: bytes with a suffix, e.g. 512Mi, 2Gi, 1G`)
   if (o.redis !== undefined && !/^rediss?:\/\/./.test(o.redis)) throw new BundleError('E_CLI_USAGE', `--redis "${o.redis}" is not a Redis URL (redis://HOST:6379)`)
   if (o.redis === undefined && (o.workerReplicas ?? o.workerMin ?? o.workerMax) !== undefined) throw new BundleError('E_CLI_USAGE', '--worker-* options need --redis: workers are fed through Redis')
   const min = o.min ?? (o.max !== undefined ? 1 : undefined)

@@ -4,7 +4,7 @@ import { BundleError } from '../errors/index.js'
 import type { BundleInfo, ModelStore } from '../store/index.js'
 import { confirm } from './confirm.js'
 import { findService } from './load-service.js'
-import { humanSize, shortDate, structured, table, write } from './output.js'
+import { humanSize, importLine, shortDate, structured, table, write } from './output.js'
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value]
 
@@ -88,14 +88,22 @@ export function bundleCommands(): Command[] {
 
   const del = new Command('delete')
     .alias('rm')
-    .description('delete bundles (their models stay; they can then be deleted without --force)')
+    .description('delete bundles (a bare name means its latest version; see --all-versions); their models stay and can then be deleted without --force')
     .argument('<tag...>')
     .option('-y, --yes', 'do not ask for confirmation', false)
-    .action(async (tags: string[], opts: { yes: boolean }) => {
-      await withStore(async (store) => {
-        const targets = tags.map((t) => store.bundles.get(t).tag)
-        if (!(await confirm(`delete ${targets.join(', ')}?`, opts.yes))) return
-        for (const b of store.bundles.delete(tags)) write(`deleted ${b.tag}\n`)
+    .option('--all-versions', 'delete every version of each named bundle', false)
+    .action(async (tags: string[], opts: { yes: boolean; allVersions: boolean }) => {
+      await withStore(async (store, lib) => {
+        for (const t of tags) lib.parseTag(t)
+        // Resolve first so the prompt names exactly what will go.
+        const targets = opts.allVersions ? tags.flatMap((t) => store.bundles.list(lib.parseTag(t).name).map((b) => b.tag)) : tags.map((t) => store.bundles.get(t).tag)
+        if (opts.allVersions && targets.length === 0) throw new BundleError('E_BUNDLE_NOT_FOUND', `no bundle named "${lib.parseTag(tags[0]!).name}" is stored`)
+        if (!(await confirm(`delete ${[...new Set(targets)].join(', ')}?`, opts.yes))) {
+          process.stderr.write('nothing deleted\n')
+          return
+        }
+        const exact = opts.allVersions ? tags : targets
+        for (const b of store.bundles.delete(exact, { allVersions: opts.allVersions })) write(`deleted ${b.tag}\n`)
       })
     })
 
@@ -116,8 +124,8 @@ export function bundleCommands(): Command[] {
     .action(async (file: string) => {
       await withStore(async (store) => {
         const { bundle, status, models } = await store.bundles.import(file)
-        for (const m of models) write(`model ${m.tag}: ${m.status}\n`)
-        write(`${status === 'imported' ? 'imported' : 'already present:'} ${bundle.tag}\n`)
+        for (const m of models) write(importLine(m.status, `model ${m.tag}`))
+        write(importLine(status, bundle.tag, bundle.digest))
       })
     })
 

@@ -1,7 +1,7 @@
 import { Command, Option } from 'commander'
 import type { Framework, ModelInfo, ModelStore } from '../store/index.js'
 import { confirm } from './confirm.js'
-import { humanSize, modelsTable, structured, write } from './output.js'
+import { humanSize, importLine, modelsTable, structured, write } from './output.js'
 import { progressBar } from './progress.js'
 import { remoteModelCommands } from './remote-models.js'
 
@@ -134,7 +134,7 @@ export function modelsCommand(): Command {
         try {
           const { model, status } = await store.import(file, { force: opts.force, onProgress: bar.onProgress })
           bar.done()
-          write(status === 'already-present' ? `${model.tag} already present (${model.digest})\n` : `${status} ${model.tag}\n`)
+          write(importLine(status, model.tag, model.digest))
         } finally {
           bar.done()
         }

@@ -25,7 +25,9 @@ export function table(headers: readonly string[], rows: readonly (readonly strin
 export async function structured(value: unknown, format: 'json' | 'yaml'): Promise<string> {
   if (format === 'json') return JSON.stringify(value, null, 2) + '\n'
   const { stringify } = await import('yaml')
-  return stringify(value, { lineWidth: 0 })
+  // No anchors and aliases (&a1 / *a1) where two fields hold the same object: readers expect
+  // every value written out, and not every YAML tool resolves aliases.
+  return stringify(value, { lineWidth: 0, aliasDuplicateObjects: false })
 }
 
 export function modelsTable(models: readonly ModelSummary[]): string {
@@ -33,6 +35,16 @@ export function modelsTable(models: readonly ModelSummary[]): string {
     ['Tag', 'Framework', 'Size', 'Created'],
     models.map((m) => [m.tag, m.framework, humanSize(m.size), shortDate(m.created)]),
   )
+}
+
+/**
+ * One wording for what an import did, for models and bundles alike: `imported ocr-cls:1.0.0`,
+ * `already present: ocr-cls:1.0.0 (sha256:…)`. `status` is the store's (imported,
+ * already-present, replaced).
+ */
+export function importLine(status: string, what: string, digest?: string): string {
+  if (status === 'already-present') return `already present: ${what}${digest ? ` (${digest})` : ''}\n`
+  return `${status} ${what}\n`
 }
 
 export function write(text: string): void {

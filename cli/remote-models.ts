@@ -33,19 +33,22 @@ async function call(t: Target, path: string, body?: unknown): Promise<unknown> {
   return json
 }
 
-const target = (opts: { url: string; apiKey?: string }): Target => ({ url: opts.url, ...((opts.apiKey ?? process.env.BUNDLE_API_KEY) ? { apiKey: opts.apiKey ?? process.env.BUNDLE_API_KEY } : {}) })
+/** The server on this machine that `bundle serve` starts by default ($PORT, else 3000). */
+const localServer = (): string => `http://127.0.0.1:${process.env.PORT || 3000}`
+
+const target = (opts: { url?: string; apiKey?: string }): Target => ({ url: opts.url ?? localServer(), ...((opts.apiKey ?? process.env.BUNDLE_API_KEY) ? { apiKey: opts.apiKey ?? process.env.BUNDLE_API_KEY } : {}) })
 
 /** `bundle models load|unload|loaded --url`: model control on a running server. */
 export function remoteModelCommands(): Command[] {
   const load = new Command('load')
     .description('load a stored model into a running server (a newer version of a serving model replaces it without failing requests)')
     .argument('<name>', 'model name (name:version also works)')
-    .requiredOption('--url <url>', 'the server, e.g. http://127.0.0.1:3000')
+    .option('--url <url>', 'the server (default http://127.0.0.1:$PORT, else :3000)')
     .option('--version <version>', 'version to load (default: the newest stored)')
     .option('--config <json|@file>', 'runner options as JSON, or @path to a JSON file (workers, batching, warmup, …)')
     .option('--keep', 'load next to the versions already loaded instead of replacing them', false)
     .option('--api-key <key>', 'API key of the server (default $BUNDLE_API_KEY)')
-    .action(async (nameArg: string, opts: { url: string; version?: string; config?: string; keep: boolean; apiKey?: string }) => {
+    .action(async (nameArg: string, opts: { url?: string; version?: string; config?: string; keep: boolean; apiKey?: string }) => {
       const [name, fromTag] = nameArg.split(':') as [string, string | undefined]
       let config: unknown
       if (opts.config !== undefined) {
@@ -64,20 +67,20 @@ export function remoteModelCommands(): Command[] {
   const unload = new Command('unload')
     .description('unload a model from a running server (its queued requests are answered first)')
     .argument('<name>')
-    .requiredOption('--url <url>', 'the server')
+    .option('--url <url>', 'the server (default http://127.0.0.1:$PORT, else :3000)')
     .option('--version <version>', 'only this version')
     .option('--api-key <key>', 'API key of the server (default $BUNDLE_API_KEY)')
-    .action(async (name: string, opts: { url: string; version?: string; apiKey?: string }) => {
+    .action(async (name: string, opts: { url?: string; version?: string; apiKey?: string }) => {
       await call(target(opts), `/v2/repository/models/${encodeURIComponent(name)}/unload`, opts.version ? { parameters: { version: opts.version } } : undefined)
       write(`unloaded ${name}${opts.version ? `:${opts.version}` : ''}\n`)
     })
 
   const loaded = new Command('loaded')
     .description("a running server's model repository: every stored onnx model and its state there")
-    .requiredOption('--url <url>', 'the server')
+    .option('--url <url>', 'the server (default http://127.0.0.1:$PORT, else :3000)')
     .option('-o, --output <format>', 'table, json or yaml', 'table')
     .option('--api-key <key>', 'API key of the server (default $BUNDLE_API_KEY)')
-    .action(async (opts: { url: string; output: string; apiKey?: string }) => {
+    .action(async (opts: { url?: string; output: string; apiKey?: string }) => {
       const rows = (await call(target(opts), '/v2/repository/index')) as { name: string; version: string; state: string; reason?: string }[]
       if (opts.output === 'table') write(table(['Name', 'Version', 'State'], rows.map((r) => [r.name, r.version, r.state + (r.reason ? ` (${r.reason})` : '')])))
       else write(await structured(rows, opts.output === 'yaml' ? 'yaml' : 'json'))

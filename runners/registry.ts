@@ -8,7 +8,9 @@ import { BundleError } from '../errors/index.js'
 // Process-wide, not module-wide: a service file loaded through tsx gets its own copy of this
 // module (tsx namespaces what it imports), and the server must still see the runners it made.
 const KEY = Symbol.for('modelbundle.createdRunners')
-const created: Set<WeakRef<{ readonly name: string }>> = ((globalThis as Record<symbol, unknown>)[KEY] as Set<WeakRef<{ readonly name: string }>> | undefined) ?? ((globalThis as Record<symbol, unknown>)[KEY] = new Set())
+type Created = Set<WeakRef<{ readonly name: string }>>
+const slot = globalThis as { [KEY]?: Created }
+const created: Created = (slot[KEY] ??= new Set())
 
 export function trackRunner(runner: { readonly name: string }): void {
   created.add(new WeakRef(runner))

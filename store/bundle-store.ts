@@ -129,12 +129,19 @@ export class BundleStore {
   }
 
   /** Deletes bundles (all tags checked first; nothing is deleted if one is unknown) and releases their models. */
-  delete(tags: readonly string[]): BundleInfo[] {
+  delete(tags: readonly string[], options: { allVersions?: boolean } = {}): BundleInfo[] {
     if (tags.length === 0) throw new BundleError('E_STORE_TAG_INVALID', 'no tag given to delete')
     for (const t of tags) parseTag(t)
     const deleted = this.store.write(() => {
       const targets = new Map<number, StoredBundle>()
       for (const tag of tags) {
+        if (options.allVersions) {
+          const q = parseTag(tag)
+          const all = this.index.versions(q.name)
+          if (all.length === 0) throw new BundleError('E_BUNDLE_NOT_FOUND', `no bundle named "${q.name}" is stored`)
+          for (const v of all) targets.set(v.id, this.index.byId(v.id)!)
+          continue
+        }
         const b = resolveIn(this.index, tag, BUNDLE)
         targets.set(b.id, b)
       }

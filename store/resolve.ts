@@ -46,8 +46,11 @@ export function resolveIn<T>(index: TagIndex<T>, tag: string, kind: Kind): T {
     const candidates = index.prefixed(q.name, q.version)
     if (candidates.length === 1) return index.byId(candidates[0]!.id)!
     if (candidates.length === 0) {
-      const hint = index.latest(q.name) === undefined ? `no ${kind.noun} named "${q.name}" is stored` : `no version of "${q.name}" starts with "${q.version}"`
-      throw new BundleError(kind.notFound, `${tag}: ${hint}`)
+      if (index.latest(q.name) === undefined) throw new BundleError(kind.notFound, `${tag}: no ${kind.noun} named "${q.name}" is stored`)
+      const versions = index.versions(q.name).map((v) => v.version)
+      const have = versions.every((v) => semver.valid(v) !== null) ? semver.rsort(versions) : versions.sort().reverse()
+      const shown = have.slice(0, MAX_LISTED).join(', ') + (have.length > MAX_LISTED ? ', …' : '')
+      throw new BundleError(kind.notFound, `${kind.noun} ${q.name}:${q.version} is not stored (stored versions of "${q.name}": ${shown})`)
     }
     const shown = candidates.slice(0, MAX_LISTED).map((c) => `${q.name}:${c.version}`)
     const more = candidates.length > MAX_LISTED ? ` and more` : ''

@@ -54,6 +54,23 @@ describe('bundle deploy k8s', () => {
     assert.match(bad.stderr, /^error E_CLI_USAGE: --min 5 is above --max 2/)
   })
 
+  it('refuses CPU and memory quantities Kubernetes would not take', { timeout: 120_000 }, async () => {
+    const env = { BUNDLE_HOME: join(tempDir(), 'home') }
+    assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], env)).code, 0)
+    const deploy = (...extra: string[]) => bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'q:1', ...extra], env)
+    for (const [flag, value] of [['--cpu', 'abc'], ['--cpu', '-1'], ['--cpu', '0'], ['--cpu', '1.5.0'], ['--memory', '2GB'], ['--memory', 'lots'], ['--memory', '0']]) {
+      const r = await deploy(flag!, value!)
+      assert.equal(r.code, 2, `${flag} ${value}: ${r.stderr}`)
+      assert.match(r.stderr, new RegExp(`^error E_CLI_USAGE: ${flag} "${value!.replace(/[.]/g, '\\.')}" is not a Kubernetes`))
+      assert.equal(r.stdout, '')
+    }
+    for (const [flag, value] of [['--cpu', '500m'], ['--cpu', '0.5'], ['--cpu', '2'], ['--memory', '512Mi'], ['--memory', '1G'], ['--memory', '1.5Gi']]) {
+      const r = await deploy(flag!, value!)
+      assert.equal(r.code, 0, `${flag} ${value}: ${r.stderr}`)
+      assert.match(r.stdout, new RegExp(`${flag!.slice(2)}: "?${value!.replace(/[.]/g, '\\.')}"?`))
+    }
+  })
+
   it('with --redis: API pods run --runners remote, a worker Deployment runs bundle worker with the GPUs, each autoscaled', { timeout: 120_000 }, async () => {
     const env = { BUNDLE_HOME: join(tempDir(), 'home') }
     assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], env)).code, 0)

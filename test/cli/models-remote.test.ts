@@ -31,10 +31,12 @@ describe('bundle models load|unload|loaded --url (a running server)', () => {
       const runners = (await (await fetch(`${url}/runners`)).json()) as { config: { model: string; batching: { maxBatchSize: number } } }[]
       assert.equal(runners[0]!.config.model, 'ocr-cls:3.0.0')
       assert.equal(runners[0]!.config.batching.maxBatchSize, 16)
-      const table = await bundle(['models', 'loaded', '--url', url])
+      // Without --url: the local server, on $PORT as `bundle serve` takes it.
+      const table = await bundle(['models', 'loaded'], { PORT: String(port) })
+      assert.equal(table.code, 0, table.stderr)
       assert.match(table.stdout, /ocr-cls\s+3\.0\.0\s+READY/)
       assert.match(table.stdout, /ocr-cls\s+2\.0\.0\s+UNAVAILABLE/)
-      assert.equal((await bundle(['models', 'unload', 'ocr-cls', '--url', url])).stdout.trim(), 'unloaded ocr-cls')
+      assert.equal((await bundle(['models', 'unload', 'ocr-cls'], { PORT: String(port) })).stdout.trim(), 'unloaded ocr-cls')
       assert.equal((await fetch(`${url}/v2/models/ocr-cls`)).status, 404)
       const refused = await bundle(['models', 'load', 'nope', '--url', url])
       assert.equal(refused.code, 1)

@@ -88,7 +88,7 @@ describe('bundle models (CLI, real child processes)', () => {
     assert.equal(first.stdout, 'imported ocr-cls:1.0.0\n')
     const second = await bundle(['models', 'import', file], other)
     assert.equal(second.code, 0)
-    assert.match(second.stdout, /already present/)
+    assert.match(second.stdout, /^already present: ocr-cls:1\.0\.0 \(sha256:[0-9a-f]{64}\)\n$/)
     const a = JSON.parse((await run('models', 'get', 'ocr-cls:1.0.0', '-o', 'json')).stdout)
     const b = JSON.parse((await bundle(['models', 'get', 'ocr-cls:1.0.0', '-o', 'json'], other)).stdout)
     assert.equal(b.digest, a.digest)

@@ -79,7 +79,11 @@ describe('model repository (/v2/repository)', () => {
     assert.deepEqual((await post('/v2/models/ident/versions/2.0.0/infer', identity([1, 2, 3, 4]))).json.outputs[0].data, [-1, -2, -3, -4])
     assert.deepEqual((await post('/v2/models/ident/versions/1.0.0/infer', identity([1, 2, 3, 4]))).json.outputs[0].data, [1, 2, 3, 4])
     assert.deepEqual((await post('/v2/models/ident/infer', identity([1, 2, 3, 4]))).json.outputs[0].data, [1, 2, 3, 4], 'unversioned: the serving default')
+    // Metadata lists every version loaded now, the serving default first.
+    assert.deepEqual((await get('/v2/models/ident')).json.versions, ['1.0.0', '2.0.0'])
+    assert.deepEqual((await get('/v2/models/ident/versions/2.0.0')).json.versions, ['1.0.0', '2.0.0'])
     assert.equal((await post('/v2/repository/models/ident/unload', { parameters: { version: '2.0.0' } })).status, 200)
+    assert.deepEqual((await get('/v2/models/ident')).json.versions, ['1.0.0'])
     assert.equal((await post('/v2/models/ident/versions/2.0.0/infer', identity([1, 2, 3, 4]))).status, 404)
     assert.equal((await post('/v2/repository/models/ident/unload')).status, 200)
     assert.equal((await get('/v2/models/ident')).status, 404)

@@ -75,6 +75,15 @@ export class ModelRepository {
     return this.findModel(name, version)
   }
 
+  /** Every version of `name` that can be asked for now (the serving default first). */
+  versions(name: string): string[] {
+    const ens = this.ensembles.get(name)?.inference?.()
+    if (ens !== undefined) return [ens.version]
+    const e = this.entries.get(name)
+    const models = e && e.state !== 'UNAVAILABLE' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []
+    return [...new Set(models.map((m) => m.version))]
+  }
+
   /** A hosted model (not an ensemble) at the named version, else its serving default. */
   findModel(name: string, version?: string): InferenceModel {
     const e = this.entries.get(name)

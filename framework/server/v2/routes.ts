@@ -38,9 +38,10 @@ async function smallBody(c: Context, max: number): Promise<string> {
   return new TextDecoder().decode(bytes)
 }
 
-const metadata = (m: InferenceModel) => {
+/** Model metadata; `versions` lists every version loaded now (several after a load with keep). */
+const metadata = (m: InferenceModel, versions: string[]) => {
   const spec = (t: TensorSpec) => ({ name: t.name, datatype: protocolType(t.dtype), shape: t.shape })
-  return { name: m.name, versions: [m.version], platform: m.platform, inputs: m.inputs().map(spec), outputs: m.outputs().map(spec) }
+  return { name: m.name, versions: versions.length ? versions : [m.version], platform: m.platform, inputs: m.inputs().map(spec), outputs: m.outputs().map(spec) }
 }
 
 /** Triton's model configuration: the runner's settings plus inputs and outputs (dims without the batch dimension). */
@@ -144,7 +145,7 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
     }),
   )
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
-    app.get(base, route((c) => c.json(metadata(find(c)))))
+    app.get(base, route((c) => c.json(metadata(find(c), o.repository.versions(c.req.param('model')!)))))
     app.get(`${base}/ready`, route((c) => c.body(null, find(c).ready() ? 200 : 400)))
     app.get(`${base}/config`, route((c) => c.json(config(find(c)))))
     app.get(`${base}/stats`, route((c) => c.json({ model_stats: [stats(find(c))] })))
