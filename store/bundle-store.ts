@@ -35,6 +35,7 @@ const strip = ({ id: _id, ...info }: StoredBundle): BundleInfo => info
  * copied), and a referenced model cannot be deleted without --force.
  */
 export class BundleStore {
+  /** @internal the bundle rows (SQLite): not part of the published types */
   readonly index: BundleIndex
 
   constructor(private readonly store: ModelStore) {
@@ -45,6 +46,7 @@ export class BundleStore {
     return strip(this.resolve(tag))
   }
 
+  /** @internal the stored row, id included (archives and paths use it) */
   resolve(tag: string): StoredBundle {
     try {
       return this.store.db.transaction(() => resolveIn(this.index, tag, BUNDLE)).deferred()
