@@ -23,12 +23,16 @@ const required = process.env.BUNDLE_REQUIRE_CONTAINER_TESTS === '1'
 const skip = !hasPodman && !required ? 'podman is not installed (README "Containers" says how); CI installs it' : false
 
 describe('bundle containerize (podman)', { skip }, () => {
+  let base: Promise<string> | undefined
+  /** A Node base image assembled from this machine (no registry here), built once for these tests. */
+  const localBase = () => (base ??= sh(join(REPO, 'docker/local-base-image.sh'), ['-t', 'localhost/modelbundle-node-test:20', join(REPO, 'node_modules')], { maxBuffer: 64 << 20 }).then((r) => r.stdout.trim()))
+
   it('the quickstart image holds only what runs (≤ base + 90 MB), shows progress, runs as non-root, answers /classify correctly, serves /metrics and stops cleanly', { timeout: 600_000 }, async () => {
     assert.ok(hasPodman, 'podman is required here (BUNDLE_REQUIRE_CONTAINER_TESTS=1)')
     const home = join(tempDir(), 'home')
     const env = { BUNDLE_HOME: home }
     assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], env)).code, 0)
-    const base = (await sh(join(REPO, 'docker/local-base-image.sh'), ['-t', 'localhost/modelbundle-node-test:20', join(REPO, 'node_modules')], { maxBuffer: 64 << 20 })).stdout.trim()
+    const base = await localBase()
     assert.equal(base, 'localhost/modelbundle-node-test:20')
 
     const dockerfile = (await bundle(['containerize', 'quickstart:1.0.0', '--print-dockerfile', '--base-image', base], env)).stdout
@@ -138,5 +142,34 @@ describe('bundle containerize (podman)', { skip }, () => {
     assert.equal(err.code, 'E_CONTAINER_BASE_IMAGE')
     assert.match(err.message, /its registry cannot be reached/)
     assert.ok(lines.some((l) => l.includes('pinging container registry')), 'the engine output was streamed line by line')
+  })
+
+  it('a bundle carrying a TypeScript runner module keeps tsx in its image, and the runner runs there', { timeout: 600_000 }, async () => {
+    assert.ok(hasPodman, 'podman is required here (BUNDLE_REQUIRE_CONTAINER_TESTS=1)')
+    const env = { BUNDLE_HOME: join(tempDir(), 'home') }
+    assert.equal((await bundle(['build', join(REPO, 'test/fixtures/ts-runner'), '--version', '1.0.0'], env)).code, 0)
+    const image = `localhost/shout-e2e:${Date.now()}`
+    const built = await bundle(['containerize', 'shout:1.0.0', '-t', image, '--backend', 'podman', '--base-image', await localBase()], env)
+    assert.equal(built.code, 0, built.stderr.slice(-2000))
+    assert.match(built.stderr, /^\[2\/4\] node_modules: .*; tsx kept for app\/shouter\.ts/m)
+    const name = `shout-e2e-${process.pid}`
+    try {
+      const paths = Object.keys(await nodeModulesOf('podman', image))
+      for (const pkg of ['tsx/', 'esbuild/', '@esbuild/']) assert.ok(paths.some((f) => f.startsWith(pkg)), `${pkg} is in the image`)
+      const port = 22000 + Math.floor(Math.random() * 20000)
+      await sh('podman', ['run', '-d', '--name', name, '--no-healthcheck', '-p', `127.0.0.1:${port}:3000`, image])
+      let ready = false
+      for (let i = 0; i < 120 && !ready; i++) {
+        ready = (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200
+        if (!ready) await new Promise((r) => setTimeout(r, 500))
+      }
+      assert.ok(ready, `container ready: ${(await sh('podman', ['logs', name]).catch((e) => e)).stderr ?? ''}`)
+      const r = await fetch(`http://127.0.0.1:${port}/shout`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'hi' }) })
+      assert.equal(r.status, 200, await r.clone().text())
+      assert.deepEqual(await r.json(), { text: 'HI!' })
+    } finally {
+      await sh('podman', ['rm', '-f', name]).catch(() => undefined)
+      await sh('podman', ['rmi', '-f', image]).catch(() => undefined)
+    }
   })
 })
