@@ -17,6 +17,7 @@ const TARGET_MB = 90
 const home = mkdtempSync(join(tmpdir(), 'mb-bench-image-'))
 const env = { ...process.env, BUNDLE_HOME: home }
 const image = `localhost/quickstart-bench:${Date.now()}`
+const BENCH_BASE = 'localhost/modelbundle-node-bench:20'
 const mb = (bytes: number) => `${fmt(bytes / 1e6)} MB`
 
 function cli(args: string[]): { stdout: string; stderr: string } {
@@ -27,7 +28,7 @@ function cli(args: string[]): { stdout: string; stderr: string } {
 
 try {
   cli(['build', join(REPO, 'examples/quickstart'), '--version', '1.0.0'])
-  const base = process.env.BENCH_BASE_IMAGE ?? execFileSync(join(REPO, 'docker/local-base-image.sh'), ['-t', 'localhost/modelbundle-node-bench:20', join(REPO, 'node_modules')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+  const base = process.env.BENCH_BASE_IMAGE ?? execFileSync(join(REPO, 'docker/local-base-image.sh'), ['-t', BENCH_BASE, join(REPO, 'node_modules')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
   const t0 = performance.now()
   const built = cli(['containerize', 'quickstart:1.0.0', '-t', image, '--backend', 'podman', '--base-image', base])
   const seconds = (performance.now() - t0) / 1000
@@ -50,5 +51,6 @@ try {
   console.log({ base: baseSize, image: size, over, nodeModules, seconds })
 } finally {
   spawnSync('podman', ['rmi', '-f', image], { stdio: 'ignore' })
+  if (process.env.BENCH_BASE_IMAGE === undefined) spawnSync('podman', ['rmi', BENCH_BASE], { stdio: 'ignore' })
   rmSync(home, { recursive: true, force: true })
 }

@@ -17,7 +17,7 @@ const UNREACHABLE = /dial tcp|no such host|connection refused|i\/o timeout|netwo
 /** The last meaningful line of engine output, with log decoration (time=… level=…) removed. */
 function reason(output: string): string {
   const lines = output.split('\n').map((l) => l.trim()).filter(Boolean)
-  const last = lines.findLast((l) => /^Error|error/i.test(l)) ?? lines.at(-1) ?? ''
+  const last = lines.findLast((l) => /error/i.test(l)) ?? lines.at(-1) ?? ''
   return last.replace(/^time="[^"]*" level=\w+ msg="(.*)"$/, '$1').replace(/^Error: /, '')
 }
 
@@ -53,15 +53,16 @@ export function runEngine(cmd: string, args: string[], onLine: (line: string) =>
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] })
     let tail = ''
     const partial = { stdout: '', stderr: '' }
-    const take = (stream: 'stdout' | 'stderr') => (c: Buffer) => {
-      const s = partial[stream] + c.toString()
-      tail = (tail + c.toString()).slice(-4000)
+    const take = (stream: 'stdout' | 'stderr') => (c: string) => {
+      const s = partial[stream] + c
+      tail = (tail + c).slice(-4000)
       const lines = s.split('\n')
       partial[stream] = lines.pop()!
       for (const line of lines) onLine(line)
     }
-    child.stdout.on('data', take('stdout'))
-    child.stderr.on('data', take('stderr'))
+    // Decoded as text per stream, so a character split across two chunks stays whole.
+    child.stdout.setEncoding('utf8').on('data', take('stdout'))
+    child.stderr.setEncoding('utf8').on('data', take('stderr'))
     child.on('error', (err) => reject(new BundleError('E_CONTAINER_BACKEND', `${cmd} could not start: ${err.message}`)))
     child.on('close', (code) => {
       for (const rest of [partial.stdout, partial.stderr]) if (rest) onLine(rest)

@@ -29,7 +29,7 @@ export interface PruneContext {
 }
 
 /** Licence texts stay with the code they license. */
-const LICENSE = /^(?:licen[cs]e|notice|copying|authors)(?:[.-][^/]*)?$/i
+const LICENSE = /^(?:licen[cs]e|notice|copying)(?:[.-][^/]*)?$/i
 const DOCS = /\.(?:md|markdown)$/i
 const SOURCE_MAP = /\.map$/
 const DECLARATIONS = /\.d\.[cm]?ts$|\.tsbuildinfo$/
