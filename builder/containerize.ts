@@ -1,13 +1,15 @@
-import { spawn, spawnSync } from 'node:child_process'
-import { copyFileSync, cpSync, rmSync, writeFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { copyFileSync, cpSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { BundleError } from '../errors/index.js'
 import { ModelStore, type BundleInfo } from '../store/index.js'
 import type { BundleManifest } from './manifest.js'
-import { needsNode, renderDockerfile } from './templates.js'
-import { vendorDependencies } from './vendor.js'
+import { buildStep, ensureBaseImage, imageSize, pullFailure, runEngine, type Backend } from './engine.js'
+import { sizeOf, TYPESCRIPT_MODULE } from './prune.js'
+import { baseImageOf, needsNode, renderDockerfile } from './templates.js'
+import { vendorDependencies, type VendorStats } from './vendor.js'
 
-export type Backend = 'docker' | 'podman' | 'buildah'
+export type { Backend }
 export const BACKENDS: readonly Backend[] = ['docker', 'podman', 'buildah']
 
 export interface ContainerizeOptions {
@@ -19,8 +21,22 @@ export interface ContainerizeOptions {
   baseImage?: string
   /** Where the bundle's npm dependencies are installed (default: the current directory, then modelbundle's own install). */
   from?: string[]
-  /** Engine output goes here (default: stderr). */
+  /** Progress lines go here (default: stderr). */
   log?: (line: string) => void
+  /** Pass every line of the engine's output to `log`, not only its build steps. */
+  verbose?: boolean
+}
+
+export interface ContainerizeResult {
+  image: string
+  bundle: BundleInfo
+  backend: Backend
+  /** The image's size as the engine reports it (uncompressed layers), when it says. */
+  size?: number
+  /** The base image's size, when the engine says. */
+  baseSize?: number
+  /** What went into /app/node_modules and what stayed out. */
+  nodeModules: VendorStats
 }
 
 const works = (cmd: string, args: string[]): boolean => spawnSync(cmd, args, { stdio: 'ignore', timeout: 15_000 }).status === 0
@@ -42,35 +58,67 @@ export function dockerfileFor(bundle: BundleInfo, baseImage?: string): string {
   return renderDockerfile(bundle.manifest as BundleManifest, baseImage)
 }
 
+/** 1.2 MB / 340.5 kB: decimal units, as the engines print image sizes. */
+export const mb = (bytes: number): string => (bytes >= 1e6 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e3).toFixed(1)} kB`)
+
+/** TypeScript files a bundle carries (a custom runner's module under `include`): tsx must come along. */
+function typescriptModules(dir: string): string[] {
+  const found: string[] = []
+  const walk = (d: string, rel: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      if (e.name === 'node_modules') continue
+      if (e.isDirectory()) walk(join(d, e.name), `${rel}${e.name}/`)
+      else if (TYPESCRIPT_MODULE.test(e.name)) found.push(rel + e.name)
+    }
+  }
+  walk(dir, '')
+  return found
+}
+
 /**
  * `bundle containerize`: assembles a build context — the bundle, its npm dependencies copied
- * from this machine's install at the pinned versions, and a model store holding exactly the
- * pinned models — and builds an image with docker, podman or buildah. The build needs no
- * registry access beyond the base image (none with a local base, see docker/local-base-image.sh).
+ * from this machine's install at the pinned versions (only what runs: prune.ts), and a model
+ * store holding exactly the pinned models — and builds an image with docker, podman or buildah.
+ * The build needs no registry access beyond the base image (none with a local base, see
+ * docker/local-base-image.sh); a base that cannot be pulled fails first, with
+ * E_CONTAINER_BASE_IMAGE. Progress (steps, bytes, final size) goes to `log`.
  */
-export async function containerize(o: ContainerizeOptions): Promise<{ image: string; bundle: BundleInfo; backend: Backend }> {
+export async function containerize(o: ContainerizeOptions): Promise<ContainerizeResult> {
   const { bundle, dir } = await o.store.bundles.paths(o.tag)
   const manifest = bundle.manifest as BundleManifest
   const backend = pickBackend(o.backend)
   const image = o.image ?? `${bundle.name}:${bundle.version}`
-  const log = o.log ?? ((line: string) => process.stderr.write(line))
+  const log = o.log ?? ((line: string) => void process.stderr.write(line + '\n'))
+  const base = baseImageOf(manifest, o.baseImage)
+  const status = await ensureBaseImage(backend, base, manifest.node, log)
+  const baseSize = base === 'scratch' ? 0 : imageSize(backend, base)
+  log(`base image ${base}: ${status}${baseSize !== undefined ? `, ${mb(baseSize)}` : ''}`)
   const ctx = o.store.makeTempDir('image')
   try {
     cpSync(dir, join(ctx, 'bundle'), { recursive: true, dereference: true })
+    const code = sizeOf(join(ctx, 'bundle'))
+    log(`[1/4] bundle ${bundle.tag}: ${code.files} files, ${mb(code.bytes)}`)
+    const ts = typescriptModules(join(ctx, 'bundle'))
     const bases = o.from ?? [process.cwd(), new URL('../..', import.meta.url).pathname]
-    let vendored = false
+    let nodeModules: VendorStats | undefined
     let lastError: unknown
-    for (const base of bases) {
+    for (const from of bases) {
       try {
         rmSync(join(ctx, 'node_modules'), { recursive: true, force: true })
-        vendorDependencies(manifest.dependencies, manifest.packages, base, ctx)
-        vendored = true
+        nodeModules = vendorDependencies(manifest.dependencies, manifest.packages, from, ctx, { typescript: ts.length > 0 })
         break
       } catch (err) {
         lastError = err
       }
     }
-    if (!vendored) throw lastError
+    if (nodeModules === undefined) throw lastError
+    const pruned = Object.entries(nodeModules.pruned).sort((a, b) => b[1].bytes - a[1].bytes)
+    const prunedBytes = pruned.reduce((n, [, p]) => n + p.bytes, 0)
+    log(
+      `[2/4] node_modules: ${nodeModules.packages} packages, ${nodeModules.files} files, ${mb(nodeModules.bytes)}` +
+        (nodeModules.leftOutPackages.length ? `; build-only, left out: ${nodeModules.leftOutPackages.join(', ')}` : ts.length ? `; tsx kept for ${ts.slice(0, 3).join(', ')}` : '') +
+        (pruned.length ? `; not needed at run time, left out: ${mb(prunedBytes)} (${pruned.map(([why, p]) => `${why} ${mb(p.bytes)}`).join(', ')})` : ''),
+    )
     const models = ModelStore.open({ home: join(ctx, 'models') })
     try {
       for (const ref of bundle.models) {
@@ -82,31 +130,23 @@ export async function containerize(o: ContainerizeOptions): Promise<{ image: str
       models.close()
     }
     rmSync(join(ctx, 'models', 'tmp'), { recursive: true, force: true })
+    log(`[3/4] models: ${bundle.models.length} (${bundle.models.map((m) => m.tag).join(', ') || 'none'}), ${mb(sizeOf(join(ctx, 'models')).bytes)}`)
     if (needsNode(manifest, o.baseImage)) copyFileSync(process.execPath, join(ctx, 'node'))
     writeFileSync(join(ctx, 'Dockerfile'), renderDockerfile(manifest, o.baseImage))
     const labels = { 'modelbundle.bundle': bundle.tag, 'modelbundle.digest': bundle.digest, 'org.opencontainers.image.title': bundle.name, 'org.opencontainers.image.version': bundle.version }
     const labelArgs = Object.entries(labels).flatMap(([k, v]) => ['--label', `${k}=${v}`])
     // docker format keeps HEALTHCHECK (the OCI image format has no health checks).
     const args = backend === 'buildah' ? ['bud', '--format', 'docker', '-t', image, ...labelArgs, ctx] : backend === 'podman' ? ['build', '--format', 'docker', '-t', image, ...labelArgs, ctx] : ['build', '-t', image, ...labelArgs, ctx]
-    await run(backend, args, log)
-    return { image, bundle, backend }
+    log(`[4/4] ${backend} ${args[0]} ${image}`)
+    await runEngine(backend, args, (line) => {
+      const step = o.verbose ? line : buildStep(line)
+      if (step !== undefined) log(`  ${step}`)
+    }, pullFailure(base, manifest.node))
+    const size = imageSize(backend, image)
+    const over = size !== undefined && baseSize !== undefined ? `, ${mb(size - baseSize)} over the base` : ''
+    log(`built ${image} with ${backend}${size !== undefined ? `: ${mb(size)}${over}` : ''}`)
+    return { image, bundle, backend, ...(size !== undefined ? { size } : {}), ...(baseSize !== undefined ? { baseSize } : {}), nodeModules }
   } finally {
     rmSync(ctx, { recursive: true, force: true })
   }
-}
-
-function run(cmd: string, args: string[], log: (line: string) => void): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] })
-    let tail = ''
-    const take = (c: Buffer) => {
-      const s = c.toString()
-      tail = (tail + s).slice(-2000)
-      log(s)
-    }
-    child.stdout.on('data', take)
-    child.stderr.on('data', take)
-    child.on('error', (err) => reject(new BundleError('E_CONTAINER_BACKEND', `${cmd} could not start: ${err.message}`)))
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new BundleError('E_CONTAINER_BACKEND', `${cmd} ${args[0]} failed (exit ${code}): ${tail.trim().split('\n').slice(-3).join(' | ')}`))))
-  })
 }

@@ -53,21 +53,25 @@ export function findPackage(name: string, from: string): InstalledPackage | unde
 /**
  * The exact installed versions of the packages a bundle imports (`direct`), and of everything
  * they need in turn (`closure`, one entry per package directory: two versions of a package
- * can coexist). This is what a production install of the bundle must reproduce.
+ * can coexist). This is what a production install of the bundle must reproduce. `leaveOut`
+ * names dependencies not to follow (an image leaves build-only packages out); the packages
+ * asked for directly are always taken.
  */
-export function pinDependencies(packages: readonly string[], from: string): { direct: Record<string, string>; closure: InstalledPackage[] } {
+export function pinDependencies(packages: readonly string[], from: string, leaveOut: (name: string) => boolean = () => false): { direct: Record<string, string>; closure: InstalledPackage[] } {
   const direct: Record<string, string> = {}
   const seen = new Map<string, InstalledPackage>()
   const visit = (pkg: InstalledPackage): void => {
     if (seen.has(pkg.dir)) return
     seen.set(pkg.dir, pkg)
     for (const dep of Object.keys(pkg.dependencies)) {
+      if (leaveOut(dep)) continue
       const found = findPackage(dep, pkg.dir)
       if (found === undefined) throw new BundleError('E_BUNDLE_BUILD_FAILED', `${pkg.name}@${pkg.version} needs ${dep}, which is not installed; run npm ci and build again`)
       visit(found)
     }
     // Optional dependencies (platform binaries) are taken where this machine has them.
     for (const dep of Object.keys(pkg.optionalDependencies)) {
+      if (leaveOut(dep)) continue
       const found = findPackage(dep, pkg.dir)
       if (found) visit(found)
     }

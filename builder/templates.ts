@@ -4,9 +4,12 @@ import { IMAGE_UID, type BundleManifest } from './manifest.js'
 
 const template = (name: string): string => readFileSync(fileURLToPath(new URL(`../../docker/${name}`, import.meta.url)), 'utf8')
 
+/** The image a bundle's image builds FROM: --base-image, else bundle.yaml's (GPU or not). */
+export const baseImageOf = (m: BundleManifest, baseImage?: string): string => baseImage ?? (m.docker.gpu ? m.docker.gpu.baseImage : m.docker.baseImage)
+
 /** The Dockerfile for a bundle's image, from docker/Dockerfile.template (see that file for the layers). */
 export function renderDockerfile(m: BundleManifest, baseImage?: string): string {
-  const base = baseImage ?? (m.docker.gpu ? m.docker.gpu.baseImage : m.docker.baseImage)
+  const base = baseImageOf(m, baseImage)
   const node = needsNode(m, baseImage)
     ? '# CUDA base images have no Node.js: the build machine\'s node binary comes along.\nCOPY node /usr/local/bin/node'
     : '# (Node.js comes with the base image)'

@@ -136,12 +136,13 @@ export function bundleCommands(): Command[] {
     .addOption(new Option('--backend <engine>', 'container engine (default: docker if its daemon runs, else podman, else buildah)').choices(['docker', 'podman', 'buildah']))
     .option('--base-image <ref>', 'base image instead of bundle.yaml docker.baseImage (e.g. one made by docker/local-base-image.sh)')
     .option('--print-dockerfile', 'print the Dockerfile and build nothing', false)
-    .action(async (tag: string, opts: { image?: string; backend?: 'docker' | 'podman' | 'buildah'; baseImage?: string; printDockerfile: boolean }) => {
+    .option('--verbose', "show the container engine's whole output, not only its build steps", false)
+    .action(async (tag: string, opts: { image?: string; backend?: 'docker' | 'podman' | 'buildah'; baseImage?: string; printDockerfile: boolean; verbose: boolean }) => {
       await withStore(async (store) => {
         const { containerize, dockerfileFor } = await import('../builder/index.js')
         if (opts.printDockerfile) return write(dockerfileFor(store.bundles.get(tag), opts.baseImage))
-        const { image, backend } = await containerize({ store, tag, ...(opts.image ? { image: opts.image } : {}), ...(opts.backend ? { backend: opts.backend } : {}), ...(opts.baseImage ? { baseImage: opts.baseImage } : {}) })
-        process.stderr.write(`built with ${backend}\n`)
+        // Progress (steps, bytes, final size) goes to stderr; stdout is the image reference alone, for scripts.
+        const { image } = await containerize({ store, tag, verbose: opts.verbose, ...(opts.image ? { image: opts.image } : {}), ...(opts.backend ? { backend: opts.backend } : {}), ...(opts.baseImage ? { baseImage: opts.baseImage } : {}) })
         write(`${image}\n`)
       })
     })

@@ -99,6 +99,7 @@ export const CATALOG = {
   E_BUNDLE_MODEL_MISMATCH: entry(409, 1, "A model the bundle pins is missing or has different content than when the bundle was built.", 'Import the bundle again (it carries its models) or build it again against the current models.'),
   E_BUNDLE_DEPS_MISMATCH: entry(409, 1, 'The npm packages installed on this machine are not the versions the bundle was built with.', 'Run npm ci in the project the bundle was built from, or build the bundle again here.'),
   E_CONTAINER_BACKEND: entry(503, 1, 'No container engine is usable (podman, docker or buildah), or the image build failed.', 'Install podman (README "Containers"), or pass --backend; the message quotes the engine output.'),
+  E_CONTAINER_BASE_IMAGE: entry(503, 1, 'The container engine could not pull the base image (registry unreachable, image unknown, or access denied).', 'Offline: pass --base-image with an image present locally, or build one with docker/local-base-image.sh -t localhost/modelbundle-node:20 node_modules and pass --base-image localhost/modelbundle-node:20.'),
   E_BUNDLE_INVALID: entry(400, 1, 'A bundle file or archive is malformed, tampered with or incomplete.', 'Export the bundle again from a good store; nothing was imported.'),
 } as const satisfies Record<string, CatalogEntry>
 
