@@ -47,7 +47,7 @@ async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<M
   } catch (err) {
     if (providers.includes('cuda')) {
       // The usual cause: onnxruntime-node was installed without its CUDA binaries.
-      throw Object.assign(new Error(`onnxruntime could not start the CUDA execution provider (${(err as Error).message.split('\n')[0]}); reinstall with \`npm ci --onnxruntime-node-install=cuda12\` on a machine with CUDA 12`), { code: 'E_RUNNER_GPU_UNAVAILABLE' })
+      throw Object.assign(new Error(`onnxruntime could not start the CUDA execution provider (${(err as Error).message.split('\n')[0]}); on a machine with CUDA 12, fetch its CUDA binaries with \`ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install\``), { code: 'E_RUNNER_GPU_UNAVAILABLE' })
     }
     throw err
   }

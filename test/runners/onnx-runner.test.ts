@@ -153,7 +153,7 @@ describe('OnnxRunner on GPUs', () => {
       // A simulated device: placement succeeds, then this CPU-only onnxruntime cannot start CUDA.
       process.env.BUNDLE_GPU_DEVICES = '0'
       const noCuda = new OnnxRunner('ocr-cls', { home, resources: { gpu: 1 } })
-      await assert.rejects(noCuda.start(), (e: { code?: string; message: string }) => e.code === 'E_RUNNER_GPU_UNAVAILABLE' && /--onnxruntime-node-install=cuda12/.test(e.message))
+      await assert.rejects(noCuda.start(), (e: { code?: string; message: string }) => e.code === 'E_RUNNER_GPU_UNAVAILABLE' && /ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules\/onnxruntime-node\/script\/install/.test(e.message))
       await noCuda.stop()
     } finally {
       if (saved === undefined) delete process.env.BUNDLE_GPU_DEVICES
