@@ -1,12 +1,15 @@
-import { copyFileSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, relative, resolve, sep } from 'node:path'
 import { BundleError, isBundleError } from '../errors/index.js'
-import { parseTag, type BundleInfo, type Labels, type ModelInfo, type ModelStore } from '../store/index.js'
+import type { BundleInfo, Labels, ModelInfo, ModelStore } from '../store/index.js'
 import { compileService } from './compile.js'
-import { readBundleConfig, type EnsembleSpec, type ModelRequest, type ResolvedConfig } from './config.js'
-import { findPackage, lockfileFor, packageOf, pinDependencies } from './deps.js'
+import { readBundleConfig, type ResolvedConfig } from './config.js'
+import { lockfileFor, pinDependencies } from './deps.js'
+import { checkEnsembles, type EnsembleChecker } from './ensembles.js'
 import { collectFiles } from './files.js'
 import { DEFAULT_BASE_IMAGE, DEFAULT_GPU_BASE_IMAGE, MANIFEST_FILE, type BundleManifest } from './manifest.js'
+import { listedModels, modelForRunner } from './pins.js'
 import { renderDockerfile, renderReadme } from './templates.js'
 
 /** What the builder needs to know of a service, as plain data (the builder never imports the framework). */
@@ -30,24 +33,101 @@ export interface BuildOptions {
   store: ModelStore
   /** Loads the service from its sources (`path/to/service.ts[:Class]`, absolute). */
   loadService: (entry: string) => Promise<ServiceInfo>
-  /** Checks an ensemble's wiring (one producer per tensor, no cycles); throws what is wrong. */
-  checkEnsemble?: (name: string, spec: EnsembleSpec) => void
+  /** Checks an ensemble's wiring and its fit to the pinned models' signatures; throws what is wrong. */
+  checkEnsemble?: EnsembleChecker
 }
 
-/** bundle.yaml's ensembles: steps name the service's onnx runners; names are the ensembles' own. */
-function checkEnsembles(cfg: ResolvedConfig, info: ServiceInfo, check: BuildOptions['checkEnsemble']): void {
-  const models = info.runners.filter((r) => r.kind === 'onnx').map((r) => r.name)
-  for (const [name, spec] of Object.entries(cfg.ensembles ?? {})) {
-    const where = `${cfg.file}: ensembles.${name}`
-    if (info.runners.some((r) => r.name === name)) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${where}: the service already has a runner named "${name}"`)
-    spec.steps.forEach((s, i) => {
-      if (!models.includes(s.model)) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${where}.steps.${i}.model: "${s.model}" is not an onnx runner of the service (runners: ${models.join(', ') || 'none'})`)
-    })
-    try {
-      check?.(name, spec)
-    } catch (err) {
-      throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${where}: ${(err as Error).message}`)
+/** One file of the bundle's code, as `bundle build` lists it. */
+export interface PackagedFile {
+  /** Relative to the bundle root: `app/service.js`, `app/assets/x.png`. */
+  path: string
+  size: number
+}
+
+/** What a build packages, pins and leaves out (printed by `bundle build`; all `--dry-run` does). */
+export interface BuildReport {
+  name: string
+  /** The compiled entry and every file copied from the directory, sorted. */
+  files: PackagedFile[]
+  /** Files left out because their names look like secrets (include: can name one exactly). */
+  secrets: string[]
+  /** Every model pinned; `wouldImport`: a dry run found it missing and a build imports it from there. */
+  models: (BundleManifest['models'][number] & { wouldImport?: string })[]
+}
+
+interface Prepared {
+  cfg: ResolvedConfig
+  entryFile: string
+  info: ServiceInfo
+  models: BuildReport['models']
+  files: string[]
+  secrets: string[]
+}
+
+/** Everything a build decides before it writes: config, models (imported unless a dry run), pins, checks, files. */
+async function prepare(o: BuildOptions, dryRun: boolean): Promise<Prepared> {
+  const cfg = await readBundleConfig(resolve(o.dir), o.file)
+  const [servicePath, className] = cfg.service.split(':') as [string, string | undefined]
+  const entryFile = resolve(cfg.dir, servicePath)
+  if (!existsSync(entryFile)) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${cfg.file}: service: ${entryFile} does not exist`)
+
+  const listed = await listedModels(o.store, cfg, { dryRun })
+  const info = await o.loadService(className ? `${entryFile}:${className}` : entryFile)
+
+  // Every model is pinned to an exact version and digest; runner tags like name:latest included.
+  const pinned = new Map<string, BuildReport['models'][number]>()
+  const pin = (model: ModelInfo, asked: string | undefined, extra: { alias?: string; wouldImport?: string } = {}) => {
+    const ref = pinned.get(model.tag) ?? { tag: model.tag, digest: model.digest }
+    if (extra.alias) ref.alias = extra.alias
+    if (extra.wouldImport) ref.wouldImport = extra.wouldImport
+    if (asked && asked !== model.tag) ref.requested = [...new Set([...(ref.requested ?? []), asked])].sort()
+    pinned.set(model.tag, ref)
+  }
+  for (const l of listed) pin(l.model, undefined, { ...(l.request.alias ? { alias: l.request.alias } : {}), ...(l.wouldImport ? { wouldImport: l.wouldImport } : {}) })
+  const served = new Map<string, ModelInfo>()
+  for (const r of info.runners) {
+    if (r.tag === undefined) continue
+    const model = modelForRunner(cfg, listed, { name: r.name, tag: r.tag })?.model ?? storedModel(o.store, cfg, r.name, r.tag)
+    served.set(r.name, model)
+    pin(model, r.tag)
+  }
+  checkEnsembles(cfg, info.runners, (runner) => served.get(runner), o.checkEnsemble)
+
+  // bundle.yaml is build input, and a model store inside the directory is not the service's.
+  const inside = (p: string) => {
+    const rel = relative(cfg.dir, p).split(sep).join('/')
+    return rel.startsWith('..') || rel === '' ? [] : [rel]
+  }
+  const { files, secrets } = collectFiles(cfg.dir, { include: cfg.include, exclude: cfg.exclude, never: [...inside(cfg.file), ...inside(o.store.home)] })
+  return { cfg, entryFile, info, models: [...pinned.values()].sort((a, b) => (a.tag < b.tag ? -1 : 1)), files, secrets }
+}
+
+function storedModel(store: ModelStore, cfg: ResolvedConfig, runner: string, tag: string): ModelInfo {
+  try {
+    return store.get(tag)
+  } catch (err) {
+    if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND') {
+      throw new BundleError('E_STORE_MODEL_NOT_FOUND', `runner ${runner} needs model ${tag}, which is not in the store at ${store.home}; save it with \`bundle models save\`, or list it in ${cfg.file} under models: with a source:`)
     }
+    throw err
+  }
+}
+
+const sizeOf = (root: string, rel: string): PackagedFile => ({ path: rel, size: statSync(join(root, rel)).size })
+
+/**
+ * `bundle build --dry-run`: what a build would package, pin and leave out. Writes nothing to the
+ * store: a model a build would import from its `source:` is read in a throwaway store instead.
+ */
+export async function planBundle(o: BuildOptions): Promise<BuildReport> {
+  const p = await prepare(o, true)
+  const out = mkdtempSync(join(tmpdir(), 'mb-dry-run-'))
+  try {
+    const compiled = await compileService(p.cfg.dir, p.entryFile, join(out, 'app'))
+    const files = [sizeOf(out, `app/${compiled.entry}`), ...p.files.filter((f) => f !== compiled.entry).map((f) => ({ ...sizeOf(p.cfg.dir, f), path: `app/${f}` }))]
+    return { name: p.cfg.name ?? p.info.name, files: files.sort((a, b) => (a.path < b.path ? -1 : 1)), secrets: p.secrets, models: p.models }
+  } finally {
+    rmSync(out, { recursive: true, force: true })
   }
 }
 
@@ -56,61 +136,19 @@ function checkEnsembles(cfg: ResolvedConfig, info: ServiceInfo, check: BuildOpti
  * Work happens in a temp directory inside the store; nothing is visible until the bundle row
  * commits, and a failure leaves the store as it was (models imported from `source:` stay).
  */
-export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo; status: 'created' | 'unchanged' }> {
-  const cfg = await readBundleConfig(resolve(o.dir), o.file)
-  const [servicePath, className] = cfg.service.split(':') as [string, string | undefined]
-  const entryFile = resolve(cfg.dir, servicePath)
-  if (!existsSync(entryFile)) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${cfg.file}: service: ${entryFile} does not exist`)
-
-  const requested = new Map<string, ModelInfo>()
-  for (const m of cfg.models) requested.set(m.tag, await ensureModel(o.store, cfg, m))
-  const info = await o.loadService(className ? `${entryFile}:${className}` : entryFile)
-  checkEnsembles(cfg, info, o.checkEnsemble)
-
-  // Every model is pinned to an exact version and digest; runner tags like name:latest included.
-  const pinned = new Map<string, BundleManifest['models'][number]>()
-  const pin = (model: ModelInfo, asked: string | undefined, alias?: string) => {
-    const ref = pinned.get(model.tag) ?? { tag: model.tag, digest: model.digest }
-    if (alias) ref.alias = alias
-    if (asked && asked !== model.tag) ref.requested = [...new Set([...(ref.requested ?? []), asked])].sort()
-    pinned.set(model.tag, ref)
-  }
-  for (const m of cfg.models) pin(requested.get(m.tag)!, undefined, m.alias)
-  const aliases = new Map(cfg.models.filter((m) => m.alias).map((m) => [m.alias!, requested.get(m.tag)!]))
-  for (const r of info.runners) {
-    if (r.tag === undefined) continue
-    const aliased = aliases.get(r.tag)
-    if (aliased) {
-      pin(aliased, r.tag)
-      continue
-    }
-    let model: ModelInfo
-    try {
-      model = o.store.get(r.tag)
-    } catch (err) {
-      if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND') {
-        throw new BundleError('E_STORE_MODEL_NOT_FOUND', `runner ${r.name} needs model ${r.tag}, which is not in the store at ${o.store.home}; save it with \`bundle models save\`, or list it in ${cfg.file} under models: with a source:`)
-      }
-      throw err
-    }
-    pin(model, r.tag)
-  }
-
+export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo; status: 'created' | 'unchanged'; report: BuildReport }> {
+  const { cfg, entryFile, info, models, files, secrets } = await prepare(o, false)
   const staging = o.store.makeTempDir('build')
   try {
     const app = join(staging, 'app')
     const compiled = await compileService(cfg.dir, entryFile, app)
-    // bundle.yaml is build input, and a model store inside the directory is not the service's.
-    const inside = (p: string) => {
-      const rel = relative(cfg.dir, p).split(sep).join('/')
-      return rel.startsWith('..') || rel === '' ? [] : [rel]
-    }
-    for (const rel of collectFiles(cfg.dir, cfg.include, [...(cfg.exclude ?? []), ...inside(cfg.file), ...inside(o.store.home)])) {
+    for (const rel of files) {
       const dest = join(app, rel)
       if (existsSync(dest)) continue // the compiled entry wins over a same-named file
       mkdirSync(dirname(dest), { recursive: true })
       copyFileSync(join(cfg.dir, rel), dest)
     }
+    const packaged = [compiled.entry, ...files.filter((f) => f !== compiled.entry)].map((f) => sizeOf(staging, `app/${f}`)).sort((a, b) => (a.path < b.path ? -1 : 1))
     const deps = pinDependencies(compiled.packages, cfg.dir)
     const manifest: BundleManifest = {
       schema: 1,
@@ -119,7 +157,7 @@ export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo
       service: { entry: `app/${compiled.entry}`, export: info.exportName },
       apis: info.apis,
       runners: info.runners,
-      models: [...pinned.values()].sort((a, b) => (a.tag < b.tag ? -1 : 1)),
+      models,
       env: cfg.env ?? {},
       ...(cfg.ensembles && Object.keys(cfg.ensembles).length ? { ensembles: cfg.ensembles } : {}),
       docker: {
@@ -142,34 +180,9 @@ export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo
     // With the project's lock entries, `npm ci` in the bundle directory installs exactly these versions.
     const lock = lockfileFor(manifest.name, deps.direct, deps.closure, cfg.dir)
     if (lock) writeFileSync(join(staging, 'package-lock.json'), json(lock))
-    return await o.store.bundles.save({ name: manifest.name, ...(o.version ? { version: o.version } : {}), labels: { ...cfg.labels, ...o.labels }, dir: staging, manifest })
+    const saved = await o.store.bundles.save({ name: manifest.name, ...(o.version ? { version: o.version } : {}), labels: { ...cfg.labels, ...o.labels }, dir: staging, manifest })
+    return { ...saved, report: { name: manifest.name, files: packaged, secrets, models } }
   } finally {
     rmSync(staging, { recursive: true, force: true })
   }
-}
-
-/** The model a bundle.yaml entry names: from the store, or imported from its `source:` first. */
-async function ensureModel(store: ModelStore, cfg: ResolvedConfig, m: ModelRequest): Promise<ModelInfo> {
-  try {
-    return store.get(m.tag)
-  } catch (err) {
-    if (!(isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND')) throw err
-  }
-  const q = parseTag(m.tag)
-  if (m.source === undefined) {
-    throw new BundleError('E_STORE_MODEL_NOT_FOUND', `${cfg.file}: model ${m.tag} is not in the store at ${store.home}; run \`bundle models save ${q.name} PATH${q.kind === 'version' ? ` --version ${q.version}` : ''}\` (or \`bundle models import FILE\`), or give it a source: in ${cfg.file}`)
-  }
-  if (q.kind !== 'version') throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${cfg.file}: models: ${m.tag} has a source, so its tag must be an exact name:version to save it under`)
-  const path = sourcePath(cfg.dir, m.source)
-  if (path === undefined || !existsSync(path) || !statSync(path).isFile()) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${cfg.file}: models: source ${m.source} of ${m.tag} is neither a file next to bundle.yaml nor a file of an installed npm package`)
-  return store.save({ name: q.name, version: q.version, paths: [path], labels: { source: m.source.startsWith('.') || isAbsolute(m.source) ? 'file' : 'npm' } })
-}
-
-/** `./models/x.onnx` (next to bundle.yaml) or `@scope/pkg/path/in/package` (an installed package). */
-function sourcePath(dir: string, source: string): string | undefined {
-  if (source.startsWith('.') || isAbsolute(source)) return resolve(dir, source)
-  const pkg = packageOf(source)
-  if (pkg === undefined) return undefined
-  const found = findPackage(pkg, dir)
-  return found ? join(found.dir, source.slice(pkg.length + 1)) : undefined
 }

@@ -1,5 +1,7 @@
-import { readdirSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join, relative, sep } from 'node:path'
+import ignore from 'ignore'
+import { BundleError } from '../errors/index.js'
 
 /**
  * Glob patterns as bundle.yaml's include/exclude use them, matched against POSIX paths relative
@@ -30,31 +32,83 @@ export function globToRegExp(glob: string): RegExp {
   return new RegExp(`^${re.replace(/\/$/, '')}${plain || glob.endsWith('/') ? '(?:/.*)?' : ''}$`)
 }
 
-/** Never part of a bundle, whatever include says. */
-const ALWAYS_EXCLUDED = ['node_modules', '.git', '**/.DS_Store']
+/**
+ * Names that hold credentials or repository settings far more often than anything a service
+ * needs at run time: left out at any depth (a directory with such a name, with everything in
+ * it). `include:` brings one back only by its exact path, so shipping it is always deliberate.
+ */
+const SECRET = /^(?:\.env|\.env\..*|\.npmrc|\.git.*|.*\.pem|.*\.key|id_.*|\.ssh|\.aws)$/
+
+/** Never part of a bundle, at any depth, whatever include says: installed packages and git's own directory. */
+const NEVER = new Set(['node_modules', '.git', '.DS_Store'])
+
+/** Where `.bundleignore` rules live: next to bundle.yaml, in gitignore syntax. */
+export const IGNORE_FILE = '.bundleignore'
 
 /** Sources are compiled into the bundle's code; they are copied only when include names them. */
 const SOURCE = /\.(?:[cm]?ts|tsx|[cm]?js|jsx)$/
 
+export const looksSecret = (name: string): boolean => SECRET.test(name)
+
+export interface CollectOptions {
+  /** bundle.yaml `include:`: globs; a path without wildcards also brings back a file left out as secret or by .bundleignore. */
+  include?: readonly string[] | undefined
+  /** bundle.yaml `exclude:` globs. */
+  exclude?: readonly string[] | undefined
+  /** Paths relative to `dir` that never go in (bundle.yaml, the model store when it lies inside). */
+  never?: readonly string[]
+}
+
+export interface Collected {
+  /** What the bundle carries besides its compiled code: relative POSIX paths, sorted. */
+  files: string[]
+  /** Files left out because their name looks like a secret (not named exactly by include). */
+  secrets: string[]
+}
+
 /**
  * The files of `dir` a bundle carries besides its compiled code: everything but sources and
- * excluded paths by default; only what `include` matches when it is given. Sorted, so a
- * build lists them the same way every time.
+ * excluded paths by default; only what `include` matches when it is given. Secret-looking
+ * names and `.bundleignore` matches stay out unless include names their exact path; node_modules,
+ * `.git` and `never` stay out always. Sorted, so a build lists them the same way every time.
  */
-export function collectFiles(dir: string, include: readonly string[] | undefined, exclude: readonly string[] = []): string[] {
-  const inc = include?.map(globToRegExp)
-  const exc = [...ALWAYS_EXCLUDED, ...exclude].map(globToRegExp)
-  const out: string[] = []
-  const walk = (d: string): void => {
+export function collectFiles(dir: string, o: CollectOptions = {}): Collected {
+  const inc = o.include?.map(globToRegExp)
+  const exc = (o.exclude ?? []).map(globToRegExp)
+  const exact = new Set((o.include ?? []).filter((p) => !/[*?{[\]!]/.test(p)).map((p) => p.replace(/^\.\//, '').replace(/\/+$/, '')))
+  const never = new Set([...(o.never ?? []), IGNORE_FILE])
+  const ignored = ignore()
+  const ignoreFile = join(dir, IGNORE_FILE)
+  if (existsSync(ignoreFile)) ignored.add(readFileSync(ignoreFile, 'utf8'))
+  for (const p of exact) {
+    const segments = p.split('/')
+    if (segments.some((s) => NEVER.has(s)) || [...never].some((n) => p === n || p.startsWith(`${n}/`))) {
+      throw new BundleError('E_BUNDLE_CONFIG_INVALID', `include: ${p} is never part of a bundle (node_modules, .git and the model store are always left out); install packages through package.json instead`)
+    }
+  }
+  const files: string[] = []
+  const secrets: string[] = []
+  // `hidden`: why an enclosing directory is left out; only exact includes come back from inside it.
+  const walk = (d: string, hidden: 'secret' | 'ignored' | undefined): void => {
     for (const name of readdirSync(d).sort()) {
       const full = join(d, name)
       const rel = relative(dir, full).split(sep).join('/')
-      if (exc.some((r) => r.test(rel))) continue
+      if (NEVER.has(name) || never.has(rel) || exc.some((r) => r.test(rel))) continue
       const st = statSync(full)
-      if (st.isDirectory()) walk(full)
-      else if (st.isFile() && (inc ? inc.some((r) => r.test(rel)) : !SOURCE.test(rel))) out.push(rel)
+      const isDir = st.isDirectory()
+      const why = hidden ?? (looksSecret(name) ? 'secret' : ignored.ignores(isDir ? `${rel}/` : rel) ? 'ignored' : undefined)
+      if (isDir) {
+        // An ignored directory may be large (data, build output): entered only for an exact include.
+        if (why === 'ignored' && ![...exact].some((p) => p.startsWith(`${rel}/`))) continue
+        walk(full, why)
+      } else if (st.isFile()) {
+        if (why !== undefined) {
+          if (exact.has(rel)) files.push(rel)
+          else if (why === 'secret') secrets.push(rel)
+        } else if (inc ? inc.some((r) => r.test(rel)) : !SOURCE.test(rel)) files.push(rel)
+      }
     }
   }
-  walk(dir)
-  return out
+  walk(dir, undefined)
+  return { files, secrets }
 }

@@ -1,8 +1,9 @@
 import { Command, Option } from 'commander'
-import type { EnsembleSpec, ServiceInfo } from '../builder/index.js'
+import type { BuildReport, ServiceInfo } from '../builder/index.js'
 import { BundleError } from '../errors/index.js'
 import type { BundleInfo, ModelStore } from '../store/index.js'
 import { confirm } from './confirm.js'
+import { ensembleChecker } from './ensemble-check.js'
 import { findService } from './load-service.js'
 import { humanSize, importLine, shortDate, structured, table, write } from './output.js'
 
@@ -35,10 +36,22 @@ async function serviceInfo(entry: string): Promise<ServiceInfo> {
   }
 }
 
-/** The runners' own check of an ensemble's wiring, at build time (the builder does not import runners). */
-async function ensembleChecker(): Promise<(name: string, spec: EnsembleSpec) => void> {
-  const { planEnsemble } = await import('../runners/index.js')
-  return (name, spec) => void planEnsemble(name, spec)
+/** What a build packaged (or would), on stderr: stdout stays the tag for scripts. */
+function printReport(report: BuildReport, dryRun: boolean): void {
+  const total = report.files.reduce((n, f) => n + f.size, 0)
+  const width = Math.max(...report.files.map((f) => f.path.length))
+  const lines = [`${dryRun ? 'would package' : 'packaged'} ${report.files.length} file${report.files.length === 1 ? '' : 's'} (${humanSize(total)}):`]
+  for (const f of report.files) lines.push(`  ${f.path.padEnd(width)}  ${humanSize(f.size)}`)
+  lines.push(`${dryRun ? 'would pin' : 'pinned'} ${report.models.length} model${report.models.length === 1 ? '' : 's'}:`)
+  for (const m of report.models) {
+    const notes = [...(m.alias ? [`alias ${m.alias}`] : []), ...(m.requested?.length ? [`for ${m.requested.join(', ')}`] : []), ...(m.wouldImport ? [`not stored: a build imports it from ${m.wouldImport}`] : [])]
+    lines.push(`  ${m.tag}  ${m.digest}${notes.length ? `  (${notes.join('; ')})` : ''}`)
+  }
+  if (report.secrets.length) {
+    const shown = report.secrets.slice(0, 20).join(', ') + (report.secrets.length > 20 ? `, and ${report.secrets.length - 20} more` : '')
+    lines.push(`warning: left out ${report.secrets.length} file${report.secrets.length === 1 ? '' : 's'} that may hold secrets: ${shown}; to ship one on purpose, list its exact path under include: in bundle.yaml`)
+  }
+  process.stderr.write(lines.join('\n') + '\n')
 }
 
 const summary = ({ manifest: _m, ...b }: Omit<BundleInfo, 'files'>) => b
@@ -51,12 +64,21 @@ export function bundleCommands(): Command[] {
     .option('--version <version>', 'bundle version; generated (sortable by time) when omitted')
     .option('--label <key=value>', 'label, repeatable', collect, [])
     .addOption(new Option('-o, --output <format>', 'what to print').choices(['tag', 'json', 'yaml']).default('tag'))
-    .action(async (dir: string, opts: { file?: string; version?: string; label: string[]; output: string }) => {
+    .option('--dry-run', 'list what would be packaged and pinned, and store nothing', false)
+    .action(async (dir: string, opts: { file?: string; version?: string; label: string[]; output: string; dryRun: boolean }) => {
       await withStore(async (store, lib) => {
-        const { buildBundle } = await import('../builder/index.js')
+        const { buildBundle, planBundle } = await import('../builder/index.js')
         const labels = lib.parseLabelArgs(opts.label) as Record<string, string>
         const checkEnsemble = await ensembleChecker()
-        const { bundle, status } = await buildBundle({ dir, ...(opts.file ? { file: opts.file } : {}), ...(opts.version ? { version: opts.version } : {}), labels, store, loadService: serviceInfo, checkEnsemble })
+        const options = { dir, ...(opts.file ? { file: opts.file } : {}), ...(opts.version ? { version: opts.version } : {}), labels, store, loadService: serviceInfo, checkEnsemble }
+        if (opts.dryRun) {
+          const report = await planBundle(options)
+          printReport(report, true)
+          if (opts.output !== 'tag') write(await structured(report, opts.output as 'json' | 'yaml'))
+          return
+        }
+        const { bundle, status, report } = await buildBundle(options)
+        printReport(report, false)
         if (status === 'unchanged') process.stderr.write(`unchanged: ${bundle.tag} already holds exactly this content (${bundle.digest})\n`)
         write(opts.output === 'tag' ? `${bundle.tag}\n` : await structured(summary(bundle), opts.output as 'json' | 'yaml'))
       })

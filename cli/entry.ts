@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { BundleError } from '../errors/index.js'
 import type { ServiceDefinition } from '../framework/index.js'
 import { loadService, parseEntry } from './load-service.js'
 import { isBundleDir, loadBundle } from './serve-bundle.js'
+import { isProjectDir, loadProject, projectConfigFor } from './serve-source.js'
 
 export interface Entry {
   definition: ServiceDefinition
@@ -21,25 +22,35 @@ async function fromBundleDir(dir: string): Promise<Entry> {
   return { definition, scope: `${manifest.name}-${digest.slice(0, 12)}` }
 }
 
-/** A service source file, a bundle directory, or a stored bundle's tag — in that order. */
+/**
+ * A bundle directory, a project directory (bundle.yaml), a service source file, or a stored
+ * bundle's tag — in that order. A source file that a bundle.yaml names as its `service:` is
+ * served with that bundle.yaml's model pins, env and ensembles, as its bundle would be.
+ */
 export async function resolveEntry(entry: string): Promise<Entry> {
   if (isBundleDir(entry)) return fromBundleDir(resolve(entry))
-  let source: string | undefined
+  if (isProjectDir(entry)) {
+    const { readBundleConfig } = await import('../builder/index.js')
+    const definition = await loadProject(await readBundleConfig(resolve(entry)))
+    return { definition, scope: definition.name }
+  }
+  let source: { file: string; className?: string } | undefined
   try {
-    source = parseEntry(entry).file
+    source = parseEntry(entry)
   } catch {
     // not a file entry: maybe a tag
   }
   // Something that looks like a source file is one (a missing file says so); anything else is a tag.
   if (source !== undefined) {
-    const definition = await loadService(entry)
+    const cfg = existsSync(source.file) ? await projectConfigFor(source.file, source.className) : undefined
+    const definition = cfg ? await loadProject(cfg, entry) : await loadService(entry)
     return { definition, scope: definition.name }
   }
   const { ModelStore, parseTag } = await import('../store/index.js')
   try {
     parseTag(entry)
   } catch {
-    throw new BundleError('E_SERVICE_LOAD', `"${entry}" is neither a service file (path/to/service.ts[:ClassName]), a bundle directory, nor a bundle tag`)
+    throw new BundleError('E_SERVICE_LOAD', `"${entry}" is neither a service file (path/to/service.ts[:ClassName]), a directory holding bundle.yaml or bundle.json, nor a bundle tag`)
   }
   const store = ModelStore.open()
   try {

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { register } from 'node:module'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import type { BundleManifest } from '../builder/index.js'
+import type { BundleManifest, EnsembleSpec } from '../builder/index.js'
 import { BundleError } from '../errors/index.js'
 import type { ServiceDefinition } from '../framework/index.js'
 
@@ -48,11 +48,13 @@ export async function loadBundle(dir: string): Promise<{ definition: ServiceDefi
     if (model === undefined) throw new BundleError('E_BUNDLE_INVALID', `bundle ${manifest.name}: runner ${runner.name} asks for ${tag}, which the bundle does not pin`)
     runner.pin(model.tag, model.digest)
   }
-  if (manifest.ensembles && Object.keys(manifest.ensembles).length) {
-    // bundle.yaml's ensembles join the service's runners; they start after the models they call.
-    const { ensemble } = await import('../runners/index.js')
-    const ensembles = Object.entries(manifest.ensembles).map(([name, spec]) => ensemble(name, spec))
-    return { definition: Object.freeze({ ...definition, runners: Object.freeze([...definition.runners, ...ensembles]) }), manifest }
-  }
-  return { definition, manifest }
+  return { definition: await withEnsembles(definition, manifest.ensembles), manifest }
+}
+
+/** bundle.yaml's ensembles join the service's runners; they start after the models they call. */
+export async function withEnsembles(definition: ServiceDefinition, ensembles: Record<string, EnsembleSpec> | undefined): Promise<ServiceDefinition> {
+  if (ensembles === undefined || Object.keys(ensembles).length === 0) return definition
+  const { ensemble } = await import('../runners/index.js')
+  const added = Object.entries(ensembles).map(([name, spec]) => ensemble(name, spec))
+  return Object.freeze({ ...definition, runners: Object.freeze([...definition.runners, ...added]) })
 }

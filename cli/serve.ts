@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readFileSync, watch } from 'node:fs'
+import { existsSync, readFileSync, statSync, watch } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { Command } from 'commander'
 import { BundleError } from '../errors/index.js'
@@ -39,7 +39,8 @@ function reloading(entry: string): void {
     })
   }
   let timer: NodeJS.Timeout | undefined
-  watch(dirname(parseEntry(entry).file), { recursive: true }, (_event, name) => {
+  const dir = existsSync(entry) && statSync(entry).isDirectory() ? resolve(entry) : dirname(parseEntry(entry).file)
+  watch(dir, { recursive: true }, (_event, name) => {
     if (name && /node_modules|\.git\//.test(String(name))) return
     clearTimeout(timer)
     timer = setTimeout(() => {
@@ -130,7 +131,7 @@ function serverLimits(opts: ServeFlags): Partial<Pick<ServeOptions, 'maxBodyByte
 
 export function serveCommand(): Command {
   return new Command('serve')
-    .description('serve a service over HTTP: ENTRY is path/to/service.ts[:ClassName], a stored bundle (name[:version]) or a bundle directory')
+    .description('serve a service over HTTP: ENTRY is path/to/service.ts[:ClassName], a project directory holding bundle.yaml, a stored bundle (name[:version]) or a bundle directory')
     .argument('<entry>')
     .option('-p, --port <port>', 'port to listen on (default $PORT or 3000)')
     .option('--host <host>', 'interface to bind (default 127.0.0.1, this machine only; use 0.0.0.0 in containers)')

@@ -15,7 +15,7 @@ const collect = (v: string, prev: string[]) => [...prev, v]
 export function workerCommand(): Command {
   return new Command('worker')
     .description('run the runners of a service or bundle for remote API servers (bundle serve --runners remote), fed through Redis')
-    .argument('<entry>', 'path/to/service.ts[:ClassName], a stored bundle (name[:version]) or a bundle directory')
+    .argument('<entry>', 'path/to/service.ts[:ClassName], a project directory holding bundle.yaml, a stored bundle (name[:version]) or a bundle directory')
     .option('--runner <name>', 'run only this runner (repeatable; default: all of them)', collect, [])
     .option('--concurrency <n>', 'batches taken at once per runner (default: the runner\'s worker processes)')
     .option('--redis <url>', 'Redis the API servers use (default $BUNDLE_REDIS_URL)')

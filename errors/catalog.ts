@@ -92,7 +92,7 @@ export const CATALOG = {
   E_SERVER_REQUEST_FAILED: entry(502, 1, 'The server given with --url refused the request; the message quotes its answer.', 'Fix what the quoted error says (model name, version, config, API key).'),
 
   // bundles
-  E_BUNDLE_CONFIG_INVALID: entry(400, 2, 'bundle.yaml is missing, unreadable, or has an unknown key or a bad value.', 'Fix the key the message names; README "Bundles" lists every key.'),
+  E_BUNDLE_CONFIG_INVALID: entry(400, 2, 'bundle.yaml is missing, unreadable, or has an unknown key or a bad value; or a runner asks for another version than models: pins, an ensemble names a tensor its model lacks, or include: names what never ships (node_modules, .git, the store).', 'Fix the key the message names; README "Bundles" lists every key, the pin rule and what a bundle never carries.'),
   E_BUNDLE_BUILD_FAILED: entry(400, 1, 'The service could not be compiled or its files collected.', 'Fix the error the message quotes (file and line), then build again.'),
   E_BUNDLE_NOT_FOUND: entry(404, 1, 'No stored bundle matches the tag.', 'Run `bundle list` to see stored bundles, or build/import one first.'),
   E_BUNDLE_EXISTS: entry(409, 1, 'A bundle is already stored under this name and version.', 'Choose another --version or delete the existing bundle first.'),

@@ -89,6 +89,54 @@ export function planEnsemble(name: string, o: EnsembleOptions): Plan {
   return { steps, deps, order, inputs, outputs: [...outputs] }
 }
 
+/** A step model's inputs and outputs, as its runner serves them (or as the store records them). */
+export type SignatureResolver = (model: string, version?: string) => { inputs: TensorSpec[]; outputs: TensorSpec[] }
+
+/**
+ * Checks a planned ensemble against its step models' signatures: every map key is an input or
+ * output the model has, every model input is fed, and a tensor that connects steps has one
+ * dtype. Returns the ensemble's own inputs and outputs. The server runs it when an ensemble
+ * starts, and `bundle build` runs it on the pinned models' stored signatures, so both agree.
+ */
+export function wireEnsemble(name: string, planned: Plan | EnsembleOptions, resolve: SignatureResolver): { inputs: TensorSpec[]; outputs: TensorSpec[] } {
+  const plan = 'order' in planned ? planned : planEnsemble(name, planned)
+  const names = (specs: TensorSpec[]) => specs.map((x) => `"${x.name}"`).join(', ') || 'none'
+  const sigs = plan.steps.map((s, i) => {
+    try {
+      return resolve(s.model, s.version)
+    } catch (err) {
+      throw bad(name, `step ${i + 1}: ${(err as Error).message}`)
+    }
+  })
+  const inputs = new Map<string, TensorSpec>()
+  const outputs = new Map<string, TensorSpec>()
+  plan.steps.forEach((s, i) => {
+    const { inputs: ins, outputs: outs } = sigs[i]!
+    for (const k of Object.keys(s.inputMap)) if (!ins.some((x) => x.name === k)) throw bad(name, `step ${i + 1}: ${s.model} has no input "${k}" (inputs: ${names(ins)})`)
+    for (const x of ins) if (!(x.name in s.inputMap)) throw bad(name, `step ${i + 1}: inputMap does not feed ${s.model}'s input "${x.name}"`)
+    for (const k of Object.keys(s.outputMap)) if (!outs.some((x) => x.name === k)) throw bad(name, `step ${i + 1}: ${s.model} has no output "${k}" (outputs: ${names(outs)})`)
+    for (const x of ins) {
+      const t = s.inputMap[x.name]!
+      const seen = inputs.get(t)
+      if (seen && seen.dtype !== x.dtype) throw bad(name, `tensor "${t}" feeds inputs of types ${seen.dtype} and ${x.dtype}`)
+      if (plan.inputs.includes(t)) inputs.set(t, { ...x, name: t })
+    }
+    for (const x of outs) if (x.name in s.outputMap) outputs.set(s.outputMap[x.name]!, { ...x, name: s.outputMap[x.name]! })
+  })
+  // Every produced output (not only the ensemble's) feeds its consumers with the dtype they take.
+  const produced = new Map<string, TensorSpec>()
+  plan.steps.forEach((s, i) => {
+    for (const x of sigs[i]!.outputs) if (x.name in s.outputMap) produced.set(s.outputMap[x.name]!, x)
+  })
+  plan.steps.forEach((s, i) => {
+    for (const x of sigs[i]!.inputs) {
+      const from = produced.get(s.inputMap[x.name]!)
+      if (from && from.dtype !== x.dtype) throw bad(name, `step ${i + 1}: ${s.model}'s input "${x.name}" takes ${x.dtype}, but tensor "${s.inputMap[x.name]}" is ${from.dtype}`)
+    }
+  })
+  return { inputs: plan.inputs.map((t) => inputs.get(t)!), outputs: plan.outputs.map((t) => outputs.get(t)!) }
+}
+
 /**
  * A declarative pipeline of hosted models (Triton's ensemble): each step's outputs feed later
  * steps' inputs by name, steps whose inputs are ready run concurrently, and every call goes
@@ -122,41 +170,10 @@ export class Ensemble {
   async start(): Promise<void> {
     const resolve = this.resolver
     if (resolve === undefined) throw bad(this.name, 'it is not part of a running server')
-    const inputs = new Map<string, TensorSpec>()
-    const outputs = new Map<string, TensorSpec>()
-    this.plan.steps.forEach((s, i) => {
-      let m: InferenceModel
-      try {
-        m = resolve(s.model, s.version)
-      } catch (err) {
-        throw bad(this.name, `step ${i + 1}: ${(err as Error).message}`)
-      }
-      const ins = m.inputs()
-      const outs = m.outputs()
-      const names = (specs: TensorSpec[]) => specs.map((x) => `"${x.name}"`).join(', ')
-      for (const k of Object.keys(s.inputMap)) if (!ins.some((x) => x.name === k)) throw bad(this.name, `step ${i + 1}: ${s.model} has no input "${k}" (inputs: ${names(ins)})`)
-      for (const x of ins) if (!(x.name in s.inputMap)) throw bad(this.name, `step ${i + 1}: inputMap does not feed ${s.model}'s input "${x.name}"`)
-      for (const k of Object.keys(s.outputMap)) if (!outs.some((x) => x.name === k)) throw bad(this.name, `step ${i + 1}: ${s.model} has no output "${k}" (outputs: ${names(outs)})`)
-      for (const x of ins) {
-        const t = s.inputMap[x.name]!
-        const seen = inputs.get(t)
-        if (seen && seen.dtype !== x.dtype) throw bad(this.name, `tensor "${t}" feeds inputs of types ${seen.dtype} and ${x.dtype}`)
-        if (this.plan.inputs.includes(t)) inputs.set(t, { ...x, name: t })
-      }
-      for (const x of outs) if (x.name in s.outputMap) outputs.set(s.outputMap[x.name]!, { ...x, name: s.outputMap[x.name]! })
+    this.specs = wireEnsemble(this.name, this.plan, (model, version) => {
+      const m = resolve(model, version)
+      return { inputs: m.inputs(), outputs: m.outputs() }
     })
-    // Every produced output (not only the ensemble's) feeds its consumers with the dtype they take.
-    const produced = new Map<string, TensorSpec>()
-    this.plan.steps.forEach((s) => {
-      for (const x of resolve(s.model, s.version).outputs()) if (x.name in s.outputMap) produced.set(s.outputMap[x.name]!, x)
-    })
-    this.plan.steps.forEach((s, i) => {
-      for (const x of resolve(s.model, s.version).inputs()) {
-        const from = produced.get(s.inputMap[x.name]!)
-        if (from && from.dtype !== x.dtype) throw bad(this.name, `step ${i + 1}: ${s.model}'s input "${x.name}" takes ${x.dtype}, but tensor "${s.inputMap[x.name]}" is ${from.dtype}`)
-      }
-    })
-    this.specs = { inputs: this.plan.inputs.map((t) => inputs.get(t)!), outputs: this.plan.outputs.map((t) => outputs.get(t)!) }
   }
 
   async stop(): Promise<void> {

@@ -11,6 +11,12 @@ export function signatureOf(model: ModelInfo, onnxPath: string): { inputs: Tenso
   return { inputs: (sig?.inputs ?? []).map(spec), outputs: (sig?.outputs ?? []).map(spec) }
 }
 
+/** The signature an onnx runner serves for a stored model: that of its (first) .onnx file. */
+export function modelSignature(model: ModelInfo): { inputs: TensorSpec[]; outputs: TensorSpec[] } | undefined {
+  const onnx = model.files.find((f) => f.path.endsWith('.onnx'))
+  return onnx === undefined ? undefined : signatureOf(model, onnx.path)
+}
+
 /** An onnx runner's loaded model as the Open Inference Protocol (/v2) describes and calls it. */
 export function inferenceModel(r: {
   name: string

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { BIN, bundle } from '../utils/cli.js'
 import { MODELS } from '../utils/models.js'
-import { tempDir } from '../utils/tmp.js'
+import { serveReady } from '../utils/serve.js'
+import { snapshot, tempDir } from '../utils/tmp.js'
 
 const QUICKSTART = fileURLToPath(new URL('../../examples/quickstart', import.meta.url))
 const REPO = fileURLToPath(new URL('../..', import.meta.url))
@@ -61,6 +62,27 @@ describe('bundle build', () => {
     assert.equal(manifest.dependencies.zod, (JSON.parse(readFileSync(join(REPO, 'node_modules/zod/package.json'), 'utf8')) as { version: string }).version, 'pinned to the installed version')
     const openapi = JSON.parse(readFileSync(join(dir, 'openapi.json'), 'utf8')) as { paths: Record<string, unknown> }
     assert.deepEqual(Object.keys(openapi.paths).filter((p) => p.startsWith('/classify')).sort(), ['/classify', '/classifyTensor'])
+  })
+
+  it('--dry-run lists the files and the models it would pin and writes nothing: no bundle, no imported model, the store unchanged', { timeout: 120_000 }, async () => {
+    const home = join(tempDir(), 'home')
+    const env = { BUNDLE_HOME: home }
+    assert.equal((await bundle(['models', 'list'], env)).code, 0) // an empty store
+    const files = () => Object.fromEntries(Object.entries(snapshot(home)).map(([p, size]) => [p, `${size} ${statSync(join(home, p)).mtimeMs}`]))
+    const before = files()
+    const r = await bundle(['build', QUICKSTART, '--dry-run'], env)
+    assert.equal(r.code, 0, r.stderr)
+    assert.equal(r.stdout, '', 'no tag: nothing was built')
+    assert.match(r.stderr, /^would package 1 file \([\d.]+ KiB\):\n {2}app\/service\.js +[\d.]+ KiB$/m)
+    const pinned = /^ {2}ocr-cls:2\.0\.0 {2}(sha256:[0-9a-f]{64}) {2}\(for ocr-cls:latest; not stored: a build imports it from @gutenye\/ocr-models\/assets\/ch_ppocr_mobile_v2\.0_cls_infer\.onnx\)$/m.exec(r.stderr)
+    assert.ok(pinned, r.stderr)
+    assert.deepEqual(files(), before, 'the store is unchanged')
+    assert.deepEqual(JSON.parse((await bundle(['models', 'list', '-o', 'json'], env)).stdout), [])
+    assert.deepEqual(JSON.parse((await bundle(['list', '-o', 'json'], env)).stdout), [])
+    // What it announced is what a build then pins.
+    const built = await bundle(['build', QUICKSTART, '-o', 'json'], env)
+    assert.equal(built.code, 0, built.stderr)
+    assert.equal((JSON.parse(built.stdout) as Listed).models[0]!.digest, pinned[1])
   })
 
   it('a model a stored bundle pins cannot be deleted without --force; deleting the bundle releases it', { timeout: 120_000 }, async () => {
@@ -128,50 +150,59 @@ describe('model aliases', () => {
 })
 
 describe('ensembles in bundle.yaml', () => {
-  it('are checked at build, pinned in the manifest and served by bundle serve as /v2 models', { timeout: 180_000 }, async () => {
+  it('are checked at build against the pinned models, pinned in the manifest, and served as /v2 models from the bundle and from source alike', { timeout: 240_000 }, async () => {
     const home = join(tempDir(), 'home')
     const src = mkdtempSync(join(REPO, '.test-tmp-'))
     after(() => rmSync(src, { recursive: true, force: true }))
     cpSync(QUICKSTART, src, { recursive: true })
     const yaml = readFileSync(join(src, 'bundle.yaml'), 'utf8')
     const withEnsemble = (steps: string) => writeFileSync(join(src, 'bundle.yaml'), `${yaml}ensembles:\n  direction:\n    steps:\n${steps}`)
+    const refused = async (re: RegExp) => {
+      const r = await bundle(['build', src], { BUNDLE_HOME: home })
+      assert.equal(r.code, 2, r.stderr)
+      assert.match(r.stderr, re)
+      assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace')
+      assert.equal(JSON.parse((await bundle(['list', '-o', 'json'], { BUNDLE_HOME: home })).stdout).length, 0, 'nothing stored')
+    }
     withEnsemble('      - model: ocr-det\n        inputMap: { x: image }\n        outputMap: { y: probs }\n')
-    const unknown = await bundle(['build', src], { BUNDLE_HOME: home })
-    assert.equal(unknown.code, 2)
-    assert.match(unknown.stderr, /ensembles\.direction\.steps\.0\.model: "ocr-det" is not an onnx runner of the service \(runners: ocr-cls\)/)
+    await refused(/ensembles\.direction\.steps\.0\.model: "ocr-det" is not an onnx runner of the service \(runners: ocr-cls\)/)
     withEnsemble('      - model: ocr-cls\n        inputMap: { x: a }\n        outputMap: { softmax_0.tmp_0: b }\n      - model: ocr-cls\n        inputMap: { x: b }\n        outputMap: { softmax_0.tmp_0: a }\n')
-    const cycle = await bundle(['build', src], { BUNDLE_HOME: home })
-    assert.equal(cycle.code, 2)
-    assert.match(cycle.stderr, /E_BUNDLE_CONFIG_INVALID: .*ensembles\.direction: ensemble "direction": every tensor a step consumes is produced by another step/)
+    await refused(/E_BUNDLE_CONFIG_INVALID: .*ensembles\.direction: ensemble "direction": every tensor a step consumes is produced by another step/)
+    // Tensors the pinned model does not have: named with the model's real inputs and outputs.
+    withEnsemble('      - model: ocr-cls\n        inputMap: { image: image }\n        outputMap: { softmax_0.tmp_0: probs }\n')
+    await refused(/^error E_BUNDLE_CONFIG_INVALID: \S+bundle\.yaml: ensembles\.direction: ensemble "direction": step 1: ocr-cls has no input "image" \(inputs: "x"\)$/m)
+    withEnsemble('      - model: ocr-cls\n        inputMap: { x: image }\n        outputMap: { probs: probs }\n')
+    await refused(/bundle\.yaml: ensembles\.direction: ensemble "direction": step 1: ocr-cls has no output "probs" \(outputs: "softmax_0\.tmp_0"\)/)
+    withEnsemble('      - model: ocr-cls\n        version: 3.0.0\n        inputMap: { x: image }\n        outputMap: { softmax_0.tmp_0: probs }\n')
+    await refused(/ensembles\.direction\.steps\.0\.version: "3\.0\.0", but runner ocr-cls serves ocr-cls:2\.0\.0/)
+
     withEnsemble('      - model: ocr-cls\n        inputMap: { x: image }\n        outputMap: { softmax_0.tmp_0: probs }\n')
     const built = await bundle(['build', src, '--version', '1.0.0', '-o', 'json'], { BUNDLE_HOME: home })
     assert.equal(built.code, 0, built.stderr)
-    const port = 21000 + Math.floor(Math.random() * 20000)
-    const child = spawn(process.execPath, [BIN, 'serve', 'quickstart:1.0.0', '--port', String(port)], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
-    const exited = new Promise((r) => child.on('exit', r))
-    try {
-      const url = `http://127.0.0.1:${port}`
-      let ready = false
-      for (let i = 0; i < 300 && !ready; i++) {
-        ready = (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200
-        if (!ready) await new Promise((r) => setTimeout(r, 100))
-      }
-      assert.ok(ready)
-      const meta = (await (await fetch(`${url}/v2/models/direction`)).json()) as { platform: string; inputs: { name: string; shape: number[] }[] }
-      assert.equal(meta.platform, 'ensemble')
-      assert.deepEqual(meta.inputs.map((i) => [i.name, i.shape]), [['image', [-1, 3, -1, -1]]])
-      const data = Array.from({ length: 3 * 48 * 192 }, (_, i) => ((i * 37) % 255) / 127.5 - 1)
-      const infer = async (model: string, input: string) => {
-        const r = await fetch(`${url}/v2/models/${model}/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: [{ name: input, shape: [1, 3, 48, 192], datatype: 'FP32', data }] }) })
-        assert.equal(r.status, 200)
-        return ((await r.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data
-      }
-      // The ensemble's one step is the model itself: the same probabilities.
-      assert.deepEqual(await infer('direction', 'image'), await infer('ocr-cls', 'x'))
-    } finally {
-      child.kill('SIGTERM')
-      await exited
+    const data = Array.from({ length: 3 * 48 * 192 }, (_, i) => ((i * 37) % 255) / 127.5 - 1)
+    const infer = async (url: string, model: string, input: string) => {
+      const r = await fetch(`${url}/v2/models/${model}/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: [{ name: input, shape: [1, 3, 48, 192], datatype: 'FP32', data }] }) })
+      assert.equal(r.status, 200)
+      return ((await r.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data
     }
+    const answers: number[][] = []
+    // The built bundle, then the project directory and its service file served from source.
+    for (const entry of ['quickstart:1.0.0', src, join(src, 'service.ts')]) {
+      const s = await serveReady(entry, [], { BUNDLE_HOME: home })
+      try {
+        const meta = (await (await fetch(`${s.url}/v2/models/direction`)).json()) as { platform: string; inputs: { name: string; shape: number[] }[] }
+        assert.equal(meta.platform, 'ensemble', entry)
+        assert.deepEqual(meta.inputs.map((i) => [i.name, i.shape]), [['image', [-1, 3, -1, -1]]])
+        const out = await infer(s.url, 'direction', 'image')
+        // The ensemble's one step is the model itself: the same probabilities.
+        assert.deepEqual(out, await infer(s.url, 'ocr-cls', 'x'))
+        answers.push(out)
+      } finally {
+        await s.stop('SIGTERM')
+      }
+    }
+    assert.deepEqual(answers[1], answers[0], 'from source, the same answer as from the bundle')
+    assert.deepEqual(answers[2], answers[0])
   })
 })
 
