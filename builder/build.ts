@@ -2,7 +2,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, wri
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve, sep } from 'node:path'
 import { BundleError, isBundleError } from '../errors/index.js'
-import type { BundleInfo, Labels, ModelInfo, ModelStore } from '../store/index.js'
+import { saveCommand, type BundleInfo, type Labels, type ModelInfo, type ModelStore } from '../store/index.js'
 import { compileService } from './compile.js'
 import { readBundleConfig, type ResolvedConfig } from './config.js'
 import { lockfileFor, pinDependencies } from './deps.js'
@@ -107,7 +107,7 @@ function storedModel(store: ModelStore, cfg: ResolvedConfig, runner: string, tag
     return store.get(tag)
   } catch (err) {
     if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND') {
-      throw new BundleError('E_STORE_MODEL_NOT_FOUND', `runner ${runner} needs model ${tag}, which is not in the store at ${store.home}; save it with \`bundle models save\`, or list it in ${cfg.file} under models: with a source:`)
+      throw new BundleError('E_STORE_MODEL_NOT_FOUND', `runner ${runner} needs model ${tag}, which is not in the store at ${store.home}; add it with: ${saveCommand(tag)} (or list it in ${cfg.file} under models: with a source:)`)
     }
     throw err
   }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { isAbsolute, join, resolve } from 'node:path'
 import semver from 'semver'
 import { BundleError, isBundleError } from '../errors/index.js'
-import { ModelStore, parseTag, type ModelInfo } from '../store/index.js'
+import { ModelStore, parseTag, saveCommand, type ModelInfo } from '../store/index.js'
 import type { ModelRequest, ResolvedConfig } from './config.js'
 import { findPackage, packageOf } from './deps.js'
 
@@ -61,7 +61,7 @@ function find(store: ModelStore, tag: string): ModelInfo | undefined {
 async function importModel(store: ModelStore, cfg: ResolvedConfig, m: ModelRequest): Promise<ModelInfo> {
   const q = parseTag(m.tag)
   if (m.source === undefined) {
-    throw new BundleError('E_STORE_MODEL_NOT_FOUND', `${cfg.file}: model ${m.tag} is not in the store at ${store.home}; run \`bundle models save ${q.name} PATH${q.kind === 'version' ? ` --version ${q.version}` : ''}\` (or \`bundle models import FILE\`), or give it a source: in ${cfg.file}`)
+    throw new BundleError('E_STORE_MODEL_NOT_FOUND', `${cfg.file}: model ${m.tag} is not in the store at ${store.home}; add it with: ${saveCommand(m.tag)} (or bundle models import FILE, or give it a source: in ${cfg.file})`)
   }
   if (q.kind !== 'version') throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${cfg.file}: models: ${m.tag} has a source, so its tag must be an exact name:version to save it under`)
   const path = sourcePath(cfg.dir, m.source)

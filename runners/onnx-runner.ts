@@ -1,5 +1,5 @@
 import { BundleError } from '../errors/index.js'
-import { ModelStore, type ModelInfo } from '../store/index.js'
+import { ModelStore, saveCommand, type ModelInfo } from '../store/index.js'
 import { Dispatcher, type DispatcherStats, type Slice } from './batching/dispatcher.js'
 import { mergeOverrides, type RunnerOverrides } from './config.js'
 import type { InferenceModel, TensorSpec } from './inference.js'
@@ -22,13 +22,6 @@ export type { BatchingOptions, OnnxRunnerOptions, WarmupOptions } from './onnx/o
 
 type Inputs = Record<string, RunnerTensor>
 type Outputs = Record<string, RunnerTensor>
-
-/** The command that stores a model under `tag` (a runner's tag may be a name, name:version or a range). */
-function saveHint(tag: string): string {
-  const [name, rest] = tag.split(/[:@]/) as [string, string | undefined]
-  const exact = tag.includes(':') && rest !== undefined && rest !== 'latest' ? ` --version ${rest}` : ''
-  return `bundle models save path/to/model.onnx --name ${name}${exact}`
-}
 
 /**
  * A model from the store, run by onnxruntime-node in worker processes behind the adaptive
@@ -242,7 +235,7 @@ export class OnnxRunner {
         info = store.get(tag)
       } catch (err) {
         if (pinned && (err as { code?: string }).code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag}, which is not in the store at ${store.home}; import the bundle's archive (it carries its models)`)
-        if ((err as { code?: string }).code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_STORE_MODEL_NOT_FOUND', `runner ${this.name} needs model ${tag}: ${(err as Error).message}; add it with: ${saveHint(tag)}`)
+        if ((err as { code?: string }).code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_STORE_MODEL_NOT_FOUND', `runner ${this.name} needs model ${tag}: ${(err as Error).message}; add it with: ${saveCommand(tag)}`)
         throw err
       }
       if (pinned && info.digest !== pinned.digest) throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag} with digest ${pinned.digest}, the store has ${info.digest}`)

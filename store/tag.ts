@@ -66,3 +66,18 @@ export function parseTag(tag: string): TagQuery {
 }
 
 export const formatTag = (name: string, version: string): string => `${name}:${version}`
+
+/**
+ * The command that stores a model so that `tag` finds it, for error hints a user can paste:
+ * `bundle models save path/to/model.onnx --name NAME [--version V]` (a version only when the tag
+ * names an exact one). `path` stands for the user's own file.
+ */
+export function saveCommand(tag: string, path = 'path/to/model.onnx'): string {
+  let q: TagQuery
+  try {
+    q = parseTag(tag)
+  } catch {
+    return `bundle models save ${path} --name NAME`
+  }
+  return `bundle models save ${path} --name ${q.name}${q.kind === 'version' ? ` --version ${q.version}` : ''}`
+}

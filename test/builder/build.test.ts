@@ -106,7 +106,7 @@ describe('bundle build', () => {
     writeFileSync(join(src, 'bundle.yaml'), 'service: service.ts\nmodels: [ocr-cls:2.0.0]\n')
     const missing = await bundle(['build', src], { BUNDLE_HOME: home })
     assert.equal(missing.code, 1)
-    assert.match(missing.stderr, /^error E_STORE_MODEL_NOT_FOUND: .*bundle models save ocr-cls PATH --version 2\.0\.0/m)
+    assert.match(missing.stderr, /^error E_STORE_MODEL_NOT_FOUND: .*add it with: bundle models save path\/to\/model\.onnx --name ocr-cls --version 2\.0\.0 /m)
     assert.doesNotMatch(missing.stderr, /\n\s+at /, 'no stack trace')
     writeFileSync(join(src, 'bundle.yaml'), 'service: broken.ts\n')
     writeFileSync(join(src, 'broken.ts'), 'export const x = (\n')

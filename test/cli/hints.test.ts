@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
-import { describe, it } from 'node:test'
+import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { bundle } from '../utils/cli.js'
 import { MODELS } from '../utils/models.js'
@@ -14,7 +14,7 @@ const MISSING = fileURLToPath(new URL('../fixtures/missing-model-service.ts', im
 
 /** The `bundle …` command an error message tells the user to run, as arguments. */
 function hintedCommand(message: string): string[] {
-  const m = /(?:add it with|run):? `?(bundle [^`;\n]+)`?/.exec(message)
+  const m = /(?:add it with|run):? `?(bundle [^`;\n(]+)`?/.exec(message)
   assert.ok(m, `the message names a command: ${message}`)
   return m[1]!.trim().split(/\s+/).slice(1)
 }
@@ -36,6 +36,26 @@ describe('error hints are commands that work', () => {
       assert.deepEqual(await r.json(), { model: 'hint-model:1.2.0' })
     } finally {
       await s.stop('SIGTERM')
+    }
+  })
+
+  it('bundle build of a project whose models are not stored: each hint, pasted, lets the build through', { timeout: 180_000 }, async () => {
+    const { cpSync, mkdtempSync, rmSync, writeFileSync } = await import('node:fs')
+    const quickstart = fileURLToPath(new URL('../../examples/quickstart', import.meta.url))
+    for (const yaml of ['service: service.ts\nmodels: [ocr-cls:2.0.0]\n', 'service: service.ts\n']) {
+      const env = { BUNDLE_HOME: join(tempDir(), 'home') }
+      // Inside the repository, so that the service resolves 'modelbundle' as a user's project does.
+      const src = mkdtempSync(join(fileURLToPath(new URL('../..', import.meta.url)), '.test-tmp-'))
+      after(() => rmSync(src, { recursive: true, force: true }))
+      cpSync(quickstart, src, { recursive: true })
+      writeFileSync(join(src, 'bundle.yaml'), yaml)
+      const failed = await bundle(['build', src, '--version', '1.0.0'], env)
+      assert.equal(failed.code, 1, failed.stderr)
+      assert.match(failed.stderr, /^error E_STORE_MODEL_NOT_FOUND: /)
+      const saved = await bundle(hintedCommand(failed.stderr).map((a) => (a === 'path/to/model.onnx' ? MODELS.cls : a)), env)
+      assert.equal(saved.code, 0, saved.stderr)
+      const built = await bundle(['build', src, '--version', '1.0.0'], env)
+      assert.equal(built.code, 0, `${yaml}: ${built.stderr}`)
     }
   })
 })
