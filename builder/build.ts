@@ -51,6 +51,8 @@ export interface BuildReport {
   files: PackagedFile[]
   /** Files left out because their names look like secrets (include: can name one exactly). */
   secrets: string[]
+  /** Symbolic links left out because they point outside the directory. */
+  outside: string[]
   /** Every model pinned; `wouldImport`: a dry run found it missing and a build imports it from there. */
   models: (BundleManifest['models'][number] & { wouldImport?: string })[]
 }
@@ -62,6 +64,7 @@ interface Prepared {
   models: BuildReport['models']
   files: string[]
   secrets: string[]
+  outside: string[]
 }
 
 /** Everything a build decides before it writes: config, models (imported unless a dry run), pins, checks, files. */
@@ -98,8 +101,8 @@ async function prepare(o: BuildOptions, dryRun: boolean): Promise<Prepared> {
     const rel = relative(cfg.dir, p).split(sep).join('/')
     return rel.startsWith('..') || rel === '' ? [] : [rel]
   }
-  const { files, secrets } = collectFiles(cfg.dir, { include: cfg.include, exclude: cfg.exclude, never: [...inside(cfg.file), ...inside(o.store.home)] })
-  return { cfg, entryFile, info, models: [...pinned.values()].sort((a, b) => (a.tag < b.tag ? -1 : 1)), files, secrets }
+  const { files, secrets, outside } = collectFiles(cfg.dir, { include: cfg.include, exclude: cfg.exclude, never: [...inside(cfg.file), ...inside(o.store.home)] })
+  return { cfg, entryFile, info, models: [...pinned.values()].sort((a, b) => (a.tag < b.tag ? -1 : 1)), files, secrets, outside }
 }
 
 function storedModel(store: ModelStore, cfg: ResolvedConfig, runner: string, tag: string): ModelInfo {
@@ -125,7 +128,7 @@ export async function planBundle(o: BuildOptions): Promise<BuildReport> {
   try {
     const compiled = await compileService(p.cfg.dir, p.entryFile, join(out, 'app'))
     const files = [sizeOf(out, `app/${compiled.entry}`), ...p.files.filter((f) => f !== compiled.entry).map((f) => ({ ...sizeOf(p.cfg.dir, f), path: `app/${f}` }))]
-    return { name: p.cfg.name ?? p.info.name, files: files.sort((a, b) => (a.path < b.path ? -1 : 1)), secrets: p.secrets, models: p.models }
+    return { name: p.cfg.name ?? p.info.name, files: files.sort((a, b) => (a.path < b.path ? -1 : 1)), secrets: p.secrets, outside: p.outside, models: p.models }
   } finally {
     rmSync(out, { recursive: true, force: true })
   }
@@ -137,7 +140,7 @@ export async function planBundle(o: BuildOptions): Promise<BuildReport> {
  * commits, and a failure leaves the store as it was (models imported from `source:` stay).
  */
 export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo; status: 'created' | 'unchanged'; report: BuildReport }> {
-  const { cfg, entryFile, info, models, files, secrets } = await prepare(o, false)
+  const { cfg, entryFile, info, models, files, secrets, outside } = await prepare(o, false)
   const staging = o.store.makeTempDir('build')
   try {
     const app = join(staging, 'app')
@@ -181,7 +184,7 @@ export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo
     const lock = lockfileFor(manifest.name, deps.direct, deps.closure, cfg.dir)
     if (lock) writeFileSync(join(staging, 'package-lock.json'), json(lock))
     const saved = await o.store.bundles.save({ name: manifest.name, ...(o.version ? { version: o.version } : {}), labels: { ...cfg.labels, ...o.labels }, dir: staging, manifest })
-    return { ...saved, report: { name: manifest.name, files: packaged, secrets, models } }
+    return { ...saved, report: { name: manifest.name, files: packaged, secrets, outside, models } }
   } finally {
     rmSync(staging, { recursive: true, force: true })
   }

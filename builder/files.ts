@@ -1,5 +1,5 @@
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
-import { join, relative, sep } from 'node:path'
+import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs'
+import { isAbsolute, join, relative, sep } from 'node:path'
 import ignore from 'ignore'
 import { BundleError } from '../errors/index.js'
 
@@ -64,6 +64,8 @@ export interface Collected {
   files: string[]
   /** Files left out because their name looks like a secret (not named exactly by include). */
   secrets: string[]
+  /** Symbolic links left out because they point outside the directory. */
+  outside: string[]
 }
 
 /**
@@ -88,15 +90,34 @@ export function collectFiles(dir: string, o: CollectOptions = {}): Collected {
   }
   const files: string[] = []
   const secrets: string[] = []
+  const outside: string[] = []
+  const root = realpathSync(dir)
   // `hidden`: why an enclosing directory is left out; only exact includes come back from inside it.
   const walk = (d: string, hidden: 'secret' | 'ignored' | undefined): void => {
     for (const name of readdirSync(d).sort()) {
       const full = join(d, name)
       const rel = relative(dir, full).split(sep).join('/')
       if (NEVER.has(name) || never.has(rel) || exc.some((r) => r.test(rel))) continue
+      // A link is followed only inside the project, and judged by its target's name too: a
+      // harmless-looking link to ~/.ssh/id_rsa must not carry the key into the bundle.
+      let linkedSecret = false
+      if (lstatSync(full).isSymbolicLink()) {
+        let target: string
+        try {
+          target = realpathSync(full)
+        } catch {
+          continue // dangling
+        }
+        const within = relative(root, target)
+        if (within.startsWith('..') || isAbsolute(within)) {
+          outside.push(rel)
+          continue
+        }
+        linkedSecret = within.split(sep).some(looksSecret)
+      }
       const st = statSync(full)
       const isDir = st.isDirectory()
-      const why = hidden ?? (looksSecret(name) ? 'secret' : ignored.ignores(isDir ? `${rel}/` : rel) ? 'ignored' : undefined)
+      const why = hidden ?? (looksSecret(name) || linkedSecret ? 'secret' : ignored.ignores(isDir ? `${rel}/` : rel) ? 'ignored' : undefined)
       if (isDir) {
         // An ignored directory may be large (data, build output): entered only for an exact include.
         if (why === 'ignored' && ![...exact].some((p) => p.startsWith(`${rel}/`))) continue
@@ -110,5 +131,5 @@ export function collectFiles(dir: string, o: CollectOptions = {}): Collected {
     }
   }
   walk(dir, undefined)
-  return { files, secrets }
+  return { files, secrets, outside }
 }

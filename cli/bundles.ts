@@ -51,6 +51,7 @@ function printReport(report: BuildReport, dryRun: boolean): void {
     const shown = report.secrets.slice(0, 20).join(', ') + (report.secrets.length > 20 ? `, and ${report.secrets.length - 20} more` : '')
     lines.push(`warning: left out ${report.secrets.length} file${report.secrets.length === 1 ? '' : 's'} that may hold secrets: ${shown}; to ship one on purpose, list its exact path under include: in bundle.yaml`)
   }
+  if (report.outside.length) lines.push(`warning: left out ${report.outside.length} symbolic link${report.outside.length === 1 ? '' : 's'} pointing outside the project: ${report.outside.slice(0, 20).join(', ')}; copy the file into the project to ship it`)
   process.stderr.write(lines.join('\n') + '\n')
 }
 

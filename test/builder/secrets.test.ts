@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { execFile, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -75,6 +75,7 @@ describe('secrets never ship', () => {
   after(() => rmSync(src, { recursive: true, force: true }))
   const home = join(src, STORE)
   const env = { BUNDLE_HOME: home }
+  const elsewhere = tempDir() // outside the project
   const markers = new Map<string, string>()
   const yaml = readFileSync(join(QUICKSTART, 'bundle.yaml'), 'utf8')
   // Globs that match every left-out file: none of them may bring one back; the exact path does.
@@ -90,6 +91,11 @@ describe('secrets never ship', () => {
       writeFileSync(join(src, f), `${marker}\n`)
     }
     writeFileSync(join(src, '.bundleignore'), '# more than the built-in set\nprivate/\n*.log\n')
+    // Harmless names, secret targets: a link out of the project, and one to a secret inside it.
+    const outside = join(elsewhere, 'id_rsa')
+    writeFileSync(outside, 'MARKER-outside-key\n')
+    symlinkSync(outside, join(src, 'assets/key.txt'))
+    symlinkSync('../.aws/credentials', join(src, 'assets/settings.txt'))
   })
 
   const leftOut = EXCLUDED.map((f) => `app/${f}`)
@@ -105,6 +111,8 @@ describe('secrets never ship', () => {
     for (const f of ['.env', 'sub/.env.local', '.npmrc', 'keys/server.key', '.ssh/id_rsa', '.aws/credentials', SHIPPED_SECRET]) assert.ok(warning.includes(f), `${f} named in: ${warning}`)
     assert.match(warning, /exact path under include:/)
     assert.doesNotMatch(warning, /node_modules|private\/notes|debug\.log|model-store/, 'only secret-looking files are warned about')
+    assert.ok(warning.includes('assets/settings.txt'), 'a link to a secret counts as one')
+    assert.match(r.stderr, /^warning: left out 1 symbolic link pointing outside the project: assets\/key\.txt;/m)
     const dir = (await bundle(['get', 'quickstart:0.1.0', '-o', 'path'], env)).stdout.trim()
     const files = filesUnder(dir)
     assert.deepEqual(files.filter((f) => f.startsWith('app/')), ['app/assets/readme.txt', 'app/service.js'])
