@@ -212,6 +212,8 @@ export class OnnxRunner {
     const next = await this.prepare(tag, undefined)
     const previous = { dispatcher: this.dispatcher, pool: this.pool }
     this.apply(next)
+    // The operator chose this version: an idle unload later loads it again, not the old pin.
+    if (this.pinned) this.pinned = { tag: next.model.tag, digest: next.model.digest }
     await previous.dispatcher?.drain()
     await previous.pool?.stop()
   }

@@ -41,6 +41,23 @@ describe('idle models leave memory and come back on the next request', () => {
     assert.equal(workers('idle-a').length, 1)
   })
 
+  it('a pinned runner swapped to another version comes back from an idle unload with that version', { timeout: 60_000 }, async () => {
+    await ready
+    const store = ModelStore.open({ home })
+    const spec = (op: string) => ({ nodes: [{ op, inputs: ['x'], outputs: ['y'] }], inputs: [{ name: 'x', dtype: 'float32' as const, dims: ['n', 4] }], outputs: [{ name: 'y', dtype: 'float32' as const, dims: ['n', 4] }] })
+    const v1 = await store.save({ name: 'flip', version: '1.0.0', paths: [writeOnnxModel(join(dir, 'flip-1.onnx'), spec('Identity'))] })
+    await store.save({ name: 'flip', version: '2.0.0', paths: [writeOnnxModel(join(dir, 'flip-2.onnx'), spec('Neg'))] })
+    store.close()
+    const runner = new OnnxRunner('flip:1.0.0', { name: 'idle-b', home, idleUnloadMs: 300 })
+    runner.pin(v1.tag, v1.digest) // as a bundle pins it
+    await runner.start()
+    after(() => runner.stop())
+    await runner.swap('flip:2.0.0')
+    assert.deepEqual(Array.from((await runner.run({ x })).y!.data as Float32Array), [-1, -2, -3, -4])
+    await until('the idle unload', () => !runner.loaded())
+    assert.deepEqual(Array.from((await runner.run({ x })).y!.data as Float32Array), [-1, -2, -3, -4], 'the swapped-in version, not a pin mismatch')
+  })
+
   it('through the server: the repository index and metrics show it, /v2 inference brings it back', { timeout: 60_000 }, async () => {
     await ready
     const def = defineService({ name: 'idle-svc', apis: { ping: defineApi({ input: io.text(), output: io.text(), handler: async (t) => t }) } })
