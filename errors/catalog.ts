@@ -76,8 +76,8 @@ export const CATALOG = {
   E_ENSEMBLE_INVALID: entry(400, 1, 'An ensemble is wired wrong: a step names an unknown model, input or output, a tensor has two producers, or steps form a cycle.', 'Fix the step the message names (GET /v2/models/MODEL shows its inputs and outputs).'),
   E_RUNNER_STOPPED: entry(503, 1, 'The runner is stopping or stopped.', 'Retry against a running server.'),
 
-  E_REMOTE_UNAVAILABLE: entry(503, 1, 'Redis, which carries batches to remote runner workers (or tasks and the response cache), cannot be reached.', 'Check that Redis at the --redis URL runs; calls resume by themselves once it is back (GET /readyz says why it is not ready).'),
-  E_REMOTE_NO_WORKERS: entry(503, 1, 'No remote worker took the batch before its deadline (none running for this runner, or all busy).', 'Start workers: bundle worker TAG --runner NAME --redis URL; or raise timeoutMs.'),
+  E_REMOTE_UNAVAILABLE: entry(503, 1, 'Redis, which carries batches to remote runner workers (or tasks and the response cache), cannot be reached; or a batch failed three times on workers whose Redis connection broke while moving it.', 'Check that Redis at the --redis URL runs; calls resume by themselves once it is back (GET /readyz says why it is not ready).'),
+  E_REMOTE_NO_WORKERS: entry(503, 1, 'No remote worker took the batch: none was live (by heartbeat) for the grace (--remote-grace, default 2000 ms), or all were busy until its deadline.', 'Start workers: bundle worker TAG --runner NAME --redis URL (GET /readyz says when one is live); or raise --remote-grace or timeoutMs.'),
   E_REMOTE_MODEL_MISMATCH: entry(503, 1, 'A remote worker runs another version of the model than the API server serves.', 'Run API servers and workers of the same bundle (bundle serve TAG and bundle worker TAG).'),
   E_TASK_NOT_FOUND: entry(404, 2, 'No task with this id (never submitted, or its record expired).', 'Check the taskId that submit returned; finished tasks are kept for a day.'),
   E_TASK_NOT_FINISHED: entry(409, 1, 'The task is still pending or running, so it has no result yet.', 'Poll GET <route>/status?taskId=… until it says success, then fetch the result.'),

@@ -217,6 +217,9 @@ export class RemotePool {
       }, this.o.timeoutMs)
       this.pending.set(jobId, { resolve, reject, timer, started: false })
     })
+    // It may be rejected (Redis lost, grace over) while the batch is still being queued, before
+    // anyone awaits it: that must not count as an unhandled rejection, which ends the process.
+    result.catch(() => undefined)
     if (this.live.workers === 0) this.armGrace(jobId)
     try {
       const data: JobData = { method, args: await pack(this.o.link, this.payloadKey(jobId), args, this.o.timeoutMs + 5_000), deadline, ...(this.o.digest ? { digest: this.o.digest } : {}) }

@@ -353,4 +353,31 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await served.close()
     await Promise.all([api, a].map((l) => l!.close()))
   })
+
+  it('Redis lost while a batch is being queued: the call fails with 503 E_REMOTE_UNAVAILABLE and nothing else (no unhandled rejection)', { timeout: 60_000 }, async () => {
+    const [link, workerLink] = [0, 1].map(() => new RedisLink(redis.url, 'mbtest')) as [RedisLink, RedisLink]
+    const queue = `tq${process.pid}.run`
+    const served = await serveQueue({ link: workerLink, queue, runner: { name: 't', execute: async () => 'ran' } })
+    const pool = new RemotePool({ link, queue, runner: 't', timeoutMs: 20_000 })
+    await pool.start()
+    const unhandled: unknown[] = []
+    const seen = (e: unknown) => unhandled.push(e)
+    process.on('unhandledRejection', seen)
+    try {
+      for (let i = 0; i < 5; i++) {
+        // A payload large enough to be stored first; the connection drops while it is.
+        const call = pool.run('run', { big: new Float32Array(40_000) })
+        link.client().disconnect(true)
+        await assert.rejects(call, (err: any) => err.code === 'E_REMOTE_UNAVAILABLE')
+        await link.connected(10_000)
+      }
+      await new Promise((r) => setImmediate(r))
+      assert.deepEqual(unhandled, [])
+    } finally {
+      process.off('unhandledRejection', seen)
+      await pool.stop()
+      await served.close()
+      await Promise.all([link.close(), workerLink.close()])
+    }
+  })
 })
