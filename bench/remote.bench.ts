@@ -49,7 +49,9 @@ async function serve(entry: string, port: number, remote: boolean, env: Record<s
   // A remote API server is ready once a worker is live; before that it says it waits for one.
   await until(`serve ${entry}`, async () => {
     const r = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined)
-    return r?.status === 200 || (remote && /no live remote worker/.test(((await r?.json().catch(() => ({}))) as { reason?: string }).reason ?? ''))
+    if (r === undefined) return false
+    const body = (await r.json().catch(() => ({}))) as { reason?: string }
+    return r.status === 200 || (remote && /no live remote worker/.test(body.reason ?? ''))
   })
   return p.child
 }
