@@ -46,9 +46,17 @@ async function stop(child: ChildProcess): Promise<void> {
 
 async function serve(entry: string, port: number, remote: boolean, env: Record<string, string>): Promise<ChildProcess> {
   const p = start(['serve', entry, '--port', String(port), ...(remote ? ['--runners', 'remote', '--redis', redis] : [])], env)
-  await until(`serve ${entry}`, async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200)
+  // A remote API server is ready once a worker is live; before that it says it waits for one.
+  await until(`serve ${entry}`, async () => {
+    const r = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined)
+    if (r === undefined) return false
+    const body = (await r.json().catch(() => ({}))) as { reason?: string }
+    return r.status === 200 || (remote && /no live remote worker/.test(body.reason ?? ''))
+  })
   return p.child
 }
+
+const ready = (port: number) => until(`ready on ${port}`, async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200)
 
 async function workers(entry: string, n: number, env: Record<string, string>): Promise<ChildProcess[]> {
   const ws = Array.from({ length: n }, () => start(['worker', entry, '--redis', redis], env))
@@ -90,6 +98,7 @@ try {
   await stop(local)
   const rapi = await serve(SERVICE, 24201, true, none)
   ws = await workers(SERVICE, 1, none)
+  await ready(24201)
   const rr = await load('http://127.0.0.1:24201/double', '{"x":1}', 1)
   await Promise.all([stop(rapi), ...ws.map(stop)])
   sections.push(
@@ -107,6 +116,7 @@ try {
   await stop(q)
   ws = await workers(QUICKSTART, 1, bound)
   const qr = await serve(QUICKSTART, 24301, true, bound)
+  await ready(24301)
   const qrr = [await load('http://127.0.0.1:24301/classify', png, 1, 'image/png'), await load('http://127.0.0.1:24301/classify', png, 8, 'image/png')]
   await Promise.all([stop(qr), ...ws.map(stop)])
   for (const [i, c] of [1, 8].entries()) {

@@ -96,6 +96,7 @@ interface ServeFlags {
   reload: boolean
   runners: string
   redis?: string
+  remoteGrace?: string
 }
 
 /** An origin as browsers send it (scheme://host[:port]), or `*`. */
@@ -150,6 +151,7 @@ export function serveCommand(): Command {
     .option('--reload', 'restart when source files change (development)', false)
     .option('--runners <where>', 'local: runner workers are child processes here; remote: batches go to `bundle worker` processes through Redis', 'local')
     .option('--redis <url>', 'Redis for remote runners, response caches and tasks (default $BUNDLE_REDIS_URL)')
+    .option('--remote-grace <ms>', 'remote runners: while no worker is live, how long a batch waits for one before 503 E_REMOTE_NO_WORKERS (default $BUNDLE_REMOTE_GRACE_MS or 2000; 0 = at once)')
     .action(async (entry: string, opts: ServeFlags) => {
       if (opts.reload) {
         followParentUnderNpm()
@@ -157,6 +159,9 @@ export function serveCommand(): Command {
       }
       const limits = serverLimits(opts)
       if (opts.runners !== 'local' && opts.runners !== 'remote') throw new BundleError('E_CLI_USAGE', `--runners must be local or remote, not "${opts.runners}"`)
+      if (opts.remoteGrace !== undefined && opts.runners !== 'remote') throw new BundleError('E_CLI_USAGE', '--remote-grace applies to remote runners: add --runners remote')
+      // The environment's value is checked too, but only where it applies (one image may run both ways).
+      const graceMs = opts.runners === 'remote' ? (wholeNumber('--remote-grace', opts.remoteGrace, 0) ?? wholeNumber('BUNDLE_REMOTE_GRACE_MS', process.env.BUNDLE_REMOTE_GRACE_MS || undefined, 0)) : undefined
       // Redis: always for remote runners; otherwise when given (response caches, tasks).
       const url = opts.runners === 'remote' ? redisUrl(opts.redis, '--runners remote') : (opts.redis ?? (process.env.BUNDLE_REDIS_URL || undefined))
       const runnerConfig = opts.config === undefined ? undefined : await readServeConfig(opts.config)
@@ -173,7 +178,7 @@ export function serveCommand(): Command {
         ...(opts.accessLog === false ? { accessLog: false } : {}),
         ...(runnerConfig ? { runnerConfig } : {}),
         ...(link ? { redis: link, scope } : {}),
-        ...(link && opts.runners === 'remote' ? { remote: { link, scope } } : {}),
+        ...(link && opts.runners === 'remote' ? { remote: { link, scope, ...(graceMs !== undefined ? { graceMs } : {}) } } : {}),
       })
     })
 }

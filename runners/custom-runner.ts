@@ -90,8 +90,9 @@ export class CustomRunner {
     return this.pool instanceof RemotePool ? this.pool.state() : undefined
   }
 
+  /** Why the runner cannot serve now, beyond starting (remote mode: Redis down, or no live worker). */
   notReadyReason(): string | undefined {
-    return this.remote?.link.unavailable()
+    return this.pool instanceof RemotePool ? this.pool.notReadyReason() : this.remote?.link.unavailable()
   }
 
   async start(): Promise<void> {
@@ -100,7 +101,7 @@ export class CustomRunner {
     const workers = this.options.workers ?? 1
     const timeoutMs = this.options.timeoutMs ?? 30_000
     this.pool = this.remote
-      ? new RemotePool({ link: this.remote.link, queue: this.remote.queue, runner: this.name, timeoutMs, onCapacity: (slots) => this.dispatchers.forEach((d) => d.setSlots(slots)) })
+      ? new RemotePool({ link: this.remote.link, queue: this.remote.queue, runner: this.name, timeoutMs, ...(this.remote.graceMs !== undefined ? { graceMs: this.remote.graceMs } : {}), onCapacity: (slots) => this.dispatchers.forEach((d) => d.setSlots(slots)) })
       : new WorkerPool({ runner: this.name, workers, timeoutMs, backend: { kind: 'custom', module, exportName: this.source.export } })
     try {
       await this.pool.start()

@@ -251,14 +251,14 @@ export class OnnxRunner {
     }
   }
 
-  /** Why the runner cannot serve now, when it is for a reason beyond starting (Redis down in remote mode). */
   /** Remote mode: live remote workers and batches waiting for one (metrics). */
   remoteState(): { workers: number; queued: number } | undefined {
     return this.pool instanceof RemotePool ? this.pool.state() : undefined
   }
 
+  /** Why the runner cannot serve now, beyond starting (remote mode: Redis down, or no live worker). */
   notReadyReason(): string | undefined {
-    return this.remote?.link.unavailable()
+    return this.pool instanceof RemotePool ? this.pool.notReadyReason() : this.remote?.link.unavailable()
   }
 
   ready(): boolean {
@@ -280,7 +280,7 @@ export class OnnxRunner {
     let pool: RemotePool | undefined
     const dispatcher = this.newDispatcher(1, () => pool!)
     // The batcher sends as many batches at once as the live workers take.
-    pool = new RemotePool({ link: remote.link, queue: remote.queue, runner: this.name, timeoutMs: this.options.timeoutMs ?? 30_000, digest: model.digest, onCapacity: (slots) => dispatcher.setSlots(slots) })
+    pool = new RemotePool({ link: remote.link, queue: remote.queue, runner: this.name, timeoutMs: this.options.timeoutMs ?? 30_000, digest: model.digest, ...(remote.graceMs !== undefined ? { graceMs: remote.graceMs } : {}), onCapacity: (slots) => dispatcher.setSlots(slots) })
     await pool.start()
     return { model, signature: signatureOf(model, onnxPath), warmupPlan: 'on the remote workers', workers: 0, pool, dispatcher }
   }

@@ -40,8 +40,12 @@ export interface AppOptions {
   redis?: RedisLink
   /** Names queues in Redis (tasks): the bundle or service (default the service name). */
   scope?: string
-  /** Runners send their batches to remote workers through this Redis; queues are named after `scope` (bundle or service). */
-  remote?: { link: RedisLink; scope: string }
+  /**
+   * Runners send their batches to remote workers through this Redis; queues are named after
+   * `scope` (bundle or service). `graceMs`: while no worker is live, how long a batch waits for
+   * one before 503 E_REMOTE_NO_WORKERS (default 2 000; 0 = at once).
+   */
+  remote?: { link: RedisLink; scope: string; graceMs?: number }
 }
 
 export type Phase = 'starting' | 'ready' | 'draining' | 'stopped' | 'failed'
@@ -166,12 +170,20 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     return why ? `${r.name} (${why})` : r.name
   }
 
+  /** Why a started service cannot serve now: a runner, or the tasks' Redis. */
+  const notReady = (): string | undefined => {
+    const runner = runnersReady()
+    if (runner !== undefined) return `runner ${runner} is not ready`
+    const t = tasks?.notReadyReason()
+    return t === undefined ? undefined : `tasks are not ready (${t})`
+  }
+
   app.get('/livez', (c) => c.json({ status: 'live' }))
   app.get('/healthz', (c) => c.json({ status: 'live' }))
   app.get('/readyz', (c) => {
-    const waiting = phase === 'ready' ? runnersReady() : undefined
+    const waiting = phase === 'ready' ? notReady() : undefined
     if (phase === 'ready' && waiting === undefined) return c.json({ status: 'ready' })
-    return c.json({ status: phase === 'ready' ? 'not ready' : phase, reason: waiting !== undefined ? `runner ${waiting} is not ready` : reason }, 503)
+    return c.json({ status: phase === 'ready' ? 'not ready' : phase, reason: waiting ?? reason }, 503)
   })
   app.get('/runners', (c) =>
     c.json(definition.runners.map((r) => ({ name: r.name, ready: r.ready?.() ?? true, config: r.effectiveConfig?.() ?? {}, ...(r.stats?.() ? { batcher: r.stats() } : {}) }))),
@@ -188,7 +200,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   app.get('/', (c) => c.redirect('/docs'))
   mountV2(app, {
     repository,
-    ready: () => phase === 'ready' && runnersReady() === undefined,
+    ready: () => phase === 'ready' && notReady() === undefined,
     maxBodyBytes: maxBody,
     version: frameworkVersion(),
     log,
@@ -341,7 +353,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
           const redis = options.redis ?? options.remote?.link
           if (redis) for (const r of definition.runners) r.useRedis?.(redis)
           const remote = options.remote
-          if (remote) for (const r of definition.runners) r.useRemote?.({ link: remote.link, queue: queueName(remote.scope, r.name) })
+          if (remote) for (const r of definition.runners) r.useRemote?.({ link: remote.link, queue: queueName(remote.scope, r.name), ...(remote.graceMs !== undefined ? { graceMs: remote.graceMs } : {}) })
           instance = definition.create()
           for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
           // Ensembles check their steps against the models, so they start after every runner.

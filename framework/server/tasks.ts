@@ -3,7 +3,7 @@ import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq'
 import type { Context, Hono } from 'hono'
 import type { Logger } from 'pino'
 import { BundleError, isBundleError } from '../../errors/index.js'
-import { pack, unpack, type Packed, type RedisLink } from '../../runners/index.js'
+import { isTransportError, pack, unpack, type Packed, type RedisLink } from '../../runners/index.js'
 import type { ApiDefinition } from '../service/definition.js'
 
 // Durable async tasks (@task): each task API has a BullMQ queue in Redis, so a task is seen by
@@ -65,6 +65,11 @@ export class TaskService {
     return q
   }
 
+  /** Why tasks cannot be submitted or read now (their Redis is unreachable), for /readyz; undefined when they can. */
+  notReadyReason(): string | undefined {
+    return this.o.link.unavailable()
+  }
+
   /** Opens the queues and starts this server's share of the work. */
   async start(instance: Record<string, unknown>): Promise<void> {
     const { link } = this.o
@@ -113,7 +118,7 @@ export class TaskService {
       if (err instanceof UnrecoverableError) throw err
       if (this.stopping) throw err // shutting down: the lock lapses and the task runs elsewhere
       // Redis itself failing is not the task's fault: a plain error is retried (3 attempts).
-      if (!isBundleError(err) && this.o.link.unavailable() !== undefined) throw new Error('Redis was unreachable while the task ran')
+      if (isTransportError(err) || (!isBundleError(err) && this.o.link.unavailable() !== undefined)) throw new Error('Redis was unreachable while the task ran')
       // What a client may read in /status: our coded messages; anything else stays in the log.
       this.o.log.error({ err, task: id, api: a.name }, 'task failed')
       throw new UnrecoverableError(isBundleError(err) && err.status < 500 ? `${err.code}: ${err.message}` : 'the task failed; the server log has the details')

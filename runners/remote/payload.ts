@@ -24,13 +24,35 @@ export interface JobData {
   digest?: string
 }
 
+/**
+ * How a worker marks a job it failed for a transport reason (BullMQ retries it; the last
+ * attempt's failed reason starts with this), so the API server answers 503, never 500.
+ */
+export const TRANSPORT_FAILURE = 'E_REMOTE_UNAVAILABLE'
+
 /** What a worker answers: the serialized result, or an error with its catalog code. */
 export type JobResult = { ok: Packed } | { error: { code?: string; message: string }; stale?: boolean }
+
+/**
+ * A Redis call of pack/unpack that failed: the connection, not the data. Thrown as
+ * E_REMOTE_UNAVAILABLE, so a worker hands the batch to another worker instead of answering
+ * with an error, and a client gets a retryable 503 instead of a 500.
+ */
+function transport(err: unknown, what: string): BundleError {
+  return new BundleError('E_REMOTE_UNAVAILABLE', `Redis failed while ${what}; retry shortly`, { cause: err })
+}
+
+/** Whether an error from pack/unpack (or a Redis call like them) was the connection failing. */
+export const isTransportError = (err: unknown): boolean => (err as { code?: unknown } | undefined)?.code === 'E_REMOTE_UNAVAILABLE'
 
 export async function pack(link: RedisLink, key: string, value: unknown, ttlMs: number): Promise<Packed> {
   const bytes = serialize(value)
   if (bytes.byteLength < INLINE_MAX) return { b64: bytes.toString('base64') }
-  await link.client().set(key, bytes, 'PX', Math.max(1_000, Math.ceil(ttlMs)))
+  try {
+    await link.client().set(key, bytes, 'PX', Math.max(1_000, Math.ceil(ttlMs)))
+  } catch (err) {
+    throw transport(err, 'storing a payload')
+  }
   return { ref: key }
 }
 
@@ -42,7 +64,11 @@ export async function unpack(link: RedisLink, p: Packed, consume: boolean): Prom
   let bytes: Buffer | null
   if ('b64' in p) bytes = Buffer.from(p.b64, 'base64')
   else {
-    bytes = consume ? await link.client().getdelBuffer(p.ref) : await link.client().getBuffer(p.ref)
+    try {
+      bytes = consume ? await link.client().getdelBuffer(p.ref) : await link.client().getBuffer(p.ref)
+    } catch (err) {
+      throw transport(err, 'reading a payload')
+    }
     if (bytes === null) throw new BundleError('E_RUNNER_TIMEOUT', 'the batch payload expired in Redis before it was read')
   }
   try {

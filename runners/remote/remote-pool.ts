@@ -3,7 +3,12 @@ import { Queue, QueueEvents } from 'bullmq'
 import { BundleError, CATALOG, type ErrorCode } from '../../errors/index.js'
 import { announce, capacity } from './capacity.js'
 import type { RedisLink } from './link.js'
-import { pack, unpack, type JobData, type JobResult } from './payload.js'
+import { pack, TRANSPORT_FAILURE, unpack, type JobData, type JobResult } from './payload.js'
+
+/** How long a batch waits for a worker while none is live (serve --remote-grace). */
+export const DEFAULT_REMOTE_GRACE_MS = 2_000
+/** Times a batch is tried when workers lose Redis while moving it (each time on a worker whose Redis answers). */
+const ATTEMPTS = 3
 
 export interface RemotePoolOptions {
   link: RedisLink
@@ -16,12 +21,19 @@ export interface RemotePoolOptions {
   onCapacity?: (slots: number) => void
   /** The model's content digest, checked by the workers (onnx runners). */
   digest?: string
+  /**
+   * While no worker is live, a batch waits at most this long for one (default 2 000 ms; 0 fails
+   * at once), then fails with E_REMOTE_NO_WORKERS and leaves the queue.
+   */
+  graceMs?: number
 }
 
 interface Pending {
   resolve: (v: unknown) => void
   reject: (e: unknown) => void
   timer: NodeJS.Timeout
+  /** Set while no worker is live: when the batch stops waiting for one. */
+  grace?: NodeJS.Timeout | undefined
   started: boolean
 }
 
@@ -31,6 +43,8 @@ interface Pending {
  * runner's queue; its answer arrives through the queue's event stream. A batch waits at most
  * until its deadline, which travels with the job so workers skip batches nobody waits for.
  * While Redis is down, calls fail at once with E_REMOTE_UNAVAILABLE; those waiting fail too.
+ * While no worker is live (by heartbeat), a batch waits a short grace for one, then fails with
+ * E_REMOTE_NO_WORKERS and is taken off the queue; the runner is not ready meanwhile.
  */
 export class RemotePool {
   private queue: Queue | undefined
@@ -44,7 +58,11 @@ export class RemotePool {
   private queued = 0
   readonly restarts = 0
 
-  constructor(private readonly o: RemotePoolOptions) {}
+  private readonly graceMs: number
+
+  constructor(private readonly o: RemotePoolOptions) {
+    this.graceMs = o.graceMs ?? DEFAULT_REMOTE_GRACE_MS
+  }
 
   async start(): Promise<void> {
     const { link, queue } = this.o
@@ -56,23 +74,30 @@ export class RemotePool {
     this.events.on('error', () => undefined)
     this.events.on('active', ({ jobId }) => {
       const p = this.pending.get(jobId)
-      if (p) p.started = true
+      if (p === undefined) return
+      p.started = true
+      clearTimeout(p.grace)
+      p.grace = undefined
+    })
+    // A failed attempt that BullMQ retries puts the job back in the queue ('waiting' from
+    // 'active'); only the last attempt's failure comes as 'failed'.
+    this.events.on('waiting', ({ jobId, prev }) => {
+      const p = prev === 'active' ? this.pending.get(jobId) : undefined
+      if (p === undefined) return
+      p.started = false
+      if (this.live.workers === 0) this.armGrace(jobId)
     })
     this.events.on('completed', ({ jobId, returnvalue }) => this.settle(jobId, returnvalue as unknown))
     this.events.on('failed', ({ jobId, failedReason }) => this.settle(jobId, undefined, failedReason))
     // Requests waiting on a Redis that went away would wait for answers that may never come.
     this.offLink = link.onChange((up) => {
       if (up) return
-      for (const [id, p] of this.pending) {
-        clearTimeout(p.timer)
-        this.pending.delete(id)
-        p.reject(new BundleError('E_REMOTE_UNAVAILABLE', `runner ${this.o.runner}: lost Redis while its batch was out`))
-      }
+      for (const id of [...this.pending.keys()]) this.take(id)?.reject(new BundleError('E_REMOTE_UNAVAILABLE', `runner ${this.o.runner}: lost Redis while its batch was out`))
     })
     const refresh = async () => {
       try {
         const [live, apis, counts] = await Promise.all([capacity(link, queue), capacity(link, queue, 'apis'), this.queue!.getJobCounts('wait', 'prioritized')])
-        this.live = live
+        this.setLive(live)
         this.queued = (counts.wait ?? 0) + (counts.prioritized ?? 0)
         // Each API server sends its share of what the workers take at once, so replicas do not
         // each fill every worker (that would only queue batches in Redis).
@@ -91,8 +116,72 @@ export class RemotePool {
     this.poll.unref()
   }
 
+  /** Ready while Redis is reachable and at least one worker is live. */
   ready(): boolean {
-    return this.o.link.unavailable() === undefined
+    return this.notReadyReason() === undefined
+  }
+
+  /** Why not ready (for /readyz), or undefined. */
+  notReadyReason(): string | undefined {
+    return this.o.link.unavailable() ?? (this.live.workers === 0 ? `no live remote worker for queue ${this.o.queue}` : undefined)
+  }
+
+  private setLive(live: { workers: number; slots: number }): void {
+    this.live = live
+    if (live.workers > 0) {
+      for (const p of this.pending.values()) {
+        clearTimeout(p.grace)
+        p.grace = undefined
+      }
+      return
+    }
+    // The last worker is gone: batches still waiting in the queue get the grace, then fail.
+    for (const [id, p] of this.pending) if (!p.started && p.grace === undefined) this.armGrace(id)
+  }
+
+  /** Starts a waiting batch's grace: if no worker is live at its end, the batch fails and leaves the queue. */
+  private armGrace(jobId: string): void {
+    const p = this.pending.get(jobId)
+    if (p === undefined) return
+    clearTimeout(p.grace)
+    p.grace = setTimeout(() => void this.graceOver(jobId), this.graceMs)
+  }
+
+  private async graceOver(jobId: string): Promise<void> {
+    const p = this.pending.get(jobId)
+    if (p === undefined || p.started) return
+    p.grace = undefined
+    // A fresh count: a worker may have come within the last heartbeat refresh.
+    try {
+      this.setLive(await capacity(this.o.link, this.o.queue))
+    } catch {
+      return // Redis down: the link's listener answers the waiting batches
+    }
+    if (this.live.workers > 0 || !this.pending.has(jobId)) return
+    // Taken off the queue so a worker that comes later does not run work nobody waits for. A
+    // batch a worker holds is locked and stays (remove answers 0): its answer is on its way.
+    const removed = await this.queue?.remove(jobId).catch(() => 0)
+    if (removed !== 1) return
+    void this.o.link.client().del(this.payloadKey(jobId)).catch(() => undefined)
+    this.take(jobId)?.reject(this.noWorkers())
+  }
+
+  private noWorkers(): BundleError {
+    return new BundleError('E_REMOTE_NO_WORKERS', `runner ${this.o.runner}: no live remote worker for its queue (waited ${this.graceMs} ms); start one with bundle worker`)
+  }
+
+  private payloadKey(jobId: string): string {
+    return `${this.o.link.prefix}:payload:${jobId}`
+  }
+
+  /** Removes a waiting batch and its timers; returns its waiter, if it was still waiting. */
+  private take(jobId: string): Pending | undefined {
+    const p = this.pending.get(jobId)
+    if (p === undefined) return undefined
+    clearTimeout(p.timer)
+    clearTimeout(p.grace)
+    this.pending.delete(jobId)
+    return p
   }
 
   /** Live remote workers and batches waiting for one (refreshed every second). */
@@ -109,12 +198,17 @@ export class RemotePool {
     this.o.link.check()
     const queue = this.queue
     if (queue === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.o.runner} is not started`)
+    // No grace: with no live worker, fail before queueing (after a fresh count, as the
+    // heartbeat-refreshed one may be a second old). With live workers this costs nothing.
+    if (this.graceMs === 0 && this.live.workers === 0) {
+      this.setLive(await capacity(this.o.link, this.o.queue).catch(() => this.live))
+      if (this.live.workers === 0) throw this.noWorkers()
+    }
     const jobId = randomUUID()
     const deadline = this.o.link.now() + this.o.timeoutMs
     const result = new Promise<unknown>((resolve, reject) => {
       const timer = setTimeout(() => {
-        const p = this.pending.get(jobId)
-        this.pending.delete(jobId)
+        const p = this.take(jobId)
         p?.reject(
           p.started
             ? new BundleError('E_RUNNER_TIMEOUT', `runner ${this.o.runner}: no answer within ${this.o.timeoutMs} ms`)
@@ -123,13 +217,16 @@ export class RemotePool {
       }, this.o.timeoutMs)
       this.pending.set(jobId, { resolve, reject, timer, started: false })
     })
+    // It may be rejected (Redis lost, grace over) while the batch is still being queued, before
+    // anyone awaits it: that must not count as an unhandled rejection, which ends the process.
+    result.catch(() => undefined)
+    if (this.live.workers === 0) this.armGrace(jobId)
     try {
-      const data: JobData = { method, args: await pack(this.o.link, `${this.o.link.prefix}:payload:${jobId}`, args, this.o.timeoutMs + 5_000), deadline, ...(this.o.digest ? { digest: this.o.digest } : {}) }
-      await queue.add(method, data, { jobId, removeOnComplete: true, removeOnFail: true, attempts: 1 })
+      const data: JobData = { method, args: await pack(this.o.link, this.payloadKey(jobId), args, this.o.timeoutMs + 5_000), deadline, ...(this.o.digest ? { digest: this.o.digest } : {}) }
+      // Retried at once (no backoff) when a worker lost Redis while moving it.
+      await queue.add(method, data, { jobId, removeOnComplete: true, removeOnFail: true, attempts: ATTEMPTS })
     } catch (err) {
-      const p = this.pending.get(jobId)
-      clearTimeout(p?.timer)
-      this.pending.delete(jobId)
+      this.take(jobId)
       throw new BundleError('E_REMOTE_UNAVAILABLE', `runner ${this.o.runner}: the batch could not be queued (Redis unreachable); retry shortly`, { cause: err })
     }
     return result
@@ -137,12 +234,14 @@ export class RemotePool {
 
   /** A job finished: answer its waiter once (a late or repeated answer finds nobody). */
   private settle(jobId: string, returned: unknown, failed?: string): void {
-    const p = this.pending.get(jobId)
+    const p = this.take(jobId)
     if (p === undefined) return
-    clearTimeout(p.timer)
-    this.pending.delete(jobId)
     // The batch's payload key, if it had one, is no longer needed by any worker.
-    void this.o.link.client().del(`${this.o.link.prefix}:payload:${jobId}`).catch(() => undefined)
+    void this.o.link.client().del(this.payloadKey(jobId)).catch(() => undefined)
+    if (failed?.startsWith(`${TRANSPORT_FAILURE}:`)) {
+      p.reject(new BundleError('E_REMOTE_UNAVAILABLE', `runner ${this.o.runner}: the batch failed ${ATTEMPTS} times on workers that lost Redis while moving it; retry shortly`))
+      return
+    }
     if (failed !== undefined) {
       p.reject(new BundleError('E_RUNNER_CRASHED', `runner ${this.o.runner}: the remote batch failed: ${failed}`))
       return

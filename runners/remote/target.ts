@@ -4,4 +4,6 @@ import type { RedisLink } from './link.js'
 export interface RemoteTarget {
   link: RedisLink
   queue: string
+  /** While no worker is live, how long a batch waits for one (ms; default 2 000, 0 = fail at once). */
+  graceMs?: number
 }

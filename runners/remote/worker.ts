@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import { Worker } from 'bullmq'
 import { announce } from './capacity.js'
 import type { RedisLink } from './link.js'
-import { pack, unpack, type JobData, type JobResult } from './payload.js'
+import { isTransportError, pack, TRANSPORT_FAILURE, unpack, type JobData, type JobResult } from './payload.js'
 
 /** A started runner as a remote worker uses it: runs one formed batch on its own worker processes. */
 export interface Executor {
@@ -26,13 +26,64 @@ export interface RemoteWorkerOptions {
 }
 
 /**
+ * Resolves once Redis answers on the link's command connection, the one pack and unpack use
+ * (it has no offline queue: a command sent before it is connected fails at once). Waits as long
+ * as it takes, unless `stop` says to give up.
+ */
+async function usable(link: RedisLink, stop: () => boolean = () => false): Promise<boolean> {
+  while (!stop()) {
+    try {
+      await link.connected(5_000)
+      await link.client().ping()
+      return true
+    } catch {
+      await new Promise((r) => setTimeout(r, 200))
+    }
+  }
+  return false
+}
+
+/**
  * Serves a runner's queue: takes the batches API servers formed, runs them on the runner's own
  * worker processes, answers through the queue. A batch whose deadline has passed is answered
  * as stale without running: the requests behind it have already given up.
+ *
+ * No batch is taken before every connection a batch uses is up (the worker's own and the
+ * command connection that reads inputs and stores results), and only then does the worker
+ * announce itself. A batch whose inputs or results Redis failed to move goes back to the queue
+ * for another worker (the job is retried; the API server ignores the failed attempt), and this
+ * worker takes nothing until its Redis answers again.
  */
 export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Promise<void> }> {
   const concurrency = o.concurrency ?? 1
   const lockMs = o.lockMs ?? 4_000
+  let closing = false
+  await usable(o.link)
+  // Deadlines are on Redis's clock: start measuring the offset to it now, not at the first batch.
+  o.link.now()
+  let recovering = false
+  const recover = (): void => {
+    if (recovering || closing) return
+    recovering = true
+    void (async () => {
+      try {
+        await worker.pause(true)
+        if ((await usable(o.link, () => closing)) && !closing) await worker.resume()
+      } finally {
+        recovering = false
+      }
+    })().catch(() => undefined)
+  }
+  const answer = (err: unknown): JobResult => {
+    const e = err as { code?: string; message?: string }
+    return { error: { ...(e.code ? { code: e.code } : {}), message: e.message ?? String(err) } }
+  }
+  /** Moving the batch failed: a transport failure is thrown, so BullMQ puts the job back for another worker. */
+  const failed = (err: unknown): JobResult => {
+    if (!isTransportError(err)) return answer(err)
+    recover()
+    throw new Error(`${TRANSPORT_FAILURE}: runner ${o.runner.name}: a worker lost Redis while moving the batch`)
+  }
   const worker = new Worker(
     o.queue,
     async (job): Promise<JobResult> => {
@@ -42,31 +93,45 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
       if (d.digest && mine && d.digest !== mine) {
         return { error: { code: 'E_REMOTE_MODEL_MISMATCH', message: `runner ${o.runner.name}: the API server serves model ${d.digest.slice(0, 19)}…, this worker runs ${mine.slice(0, 19)}…; run workers of the same bundle` } }
       }
+      let args: unknown
       try {
-        const out = await o.runner.execute(d.method, await unpack(o.link, d.args, false))
+        args = await unpack(o.link, d.args, false)
+      } catch (err) {
+        return failed(err)
+      }
+      let out: unknown
+      try {
+        out = await o.runner.execute(d.method, args)
+      } catch (err) {
+        // The model's or the user's error: answered as it is, never retried.
+        return answer(err)
+      }
+      try {
         return { ok: await pack(o.link, `${o.link.prefix}:result:${job.id}`, out, Math.max(1_000, d.deadline - o.link.now() + 5_000)) }
       } catch (err) {
-        const e = err as { code?: string; message?: string }
-        return { error: { ...(e.code ? { code: e.code } : {}), message: e.message ?? String(err) } }
+        return failed(err)
       }
     },
-    { connection: o.link.connection(true), prefix: o.link.prefix, concurrency, lockDuration: lockMs, stalledInterval: Math.max(500, lockMs / 2), maxStalledCount: 1, autorun: true },
+    { connection: o.link.connection(true), prefix: o.link.prefix, concurrency, lockDuration: lockMs, stalledInterval: Math.max(500, lockMs / 2), maxStalledCount: 1, autorun: false },
   )
   worker.on('error', () => undefined)
+  // Both of the worker's own connections (commands and the blocking wait for jobs).
   await worker.waitUntilReady()
+  void worker.run().catch(() => undefined)
   const stopAnnouncing = announce(o.link, o.queue, `${hostname()}:${process.pid}:${o.runner.name}`, concurrency)
   return {
     async close() {
+      closing = true
       await stopAnnouncing()
       // Finishes the batches it holds and takes no new ones. With Redis gone it cannot hand
       // answers back, so it waits no longer than a lock lasts (others run those batches anyway).
-      const closing = worker.close().catch(() => undefined)
+      const finished = worker.close().catch(() => undefined)
       const cap = new Promise<void>((resolve) => {
         const t = setInterval(() => o.link.unavailable() !== undefined && setTimeout(resolve, lockMs + 1_000).unref(), 500)
         t.unref()
-        void closing.then(() => clearInterval(t))
+        void finished.then(() => clearInterval(t))
       })
-      await Promise.race([closing, cap])
+      await Promise.race([finished, cap])
     },
   }
 }

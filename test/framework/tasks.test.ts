@@ -13,7 +13,8 @@ import { tempDir } from '../utils/tmp.js'
 
 const SERVICE = fileURLToPath(new URL('../fixtures/task-service.ts', import.meta.url))
 
-async function server(redis: string, env: Record<string, string> = {}): Promise<Proc & { url: string }> {
+/** A server with tasks on `redis`; resolves once ready, or with `listening`, once it answers at all. */
+async function server(redis: string, env: Record<string, string> = {}, wait: 'ready' | 'listening' = 'ready'): Promise<Proc & { url: string }> {
   const port = freePort()
   const child = spawn(process.execPath, [BIN, 'serve', SERVICE, '--port', String(port), '--redis', redis], { env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
@@ -21,7 +22,8 @@ async function server(redis: string, env: Record<string, string> = {}): Promise<
   child.stderr!.on('data', (c) => (out += c))
   const exited = new Promise<void>((r) => child.once('exit', () => r()))
   const url = `http://127.0.0.1:${port}`
-  await until(`server ready: ${out}`, async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 60_000)
+  const path = wait === 'ready' ? 'readyz' : 'livez'
+  await until(`server ${wait}: ${out}`, async () => (await fetch(`${url}/${path}`).catch(() => undefined))?.status === 200, 60_000)
   return { child, url, output: () => out, stop: async (s: NodeJS.Signals = 'SIGTERM') => void (child.exitCode === null && child.kill(s), await exited) }
 }
 
@@ -130,5 +132,42 @@ describe('durable async tasks (@task) in Redis', () => {
     const r = await bundle(['serve', SERVICE, '--port', String(freePort())], { BUNDLE_REDIS_URL: '' })
     assert.equal(r.code, 2)
     assert.match(r.stderr, /error E_SERVE_CONFIG_INVALID: \/render is a task, which live in Redis: serve with --redis/)
+  })
+
+  it('/readyz reflects the tasks\' Redis: 503 naming tasks and Redis while it is unreachable, ready again when it is back', { timeout: 120_000 }, async () => {
+    // A Redis of this test's own: stopping it loses what it held.
+    const own = await privateRedis()
+    try {
+      const a = await server(own.url)
+      procs.push(a)
+      await own.stop()
+      let state = { status: 0, reason: '' }
+      const readyz = async () => {
+        const r = await fetch(`${a.url}/readyz`)
+        return (state = { status: r.status, reason: ((await r.json()) as any).reason ?? '' })
+      }
+      await until('not ready', async () => (await readyz()).status === 503, 10_000)
+      assert.match(state.reason, /^tasks are not ready \(Redis at redis:\/\/127\.0\.0\.1:\d+ (is unreachable|closed the connection)/)
+      assert.equal((await post(`${a.url}/render/submit`, { ms: 10, tag: 'down' })).json.error.code, 'E_REMOTE_UNAVAILABLE')
+      await own.start()
+      await until('ready again', async () => (await readyz()).status === 200, 30_000)
+      const id = (await post(`${a.url}/render/submit`, { ms: 10, tag: 'back' })).json.taskId as string
+      await until('success', async () => (await get(`${a.url}/render/status?taskId=${id}`)).json.status === 'success', 30_000)
+      await a.stop()
+    } finally {
+      await own.stop()
+    }
+    // Started with its Redis unreachable: it runs, but is never ready, and says why.
+    const b = await server('redis://127.0.0.1:1', {}, 'listening')
+    procs.push(b)
+    let reason = ''
+    await until('the reason', async () => {
+      const r = await fetch(`${b.url}/readyz`)
+      assert.equal(r.status, 503)
+      reason = ((await r.json()) as any).reason
+      return reason !== 'starting up'
+    })
+    assert.match(reason, /^tasks are not ready \(Redis at redis:\/\/127\.0\.0\.1:1 is unreachable/)
+    await b.stop()
   })
 })

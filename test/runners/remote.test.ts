@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { RedisLink, RemotePool, serveQueue } from '../../runners/index.js'
 import { bundle, BIN } from '../utils/cli.js'
 import { MODELS } from '../utils/models.js'
-import { freePort, privateRedis, remoteServe, until, worker, type Proc } from '../utils/remote.js'
+import { freePort, privateRedis, remoteServe, startWorker, until, worker, workerReady, type Proc } from '../utils/remote.js'
 import { tempDir } from '../utils/tmp.js'
 
 // Remote runners on a real redis-server (one of the test's own, so it can stop it) and real
@@ -22,10 +22,17 @@ interface Answer {
   ms: number
 }
 
-async function double(url: string, x: number): Promise<Answer> {
+async function post(url: string, body: unknown): Promise<Answer & { retryAfter: string | null }> {
   const t = performance.now()
-  const r = await fetch(`${url}/double`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ x }) })
-  return { status: r.status, body: await r.json(), ms: performance.now() - t }
+  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  return { status: r.status, body: await r.json(), ms: performance.now() - t, retryAfter: r.headers.get('retry-after') }
+}
+
+const double = (url: string, x: number) => post(`${url}/double`, { x })
+
+async function readyz(url: string): Promise<{ status: number; reason: string }> {
+  const r = await fetch(`${url}/readyz`)
+  return { status: r.status, reason: ((await r.json()) as { reason?: string }).reason ?? '' }
 }
 
 describe('remote runners: batches over Redis (BullMQ) to bundle worker processes', () => {
@@ -123,13 +130,13 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await Promise.all([api.stop(), w2.stop(), w1.stop()])
   })
 
-  it('a batch nobody waits for any more is not run; with no worker, requests fail with 503 at their deadline', { timeout: 120_000 }, async () => {
+  it('a batch nobody waits for any more is not run; with a grace longer than the deadline, requests fail with 503 at their deadline', { timeout: 120_000 }, async () => {
     const log = join(tempDir(), 'exec.log')
     writeFileSync(log, '')
-    const env = { ACCEL_DELAY_MS: '10', ACCEL_LOG: log, ACCEL_TIMEOUT_MS: '1500' }
+    const env = { ACCEL_DELAY_MS: '10', ACCEL_LOG: log, ACCEL_TIMEOUT_MS: '1500', BUNDLE_REMOTE_GRACE_MS: '60000' }
     const api = track(await remoteServe(SERVICE, redis.url, env))
-    // Ready means Redis is reachable; no worker is needed for that.
-    await until('ready', async () => (await fetch(`${api.url}/readyz`)).status === 200)
+    // Started, not ready: no worker yet.
+    await until('started', async () => /no live remote worker/.test((await readyz(api.url)).reason))
     const gaveUp = await Promise.all([1, 2, 3].map((x) => double(api.url, x)))
     for (const a of gaveUp) {
       assert.equal(a.status, 503)
@@ -137,11 +144,95 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
       assert.ok(a.ms < 5_000, `failed at its deadline, not later: ${a.ms} ms`)
     }
     const w = track(await worker(SERVICE, redis.url, env))
+    await until('ready', async () => (await readyz(api.url)).status === 200)
     const fresh = await double(api.url, 7)
     assert.equal(fresh.status, 200)
     await new Promise((r) => setTimeout(r, 500))
     assert.deepEqual(readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]), ['7'], 'the stale batch was skipped')
     await Promise.all([api.stop(), w.stop()])
+  })
+
+  it('no live worker: /readyz says so, requests fail after the grace with 503 E_REMOTE_NO_WORKERS and Retry-After; batches queued when the last worker leaves fail too and never run', { timeout: 120_000 }, async () => {
+    const log = join(tempDir(), 'exec.log')
+    writeFileSync(log, '')
+    // A timeout far beyond the grace: what fails early is the grace, not the deadline.
+    const env = { ACCEL_DELAY_MS: '10', ACCEL_LOG: log, ACCEL_TIMEOUT_MS: '60000', ACCEL_LATENCY_MS: '60000' }
+    const api = track(await remoteServe(SERVICE, redis.url, env))
+    let state = { status: 0, reason: '' }
+    await until('started', async () => (state = await readyz(api.url)).reason !== 'starting up')
+    assert.equal(state.status, 503)
+    assert.match(state.reason, /^runner accel \(no live remote worker for queue remote-test[^ ]*\.accel\) is not ready$/)
+    // The default grace (2 s), not the 60 s timeout.
+    const none = await double(api.url, 1)
+    assert.equal(none.status, 503)
+    assert.equal(none.body.error.code, 'E_REMOTE_NO_WORKERS')
+    assert.equal(none.retryAfter, '1', 'a retryable 503 carries Retry-After')
+    assert.ok(none.ms > 1_500 && none.ms < 10_000, `failed after the grace: ${none.ms} ms`)
+    // --remote-grace 0: at once.
+    const eager = track(await remoteServe(SERVICE, redis.url, env, ['--remote-grace', '0']))
+    await until('started', async () => /no live remote worker/.test((await readyz(eager.url)).reason))
+    const now = await double(eager.url, 1)
+    assert.equal(now.body.error?.code, 'E_REMOTE_NO_WORKERS')
+    assert.ok(now.ms < 1_000, `no grace: ${now.ms} ms`)
+    await eager.stop()
+    // A worker's heartbeat makes it ready.
+    const w = track(await worker(SERVICE, redis.url, env))
+    await until('ready', async () => (await readyz(api.url)).status === 200)
+    assert.equal((await double(api.url, 2)).status, 200)
+    // The last worker dies: batches sent while its heartbeat has not yet lapsed wait in the
+    // queue; they fail after the lapse (3 s) and the grace, not at the timeout. (One batch at a
+    // time, as the one worker took: the first fails after the lapse and the grace, the next
+    // ones after the grace.)
+    await w.stop('SIGKILL')
+    const orphans = await Promise.all([3, 4, 5].map((x) => double(api.url, x)))
+    for (const a of orphans) {
+      assert.equal(a.status, 503, JSON.stringify(a.body))
+      assert.equal(a.body.error.code, 'E_REMOTE_NO_WORKERS')
+      assert.ok(a.ms < 25_000, `failed after the grace, not at the 60 s timeout: ${a.ms} ms`)
+    }
+    assert.match((await readyz(api.url)).reason, /no live remote worker/)
+    // They left the queue: a worker that comes later runs none of them.
+    const w2 = track(await worker(SERVICE, redis.url, env))
+    await until('ready again', async () => (await readyz(api.url)).status === 200)
+    assert.equal((await double(api.url, 6)).status, 200)
+    await new Promise((r) => setTimeout(r, 500))
+    assert.deepEqual(readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]), ['2', '6'], 'the abandoned batches never ran')
+    await Promise.all([api.stop(), w2.stop()])
+  })
+
+  it('--remote-grace and BUNDLE_REMOTE_GRACE_MS are checked', { timeout: 60_000 }, async () => {
+    const bad = await bundle(['serve', SERVICE, '--runners', 'remote', '--redis', redis.url, '--remote-grace', '-1'])
+    assert.equal(bad.code, 2)
+    assert.match(bad.stderr, /--remote-grace "-1" must be a whole number ≥ 0/)
+    const env = await bundle(['serve', SERVICE, '--runners', 'remote', '--redis', redis.url], { BUNDLE_REMOTE_GRACE_MS: '2s' })
+    assert.equal(env.code, 2)
+    assert.match(env.stderr, /BUNDLE_REMOTE_GRACE_MS "2s" must be a whole number ≥ 0/)
+    const local = await bundle(['serve', SERVICE, '--remote-grace', '100'])
+    assert.equal(local.code, 2)
+    assert.match(local.stderr, /--remote-grace applies to remote runners/)
+  })
+
+  it('workers started with the API server take no batch before their connections are up: the first requests all answer', { timeout: 120_000 }, async () => {
+    // Batches too large to ride inline: a worker reads them from Redis on its command connection.
+    const env = { ACCEL_DELAY_MS: '10', ACCEL_TIMEOUT_MS: '30000', BUNDLE_REMOTE_GRACE_MS: '60000' }
+    const api = track(await remoteServe(SERVICE, redis.url, env))
+    await until('started', async () => {
+      const r = await readyz(api.url)
+      return r.status === 200 || /no live remote worker/.test(r.reason)
+    })
+    const total = (i: number) => post(`${api.url}/total`, { n: 20_000, v: i })
+    // Requests already waiting in the queue when two workers start at the same moment: each
+    // worker takes one the instant it can.
+    const early = Array.from({ length: 6 }, (_, i) => total(i + 1))
+    const ws = [startWorker(SERVICE, redis.url, env), startWorker(SERVICE, redis.url, env)].map(track)
+    // And the first requests once /readyz says ready.
+    await until('ready', async () => (await readyz(api.url)).status === 200, 60_000)
+    const first = Array.from({ length: 6 }, (_, i) => total(i + 7))
+    const all = await Promise.all([...early, ...first])
+    assert.deepEqual(all.map((a) => a.status), new Array(12).fill(200), JSON.stringify(all.filter((a) => a.status !== 200).map((a) => a.body)))
+    assert.deepEqual(all.map((a) => a.body.total), Array.from({ length: 12 }, (_, i) => 20_000 * (i + 1)))
+    await Promise.all(ws.map(workerReady))
+    await Promise.all([api.stop(), ...ws.map((w) => w.stop())])
   })
 
   it('Redis stopped and restarted under load: fast 503s, /readyz says why, service resumes by itself, nothing hangs', { timeout: 120_000 }, async () => {
@@ -221,5 +312,72 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await Promise.all([...pools, same].map((p) => p.stop()))
     await served.close()
     await link.close()
+  })
+
+  it('a batch whose worker loses Redis while moving it goes back to the queue and runs on another worker', { timeout: 60_000 }, async () => {
+    const [api, a, b] = [0, 1, 2].map(() => new RedisLink(redis.url, 'mbtest'))
+    const queue = `tr${process.pid}.run`
+    // Results this large are stored in a key of their own, on the command connection.
+    const big = new Float32Array(40_000).fill(1)
+    let tookA!: () => void
+    const aTook = new Promise<void>((r) => (tookA = r))
+    let aRuns = 0
+    // Worker A loses its command connection for good in the middle of every batch.
+    const servedA = await serveQueue({ link: a!, queue, runner: { name: 't', execute: async () => (aRuns++, a!.client().disconnect(), tookA(), { by: 'a', big }) } })
+    const pool = new RemotePool({ link: api!, queue, runner: 't', timeoutMs: 20_000 })
+    await pool.start()
+    const answer = pool.run('run', {})
+    await aTook
+    const servedB = await serveQueue({ link: b!, queue, runner: { name: 't', execute: async () => ({ by: 'b', big }) } })
+    const out = (await answer) as { by: string; big: Float32Array }
+    assert.equal(out.by, 'b', 'the other worker ran it')
+    assert.equal(out.big.length, 40_000)
+    assert.equal(aRuns, 1, 'the worker that lost Redis took nothing more')
+    await pool.stop()
+    await Promise.all([servedA.close(), servedB.close()])
+    await Promise.all([api, a, b].map((l) => l!.close()))
+  })
+
+  it('a batch that keeps failing for a transport reason ends as a retryable 503 E_REMOTE_UNAVAILABLE, not a 500', { timeout: 60_000 }, async () => {
+    const [api, a] = [0, 1].map(() => new RedisLink(redis.url, 'mbtest'))
+    const queue = `tf${process.pid}.run`
+    const big = new Float32Array(40_000).fill(1)
+    let runs = 0
+    // The only worker drops its command connection mid-batch every time (it reconnects at once).
+    const served = await serveQueue({ link: a!, queue, runner: { name: 't', execute: async () => (runs++, a!.client().disconnect(true), big) } })
+    const pool = new RemotePool({ link: api!, queue, runner: 't', timeoutMs: 20_000 })
+    await pool.start()
+    await assert.rejects(pool.run('run', {}), (err: any) => err.code === 'E_REMOTE_UNAVAILABLE' && err.status === 503 && /failed 3 times/.test(err.message))
+    assert.equal(runs, 3, 'tried three times')
+    await pool.stop()
+    await served.close()
+    await Promise.all([api, a].map((l) => l!.close()))
+  })
+
+  it('Redis lost while a batch is being queued: the call fails with 503 E_REMOTE_UNAVAILABLE and nothing else (no unhandled rejection)', { timeout: 60_000 }, async () => {
+    const [link, workerLink] = [0, 1].map(() => new RedisLink(redis.url, 'mbtest')) as [RedisLink, RedisLink]
+    const queue = `tq${process.pid}.run`
+    const served = await serveQueue({ link: workerLink, queue, runner: { name: 't', execute: async () => 'ran' } })
+    const pool = new RemotePool({ link, queue, runner: 't', timeoutMs: 20_000 })
+    await pool.start()
+    const unhandled: unknown[] = []
+    const seen = (e: unknown) => unhandled.push(e)
+    process.on('unhandledRejection', seen)
+    try {
+      for (let i = 0; i < 5; i++) {
+        // A payload large enough to be stored first; the connection drops while it is.
+        const call = pool.run('run', { big: new Float32Array(40_000) })
+        link.client().disconnect(true)
+        await assert.rejects(call, (err: any) => err.code === 'E_REMOTE_UNAVAILABLE')
+        await link.connected(10_000)
+      }
+      await new Promise((r) => setImmediate(r))
+      assert.deepEqual(unhandled, [])
+    } finally {
+      process.off('unhandledRejection', seen)
+      await pool.stop()
+      await served.close()
+      await Promise.all([link.close(), workerLink.close()])
+    }
   })
 })

@@ -48,10 +48,18 @@ export async function remoteServe(entry: string, redis: string, env: Record<stri
   return { ...p, url }
 }
 
+/** `bundle worker ENTRY`, started and not waited for. */
+export function startWorker(entry: string, redis: string, env: Record<string, string>, extra: string[] = []): Proc {
+  return proc(['worker', entry, '--redis', redis, ...extra], env)
+}
+
+/** Resolves once a worker says it is ready. */
+export const workerReady = (p: Proc): Promise<void> => waitFor('worker ready', () => p.output().includes('"worker ready"'), p)
+
 /** `bundle worker ENTRY`; resolves once it says it is ready. */
 export async function worker(entry: string, redis: string, env: Record<string, string>, extra: string[] = []): Promise<Proc> {
-  const p = proc(['worker', entry, '--redis', redis, ...extra], env)
-  await waitFor('worker ready', () => p.output().includes('"worker ready"'), p)
+  const p = startWorker(entry, redis, env, extra)
+  await workerReady(p)
   return p
 }
 
