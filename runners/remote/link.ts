@@ -33,6 +33,8 @@ export class RedisLink {
   /**
    * A new connection. `blocking`: for BullMQ workers and event readers, which wait on Redis and
    * must retry forever; otherwise commands fail at once while disconnected.
+   * @internal ioredis types stay out of the published declarations (they do not type-check
+   * without skipLibCheck in a user's project)
    */
   connection(blocking = false): Redis {
     const options: RedisOptions = {
@@ -50,7 +52,7 @@ export class RedisLink {
     return conn
   }
 
-  /** Closes a connection made by connection() (BullMQ leaves connections it was given open). */
+  /** @internal Closes a connection made by connection() (BullMQ leaves connections it was given open). */
   release(conn: Redis): void {
     const i = this.conns.indexOf(conn)
     if (i >= 0) this.conns.splice(i, 1)
@@ -83,7 +85,7 @@ export class RedisLink {
     return Date.now() + this.offset
   }
 
-  /** The shared command connection; its state is the link's state. */
+  /** @internal The shared command connection; its state is the link's state. */
   client(): Redis {
     if (this.command === undefined) {
       const c = (this.command = this.connection(false))
