@@ -14,6 +14,6 @@ export { ensemble, Ensemble, planEnsemble, wireEnsemble, type EnsembleOptions, t
 export { modelSignature } from './onnx/inference.js'
 export { RedisLink } from './remote/link.js'
 export { RemotePool, queueName } from './remote/remote-pool.js'
-export { serveQueue, type Executor, type RemoteWorkerOptions } from './remote/worker.js'
+export { RUN_RETRY_MS, serveQueue, type Executor, type RemoteWorkerOptions } from './remote/worker.js'
 export type { RemoteTarget } from './remote/target.js'
 export { isTransportError, pack, unpack, type Packed } from './remote/payload.js'

@@ -3,7 +3,7 @@ import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq'
 import type { Context, Hono } from 'hono'
 import type { Logger } from 'pino'
 import { BundleError, isBundleError } from '../../errors/index.js'
-import { isTransportError, pack, unpack, type Packed, type RedisLink } from '../../runners/index.js'
+import { isTransportError, pack, RUN_RETRY_MS, unpack, type Packed, type RedisLink } from '../../runners/index.js'
 import type { ApiDefinition } from '../service/definition.js'
 
 // Durable async tasks (@task): each task API has a BullMQ queue in Redis, so a task is seen by
@@ -80,7 +80,7 @@ export class TaskService {
       const q = new Queue(this.queueName(a), { connection: link.connection(false), prefix: link.prefix, streams: { events: { maxLen: 100 } } })
       q.on('error', () => undefined)
       this.queues.set(a.name, q)
-      const w = new Worker(this.queueName(a), (job) => this.process(a, instance, job), { connection: link.connection(true), prefix: link.prefix, concurrency: a.task!.concurrency, lockDuration: LOCK_MS, stalledInterval: LOCK_MS / 2, maxStalledCount: 2 })
+      const w = new Worker(this.queueName(a), (job) => this.process(a, instance, job), { connection: link.connection(true), prefix: link.prefix, concurrency: a.task!.concurrency, lockDuration: LOCK_MS, stalledInterval: LOCK_MS / 2, maxStalledCount: 2, runRetryDelay: RUN_RETRY_MS })
       w.on('error', () => undefined)
       this.workers.push(w)
     }

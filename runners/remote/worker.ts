@@ -26,6 +26,12 @@ export interface RemoteWorkerOptions {
 }
 
 /**
+ * After a failed fetch (Redis gone) BullMQ waits this long before it fetches again; its default,
+ * 15 s, would leave batches and tasks waiting that long after Redis is back.
+ */
+export const RUN_RETRY_MS = 1_000
+
+/**
  * Resolves once Redis answers on the link's command connection, the one pack and unpack use
  * (it has no offline queue: a command sent before it is connected fails at once). Waits as long
  * as it takes, unless `stop` says to give up.
@@ -112,7 +118,7 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
         return failed(err)
       }
     },
-    { connection: o.link.connection(true), prefix: o.link.prefix, concurrency, lockDuration: lockMs, stalledInterval: Math.max(500, lockMs / 2), maxStalledCount: 1, autorun: false },
+    { connection: o.link.connection(true), prefix: o.link.prefix, concurrency, lockDuration: lockMs, stalledInterval: Math.max(500, lockMs / 2), maxStalledCount: 1, autorun: false, runRetryDelay: RUN_RETRY_MS },
   )
   worker.on('error', () => undefined)
   // Both of the worker's own connections (commands and the blocking wait for jobs).
