@@ -48,6 +48,13 @@ export async function main(argv: string[] = process.argv): Promise<void> {
     // Nowhere left to print: end quietly (0 for a closed pipe, 1 for anything else).
     process.exit(err.code === 'EPIPE' ? (process.exitCode ?? 0) : 1)
   })
+  // No command at all (`bundle`, `bundle --`): one usage line, as for every other usage error,
+  // instead of commander's whole help on stderr.
+  if (argv.slice(2).every((a) => a === '--')) {
+    usageLine('error: no command given; run `bundle --help` to see the commands', (s) => process.stderr.write(s))
+    process.exitCode = 2
+    return
+  }
   try {
     await program().parseAsync(argv)
   } catch (err) {

@@ -159,6 +159,10 @@ describe('bundle models (CLI, real child processes)', () => {
     for (const cmd of ['save', 'list', 'get', 'delete', 'export', 'import', 'verify', 'gc']) assert.match(help.stdout, new RegExp(`\\b${cmd}\\b`))
     assert.match((await run('--version')).stdout, /^\d+\.\d+\.\d+\n$/)
   })
+
+  it('no command at all (bundle, bundle --) is one usage line and exit 2 (found by the CLI fuzz, seed 1018238208)', async () => {
+    for (const args of [[], ['--']]) failsWith(await run(...args), 2, 'E_CLI_USAGE')
+  })
 })
 
 describe('progress bar', () => {
