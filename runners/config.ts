@@ -7,10 +7,13 @@ export interface RunnerOverrides {
   minWorkers?: number
   maxWorkers?: number
   timeoutMs?: number
+  deadlineMs?: number
+  batchesPerWorker?: number
   idleUnloadMs?: number
   intraOpThreads?: number
   executionProviders?: string[]
-  batching?: { enabled?: boolean; maxBatchSize?: number; maxLatencyMs?: number; batchDim?: number | [number, number] }
+  /** maxLatencyMs: the deadline's old name (deadlineMs wins when both are given). */
+  batching?: { enabled?: boolean; maxBatchSize?: number; maxDelayMs?: number; maxQueueSize?: number; maxLatencyMs?: number; batchDim?: number | [number, number] }
   resources?: { cpu?: number; gpu?: GpuRequest }
   warmup?: false | { rounds?: number; shapes?: Record<string, number[]> }
 }
@@ -19,6 +22,10 @@ const bad = (msg: string) => new BundleError('E_SERVE_CONFIG_INVALID', msg)
 
 const positiveInt = (where: string, v: unknown): number => {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw bad(`${where} must be a positive integer, got ${JSON.stringify(v)}`)
+  return v
+}
+const atLeastZero = (where: string, v: unknown): number => {
+  if (typeof v !== 'number' || !(v >= 0) || !Number.isFinite(v)) throw bad(`${where} must be a number of milliseconds, 0 or more, got ${JSON.stringify(v)}`)
   return v
 }
 const positive = (where: string, v: unknown): number => {
@@ -34,13 +41,15 @@ function only(where: string, obj: Record<string, unknown>, keys: readonly string
 export function validateOverrides(where: string, raw: unknown): RunnerOverrides {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw bad(`${where} must be a mapping of runner options`)
   const o = raw as Record<string, unknown>
-  only(where, o, ['workers', 'minWorkers', 'maxWorkers', 'timeoutMs', 'idleUnloadMs', 'intraOpThreads', 'executionProviders', 'batching', 'resources', 'warmup'])
+  only(where, o, ['workers', 'minWorkers', 'maxWorkers', 'timeoutMs', 'deadlineMs', 'batchesPerWorker', 'idleUnloadMs', 'intraOpThreads', 'executionProviders', 'batching', 'resources', 'warmup'])
   const out: RunnerOverrides = {}
   if (o.workers !== undefined) out.workers = positiveInt(`${where}.workers`, o.workers)
   if (o.minWorkers !== undefined) out.minWorkers = positiveInt(`${where}.minWorkers`, o.minWorkers)
   if (o.maxWorkers !== undefined) out.maxWorkers = positiveInt(`${where}.maxWorkers`, o.maxWorkers)
   if (out.minWorkers !== undefined && out.maxWorkers !== undefined && out.minWorkers > out.maxWorkers) throw bad(`${where}: minWorkers ${out.minWorkers} is above maxWorkers ${out.maxWorkers}`)
   if (o.timeoutMs !== undefined) out.timeoutMs = positive(`${where}.timeoutMs`, o.timeoutMs)
+  if (o.deadlineMs !== undefined) out.deadlineMs = positive(`${where}.deadlineMs`, o.deadlineMs)
+  if (o.batchesPerWorker !== undefined) out.batchesPerWorker = positiveInt(`${where}.batchesPerWorker`, o.batchesPerWorker)
   if (o.idleUnloadMs !== undefined) out.idleUnloadMs = positive(`${where}.idleUnloadMs`, o.idleUnloadMs)
   if (o.intraOpThreads !== undefined) out.intraOpThreads = positiveInt(`${where}.intraOpThreads`, o.intraOpThreads)
   if (o.executionProviders !== undefined) {
@@ -50,13 +59,15 @@ export function validateOverrides(where: string, raw: unknown): RunnerOverrides 
   if (o.batching !== undefined) {
     const b = o.batching as Record<string, unknown>
     if (b === null || typeof b !== 'object') throw bad(`${where}.batching must be a mapping`)
-    only(`${where}.batching`, b, ['enabled', 'maxBatchSize', 'maxLatencyMs', 'batchDim'])
+    only(`${where}.batching`, b, ['enabled', 'maxBatchSize', 'maxDelayMs', 'maxQueueSize', 'maxLatencyMs', 'batchDim'])
     out.batching = {}
     if (b.enabled !== undefined) {
       if (typeof b.enabled !== 'boolean') throw bad(`${where}.batching.enabled must be true or false`)
       out.batching.enabled = b.enabled
     }
     if (b.maxBatchSize !== undefined) out.batching.maxBatchSize = positiveInt(`${where}.batching.maxBatchSize`, b.maxBatchSize)
+    if (b.maxDelayMs !== undefined) out.batching.maxDelayMs = atLeastZero(`${where}.batching.maxDelayMs`, b.maxDelayMs)
+    if (b.maxQueueSize !== undefined) out.batching.maxQueueSize = positiveInt(`${where}.batching.maxQueueSize`, b.maxQueueSize)
     if (b.maxLatencyMs !== undefined) out.batching.maxLatencyMs = positive(`${where}.batching.maxLatencyMs`, b.maxLatencyMs)
     if (b.batchDim !== undefined) {
       const dim = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
@@ -116,9 +127,10 @@ const envName = (runner: string) => runner.toUpperCase().replace(/[^A-Z0-9]/g, '
 
 /**
  * Overrides from the environment: BUNDLE_RUNNER_<NAME>_<OPTION>, the name upper-cased with
- * other characters as "_" (ocr-cls → OCR_CLS). Options: WORKERS, MIN_WORKERS, MAX_WORKERS, TIMEOUT_MS, IDLE_UNLOAD_MS, INTRA_OP_THREADS,
- * EXECUTION_PROVIDERS (comma-separated), BATCHING_ENABLED, BATCHING_MAX_BATCH_SIZE,
- * BATCHING_MAX_LATENCY_MS, BATCHING_BATCH_DIM (a number, or "input,output"), CPU, GPU (a number
+ * other characters as "_" (ocr-cls → OCR_CLS). Options: WORKERS, MIN_WORKERS, MAX_WORKERS, TIMEOUT_MS, DEADLINE_MS,
+ * BATCHES_PER_WORKER, IDLE_UNLOAD_MS, INTRA_OP_THREADS, EXECUTION_PROVIDERS (comma-separated),
+ * BATCHING_ENABLED, BATCHING_MAX_BATCH_SIZE, BATCHING_MAX_DELAY_MS, BATCHING_MAX_QUEUE_SIZE,
+ * BATCHING_MAX_LATENCY_MS (the deadline's old name), BATCHING_BATCH_DIM (a number, or "input,output"), CPU, GPU (a number
  * or a comma-separated device list), WARMUP_ROUNDS (0 turns warm-up off).
  */
 export function envOverrides(runner: string, env: NodeJS.ProcessEnv = process.env): RunnerOverrides {
@@ -137,6 +149,8 @@ export function envOverrides(runner: string, env: NodeJS.ProcessEnv = process.en
   if (get('MIN_WORKERS') !== undefined) raw.minWorkers = num('MIN_WORKERS')
   if (get('MAX_WORKERS') !== undefined) raw.maxWorkers = num('MAX_WORKERS')
   if (get('TIMEOUT_MS') !== undefined) raw.timeoutMs = num('TIMEOUT_MS')
+  if (get('DEADLINE_MS') !== undefined) raw.deadlineMs = num('DEADLINE_MS')
+  if (get('BATCHES_PER_WORKER') !== undefined) raw.batchesPerWorker = num('BATCHES_PER_WORKER')
   if (get('IDLE_UNLOAD_MS') !== undefined) raw.idleUnloadMs = num('IDLE_UNLOAD_MS')
   if (get('INTRA_OP_THREADS') !== undefined) raw.intraOpThreads = num('INTRA_OP_THREADS')
   if (get('EXECUTION_PROVIDERS') !== undefined) raw.executionProviders = get('EXECUTION_PROVIDERS')!.split(',').map((s) => s.trim()).filter(Boolean)
@@ -146,6 +160,8 @@ export function envOverrides(runner: string, env: NodeJS.ProcessEnv = process.en
     batching.enabled = v === 'true' || v === '1'
   }
   if (get('BATCHING_MAX_BATCH_SIZE') !== undefined) batching.maxBatchSize = num('BATCHING_MAX_BATCH_SIZE')
+  if (get('BATCHING_MAX_DELAY_MS') !== undefined) batching.maxDelayMs = num('BATCHING_MAX_DELAY_MS')
+  if (get('BATCHING_MAX_QUEUE_SIZE') !== undefined) batching.maxQueueSize = num('BATCHING_MAX_QUEUE_SIZE')
   if (get('BATCHING_MAX_LATENCY_MS') !== undefined) batching.maxLatencyMs = num('BATCHING_MAX_LATENCY_MS')
   const batchDim = get('BATCHING_BATCH_DIM')
   if (batchDim !== undefined) batching.batchDim = batchDim.includes(',') ? batchDim.split(',').map((d) => (d.trim() === '' ? NaN : Number(d))) : batchDim.trim() === '' ? NaN : Number(batchDim)

@@ -6,12 +6,19 @@ import type { RunnerMetrics } from './metrics.js'
 import { WorkerPool } from './pool/worker-pool.js'
 import { RemotePool } from './remote/remote-pool.js'
 import type { RemoteTarget } from './remote/target.js'
+import { currentCall } from './call-context.js'
+import { resolveBatching, RUNNER_DEFAULTS } from './defaults.js'
 import { notRunning, trackRunner } from './registry.js'
 
 export interface CustomMethodOptions {
   /** The worker method takes an array of items and returns one result per item, in order. */
   batchable?: boolean
   maxBatchSize?: number
+  /** The batch window (default 10 ms): see onnxRunner's batching.maxDelayMs. */
+  maxDelayMs?: number
+  /** Queue plus run per call (default the runner's deadlineMs, else 10 000 ms). */
+  deadlineMs?: number
+  /** @deprecated the deadline's old name: use deadlineMs. */
   maxLatencyMs?: number
 }
 
@@ -19,6 +26,10 @@ export interface CustomRunnerOptions {
   name: string
   workers?: number
   timeoutMs?: number
+  /** Queue plus run for batched calls (default 10 000 ms); a method's own deadlineMs wins. */
+  deadlineMs?: number
+  /** Calls handed to each worker at once (default 2); the worker runs them one after the other. */
+  batchesPerWorker?: number
   /** Methods to batch; every other method is called as is. */
   methods?: Record<string, CustomMethodOptions>
 }
@@ -36,19 +47,35 @@ export class CustomRunner {
   private pool: WorkerPool | RemotePool | undefined
   private remote: RemoteTarget | undefined
   private readonly dispatchers = new Map<string, Dispatcher<unknown[], unknown[]>>()
+  /** Per batchable method: what the server asks before reading a request's body (see OnnxRunner.refusal). */
+  private readonly refusers = new Map<string, { refusal(o: { deadline?: number | undefined; priority?: number | undefined }): BundleError | undefined }>()
   private metrics: RunnerMetrics | undefined
 
   configure(overrides: RunnerOverrides): void {
-    this.options = { ...this.options, ...(overrides.workers ? { workers: overrides.workers } : {}), ...(overrides.timeoutMs ? { timeoutMs: overrides.timeoutMs } : {}) }
-    if (overrides.batching) {
+    const deadlineMs = overrides.deadlineMs ?? overrides.batching?.maxLatencyMs
+    this.options = {
+      ...this.options,
+      ...(overrides.workers ? { workers: overrides.workers } : {}),
+      ...(overrides.timeoutMs ? { timeoutMs: overrides.timeoutMs } : {}),
+      ...(overrides.batchesPerWorker ? { batchesPerWorker: overrides.batchesPerWorker } : {}),
+      ...(deadlineMs ? { deadlineMs } : {}),
+    }
+    const b = overrides.batching
+    if (b || deadlineMs) {
+      // An operator's setting applies to every batchable method, over what the code says.
       this.options.methods = Object.fromEntries(
-        Object.entries(this.options.methods ?? {}).map(([m, o]) => [m, o.batchable ? { ...o, ...(overrides.batching!.maxBatchSize ? { maxBatchSize: overrides.batching!.maxBatchSize } : {}), ...(overrides.batching!.maxLatencyMs ? { maxLatencyMs: overrides.batching!.maxLatencyMs } : {}), ...(overrides.batching!.enabled === false ? { batchable: false } : {}) } : o]),
+        Object.entries(this.options.methods ?? {}).map(([m, o]) => [
+          m,
+          o.batchable
+            ? { ...o, ...(b?.maxBatchSize ? { maxBatchSize: b.maxBatchSize } : {}), ...(b?.maxDelayMs !== undefined ? { maxDelayMs: b.maxDelayMs } : {}), ...(deadlineMs ? { deadlineMs, maxLatencyMs: undefined } : {}), ...(b?.enabled === false ? { batchable: false } : {}) }
+            : o,
+        ]),
       )
     }
   }
 
   effectiveConfig(): Record<string, unknown> {
-    return { kind: 'custom', module: String(this.source.module), export: this.source.export, workers: 1, timeoutMs: 30_000, ...this.options }
+    return { kind: 'custom', module: String(this.source.module), export: this.source.export, workers: RUNNER_DEFAULTS.workers, timeoutMs: RUNNER_DEFAULTS.timeoutMs, batchesPerWorker: RUNNER_DEFAULTS.batchesPerWorker, ...this.options }
   }
 
   attachMetrics(metrics: RunnerMetrics): void {
@@ -98,11 +125,12 @@ export class CustomRunner {
   async start(): Promise<void> {
     this.everStarted = true
     const module = this.source.module instanceof URL ? fileURLToPath(this.source.module) : this.source.module
-    const workers = this.options.workers ?? 1
-    const timeoutMs = this.options.timeoutMs ?? 30_000
+    const workers = this.options.workers ?? RUNNER_DEFAULTS.workers
+    const timeoutMs = this.options.timeoutMs ?? RUNNER_DEFAULTS.timeoutMs
+    const depth = this.remote ? 1 : (this.options.batchesPerWorker ?? RUNNER_DEFAULTS.batchesPerWorker)
     this.pool = this.remote
       ? new RemotePool({ link: this.remote.link, queue: this.remote.queue, runner: this.name, timeoutMs, ...(this.remote.graceMs !== undefined ? { graceMs: this.remote.graceMs } : {}), onCapacity: (slots) => this.dispatchers.forEach((d) => d.setSlots(slots)) })
-      : new WorkerPool({ runner: this.name, workers, timeoutMs, backend: { kind: 'custom', module, exportName: this.source.export } })
+      : new WorkerPool({ runner: this.name, workers, depth, timeoutMs, backend: { kind: 'custom', module, exportName: this.source.export } })
     try {
       await this.pool.start()
     } catch (err) {
@@ -112,11 +140,13 @@ export class CustomRunner {
     const slots = this.pool instanceof RemotePool ? Math.max(1, this.pool.size) : workers
     for (const [method, m] of Object.entries(this.options.methods ?? {})) {
       if (!m.batchable) continue
+      this.refusers.set(method, { refusal: (o) => this.dispatchers.get(method)?.refusal(1, o) })
       this.dispatchers.set(
         method,
-        new Dispatcher<unknown[], unknown[]>({ maxBatchSize: m.maxBatchSize ?? 32, maxLatencyMs: m.maxLatencyMs ?? 100, slots, ...(this.metrics ? { observer: this.metrics.observer(this.name, method) } : {}) }, async (slices) => {
+        new Dispatcher<unknown[], unknown[]>({ ...resolveMethod(m, this.options), slots, depth, ...(this.metrics ? { observer: this.metrics.observer(this.name, method) } : {}) }, async (slices, _rows, report) => {
           const items = slices.flatMap((s) => s.payload.slice(s.start, s.start + s.rows))
-          const out = (await this.pool!.run(method, items)) as unknown[]
+          const pool = this.pool!
+          const out = (await (pool instanceof WorkerPool ? pool.run(method, items, report) : pool.run(method, items))) as unknown[]
           if (!Array.isArray(out) || out.length !== items.length) throw new BundleError('E_INTERNAL', `runner ${this.name}: batchable method ${method} must return one result per item`)
           let at = 0
           return slices.map((s) => out.slice(at, (at += s.rows)))
@@ -141,7 +171,10 @@ export class CustomRunner {
     const d = this.dispatchers.get(method)
     if (d === undefined) throw new BundleError('E_SERVICE_DEFINITION', `runner ${this.name}: ${method} is not declared batchable (methods: { ${method}: { batchable: true } })`)
     if (items.length === 0) return []
-    return ((await d.submit(items, items.length)) as O[][]).flat()
+    const call = currentCall()
+    // The server asks this method's batcher, not the whole runner, before it reads the next body.
+    call?.uses?.add(this.refusers.get(method)!)
+    return ((await d.submit(items, items.length, call ? { deadline: call.deadline, priority: call.priority, gone: call.gone } : {})) as O[][]).flat()
   }
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */
@@ -149,6 +182,12 @@ export class CustomRunner {
     await Promise.all([...this.dispatchers.values()].map((d) => d.drain()))
     await this.pool?.stop()
   }
+}
+
+/** A batchable method's batching: its own settings, then the runner's, then the defaults. */
+function resolveMethod(m: CustomMethodOptions, r: CustomRunnerOptions): { maxBatchSize: number; maxDelayMs: number; deadlineMs: number; maxQueueSize: number } {
+  const b = resolveBatching({ deadlineMs: m.deadlineMs ?? m.maxLatencyMs ?? r.deadlineMs, batching: { maxBatchSize: m.maxBatchSize, maxDelayMs: m.maxDelayMs } })
+  return { maxBatchSize: b.maxBatchSize, maxDelayMs: b.maxDelayMs, deadlineMs: b.deadlineMs, maxQueueSize: b.maxQueueSize }
 }
 
 export const customRunner = (source: { module: string | URL; export: string }, options: CustomRunnerOptions): CustomRunner => new CustomRunner(source, options)

@@ -11,11 +11,14 @@ import type { RemoteTarget } from './remote/target.js'
 import { ResponseCache } from './remote/cache.js'
 import type { RedisLink } from './remote/link.js'
 import { autoscale } from './autoscaler.js'
+import { resolveBatching, RUNNER_DEFAULTS } from './defaults.js'
+import { currentCall } from './call-context.js'
 import { notRunning, trackRunner } from './registry.js'
 import { concatRows, fromWire, sliceRows, toWire, type RunnerTensor } from './tensor.js'
 import type { OnnxRunnerOptions } from './onnx/options.js'
 import { batchDims } from './onnx/warmup.js'
 import { startLocal, type Generation, type Request } from './onnx/generation.js'
+import type { GatheredTensor } from './pool/protocol.js'
 import { inferenceModel, signatureOf } from './onnx/inference.js'
 
 export type { BatchingOptions, OnnxRunnerOptions, WarmupOptions } from './onnx/options.js'
@@ -99,7 +102,20 @@ export class OnnxRunner {
   /** The options this runner runs with, after overrides; the model version once started. */
   effectiveConfig(): Record<string, unknown> {
     const { home: _home, ...options } = this.options
-    return { kind: 'onnx', tag: this.tag, ...(this.model ? { model: this.model.tag, digest: this.model.digest } : {}), timeoutMs: 30_000, ...options, workers: this.resolvedWorkers ?? options.workers ?? 1, batching: { enabled: true, maxBatchSize: 32, maxLatencyMs: 100, ...options.batching }, warmup: this.warmupPlan ?? options.warmup ?? 'auto' }
+    const { maxLatencyMs: _old, ...batchingOptions } = options.batching ?? {}
+    const b = resolveBatching(options)
+    return {
+      kind: 'onnx',
+      tag: this.tag,
+      ...(this.model ? { model: this.model.tag, digest: this.model.digest } : {}),
+      ...options,
+      timeoutMs: b.timeoutMs,
+      deadlineMs: b.deadlineMs,
+      batchesPerWorker: b.batchesPerWorker,
+      workers: this.resolvedWorkers ?? options.workers ?? RUNNER_DEFAULTS.workers,
+      batching: { ...batchingOptions, enabled: b.enabled, maxBatchSize: b.maxBatchSize, maxDelayMs: b.maxDelayMs, maxQueueSize: b.maxQueueSize },
+      warmup: this.warmupPlan ?? options.warmup ?? 'auto',
+    }
   }
 
   /** Called by the server before start: batches, waits and rejections feed its /metrics. */
@@ -245,7 +261,7 @@ export class OnnxRunner {
       if (onnx === undefined) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `model ${tag} has no .onnx file`)
       if (this.remote) return await this.prepareRemote(info, onnx.path, this.remote)
       const { model, files } = await store.paths(tag)
-      return await startLocal({ name: this.name, options: this.options, model, onnxPath: onnx.path, modelFile: files[onnx.path]!, newDispatcher: (slots, pool) => this.newDispatcher(slots, pool) })
+      return await startLocal({ name: this.name, options: this.options, model, onnxPath: onnx.path, modelFile: files[onnx.path]!, newDispatcher: (slots, pool, depth) => this.newDispatcher(slots, pool, depth) })
     } finally {
       store.close()
     }
@@ -267,18 +283,18 @@ export class OnnxRunner {
   }
 
   /** The batcher of one generation: batches go to `pool()` (set once the pool exists). */
-  private newDispatcher(slots: number, pool: () => WorkerPool | RemotePool): Dispatcher<Request, Request> {
-    const b = this.options.batching ?? {}
+  private newDispatcher(slots: number, pool: () => WorkerPool | RemotePool, depth: number): Dispatcher<Request, Request> {
+    const b = resolveBatching(this.options)
     return new Dispatcher<Request, Request>(
-      { maxBatchSize: b.maxBatchSize ?? 32, maxLatencyMs: b.maxLatencyMs ?? 100, slots, batching: b.enabled ?? true, observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()) },
-      (slices, rows) => this.runBatch(pool(), slices, rows),
+      { maxBatchSize: b.maxBatchSize, maxDelayMs: b.maxDelayMs, deadlineMs: b.deadlineMs, maxQueueSize: b.maxQueueSize, slots, depth, batching: b.enabled, observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()) },
+      (slices, rows, report) => this.runBatch(pool(), slices, rows, report),
     )
   }
 
   /** A generation whose batches go to remote workers: no model files or processes here. */
   private async prepareRemote(model: ModelInfo, onnxPath: string, remote: RemoteTarget): Promise<Generation> {
     let pool: RemotePool | undefined
-    const dispatcher = this.newDispatcher(1, () => pool!)
+    const dispatcher = this.newDispatcher(1, () => pool!, 1)
     // The batcher sends as many batches at once as the live workers take.
     pool = new RemotePool({ link: remote.link, queue: remote.queue, runner: this.name, timeoutMs: this.options.timeoutMs ?? 30_000, digest: model.digest, ...(remote.graceMs !== undefined ? { graceMs: remote.graceMs } : {}), onCapacity: (slots) => dispatcher.setSlots(slots) })
     await pool.start()
@@ -287,11 +303,21 @@ export class OnnxRunner {
 
   /** Concatenates the slices along the batch dimension, runs one batch, splits the outputs back. */
 
-  private async runBatch(pool: WorkerPool | RemotePool, slices: readonly Slice<Request>[], _rows: number): Promise<Request[]> {
+  private async runBatch(pool: WorkerPool | RemotePool, slices: readonly Slice<Request>[], _rows: number, report: (ms: number) => void): Promise<Request[]> {
     const [inDim, outDim] = batchDims(this.options)
     const names = Object.keys(slices[0]!.payload)
-    const inputs = Object.fromEntries(names.map((n) => [n, concatRows(slices.map((s) => sliceRows(s.payload[n]!, s.start, s.rows, inDim)), inDim)]))
-    const out = (await pool.run('run', { inputs })) as Request
+    // Along dimension 0 a local worker gets the requests' rows as they are, written one after
+    // another into its shared memory: no batch buffer in between.
+    const gather = inDim === 0 && pool instanceof WorkerPool
+    const inputs = Object.fromEntries(
+      names.map((n) => {
+        const parts = slices.map((s) => sliceRows(s.payload[n]!, s.start, s.rows, inDim))
+        if (!gather || parts[0]!.dtype === 'string') return [n, concatRows(parts, inDim)]
+        const shape = [parts.reduce((r, p) => r + p.shape[0]!, 0), ...parts[0]!.shape.slice(1)]
+        return [n, { dtype: parts[0]!.dtype, shape, parts: parts.map((p) => p.data) } satisfies GatheredTensor]
+      }),
+    )
+    const out = (await (pool instanceof WorkerPool ? pool.run('run', { inputs }, report) : pool.run('run', { inputs }))) as Request
     let at = 0
     return slices.map((s) => {
       const part = Object.fromEntries(
@@ -333,6 +359,15 @@ export class OnnxRunner {
     return out
   }
 
+  /**
+   * The refusal a request arriving now with this deadline and priority would get (undefined: it
+   * would be queued). The server asks before reading a request's body, for the runners its API
+   * is known to call: a refusal then costs no body read and no decoding. It counts as refused.
+   */
+  refusal(options: { deadline?: number | undefined; priority?: number | undefined } = {}): BundleError | undefined {
+    return this.dispatcher?.refusal(1, options)
+  }
+
   private rowsOf(inputs: Inputs): number {
     return Object.values(inputs)[0]?.shape[batchDims(this.options)[0]] ?? 0
   }
@@ -354,7 +389,10 @@ export class OnnxRunner {
     if (rows < 1) throw new BundleError('E_INPUT_INVALID', `runner ${this.name}: the batch dimension ${inDim} is empty`)
     // Only requests whose non-batch dimensions and dtypes agree may share a batch.
     const key = entries.map(([k, t]) => `${k}:${t.dtype}:${t.shape.map((d, i) => (i === inDim ? '*' : d)).join('x')}`).join('|')
-    const parts = await this.dispatcher.submit(wire, rows, key)
+    // The request this call serves lends its deadline and priority (and learns this runner).
+    const call = currentCall()
+    call?.uses?.add(this)
+    const parts = await this.dispatcher.submit(wire, rows, call ? { key, deadline: call.deadline, priority: call.priority, gone: call.gone } : { key })
     const names = Object.keys(parts[0]!)
     return Object.fromEntries(names.map((n) => [n, fromWire(concatRows(parts.map((p) => p[n]!), outDim))]))
   }

@@ -21,9 +21,9 @@ const loadSharp = () => import('sharp').then((m) => m.default)
 // Page sizes vary, so warm-up is told typical shapes: a small page, a line crop. Overload is
 // shed at the door (det's bound): a page shed at rec would throw away its det and cls work, so
 // the later stages get bounds wide enough for every page det let in.
-const det = onnxRunner(DET, { batching: { maxBatchSize: 1, maxLatencyMs: 2000 }, workers: 1, resources: { cpu: 1 }, warmup: { shapes: { x: [3, 320, 736] } } })
-const cls = onnxRunner(CLS, { batching: { maxBatchSize: 32, maxLatencyMs: 10_000 }, workers: 1, resources: { cpu: 1 }, warmup: { shapes: { x: [3, REC_HEIGHT, CLS_WIDTH] } } })
-const rec = onnxRunner(REC, { batching: { maxBatchSize: 2, maxLatencyMs: 10_000 }, workers: 2, resources: { cpu: 1 }, warmup: { shapes: { x: [3, REC_HEIGHT, 448] } } })
+const det = onnxRunner(DET, { batching: { maxBatchSize: 1 }, deadlineMs: 2000, workers: 1, resources: { cpu: 1 }, warmup: { shapes: { x: [3, 320, 736] } } })
+const cls = onnxRunner(CLS, { batching: { maxBatchSize: 32 }, workers: 1, resources: { cpu: 1 }, warmup: { shapes: { x: [3, REC_HEIGHT, CLS_WIDTH] } } })
+const rec = onnxRunner(REC, { batching: { maxBatchSize: 2 }, workers: 2, resources: { cpu: 1 }, warmup: { shapes: { x: [3, REC_HEIGHT, 448] } } })
 
 /** Lines recognised with a lower mean probability than this are dropped (PaddleOCR's drop_score). */
 const DROP_SCORE = 0.5

@@ -7,7 +7,7 @@ import { HEIGHT, WIDTH, toClsInput, toDirection } from './preprocess.js'
 
 // The PaddleOCR text-direction classifier, run in its own worker process behind the batcher.
 // Its input width is variable, so warm-up is told the width this service always sends.
-const cls = onnxRunner('ocr-cls:latest', { batching: { maxBatchSize: 32, maxLatencyMs: 50 }, workers: 1, warmup: { shapes: { x: [3, HEIGHT, WIDTH] } } })
+const cls = onnxRunner('ocr-cls:latest', { batching: { maxBatchSize: 32 }, workers: 1, warmup: { shapes: { x: [3, HEIGHT, WIDTH] } } })
 
 const Direction = z.object({ angle: z.union([z.literal(0), z.literal(180)]), score: z.number() })
 

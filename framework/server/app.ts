@@ -11,7 +11,8 @@ import { corsMiddleware } from './cors.js'
 import { Deadlines } from './deadlines.js'
 import { docsAsset, docsPage } from './docs.js'
 import { errorResponse } from './error-response.js'
-import { envOverrides, mergeOverrides, queueName, RunnerMetrics, undeclaredRunners, type RedisLink, type RunnerOverrides } from '../../runners/index.js'
+import { envOverrides, mergeOverrides, queueName, RunnerMetrics, undeclaredRunners, withCallContext, type RedisLink, type RunnerOverrides } from '../../runners/index.js'
+import { callOptions, refusalDue, refuseEarly } from './call-options.js'
 import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
 import { frameworkVersion, headerOf, RequestContext, SANE_REQUEST_ID } from './request.js'
@@ -248,6 +249,10 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   }
 
   const tooMany = (): BundleError => new BundleError('E_HTTP_TOO_MANY_REQUESTS', `the service is handling its maximum of ${definition.traffic.maxConcurrency} concurrent requests; retry later`)
+  // The runners each API was seen to call, learned from its requests (a runner call records
+  // itself in the request's context): asked whether they would take a request before its body
+  // is read. Services without runners skip the request context altogether.
+  const apiRunners = new Map(definition.runners.length ? definition.apis.map((a) => [a.name, new Set<object>()] as const) : [])
 
   async function handle(c: Context<{ Variables: { requestId: string; headed?: boolean } }>, a: ApiDefinition): Promise<Response> {
     const requestId = c.get('requestId')
@@ -262,6 +267,11 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       // Requests still receiving their bodies hold no concurrency slot: slow uploads (or a
       // slowloris trickling bodies) cannot lock out fast clients; the request timeout bounds them.
       if (inFlight - reading > definition.traffic.maxConcurrency) throw tooMany()
+      const uses = apiRunners.get(a.name)
+      const call = uses ? callOptions(c, a, started, uses) : undefined
+      // A request its runners would refuse anyway is refused now, before its body is read:
+      // under overload, refusals are most of the work, and this is what keeps them cheap.
+      if (call) refuseEarly(uses!, call)
       reading++
       let body: Awaited<ReturnType<typeof readInput>>
       try {
@@ -273,7 +283,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       const { input, headers } = await decodeInput(c, a, body)
       const method = instance[a.name] as (input: unknown, ctx: unknown) => unknown
       const ctx = new RequestContext(requestId, headers, (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing)
-      const result = method.call(instance, input, ctx)
+      const result = call ? withCallContext({ ...call, gone: () => ctx.gone() }, () => method.call(instance, input, ctx)) : method.call(instance, input, ctx)
       const output = result instanceof Promise ? await deadlines.within(result, definition.traffic.timeoutMs, () => {
         ctx.abort(new Error('timeout'))
         // The method may go on running: it keeps its concurrency slot (and shutdown waits for it)
@@ -286,6 +296,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       response = c.body(encoded.body as Uint8Array<ArrayBuffer> | string, 200, { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers })
       c.set('headed', true)
     } catch (err) {
+      const due = refusalDue(err)
+      if (due) await due
       response = errorResponse(err, requestId, log)
       c.set('headed', true)
     } finally {

@@ -54,6 +54,11 @@ export class RequestContext implements ApiContext {
     return this.#abort.signal
   }
 
+  /** True once the request timed out or its client closed the connection (no AbortController needed). */
+  gone(): boolean {
+    return this.#reason !== undefined || this.outgoing?.destroyed === true
+  }
+
   abort(reason: unknown): void {
     this.#reason ??= reason
     this.#abort?.abort(reason)

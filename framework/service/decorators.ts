@@ -1,4 +1,5 @@
 import { BundleError } from '../../errors/index.js'
+import { toPriority, type Priority } from '../../runners/index.js'
 import type { IODescriptor, InputOf, OutputOf } from '../io/types.js'
 import { buildDefinition, type ApiContext, type ApiDefinition, type ServiceDefinition, type ServiceOptions } from './definition.js'
 
@@ -13,6 +14,11 @@ export interface ApiOptions<I extends IODescriptor<any, any>, O extends IODescri
   /** URL path; defaults to `/<method name>`. */
   route?: string
   description?: string
+  /**
+   * Priority of this API's runner calls: 1 (most urgent, batched first) to 9, or high (1),
+   * normal (5, the default), low (9). A request's `Request-Priority` header overrides it.
+   */
+  priority?: Priority
 }
 
 type Hooks = { onStartup: string[]; onShutdown: string[] }
@@ -64,7 +70,8 @@ export function api<I extends IODescriptor<any, any>, O extends IODescriptor<any
     // A subclass redefining an inherited API replaces it.
     const at = list.findIndex((x) => x.name === name)
     if (at >= 0) list.splice(at, 1)
-    list.push({ name, route: options.route ?? `/${name}`, input: options.input, output: options.output, ...(options.description ? { description: options.description } : {}) })
+    const priority = toPriority(options.priority, `@api ${name}`)
+    list.push({ name, route: options.route ?? `/${name}`, input: options.input, output: options.output, ...(options.description ? { description: options.description } : {}), ...(priority !== undefined ? { priority } : {}) })
   }
 }
 

@@ -1,3 +1,4 @@
+import { toPriority, type Priority } from '../../runners/index.js'
 import type { IODescriptor, InputOf, OutputOf } from '../io/types.js'
 import { buildDefinition, type ApiContext, type ServiceDefinition, type ServiceOptions } from './definition.js'
 
@@ -6,6 +7,8 @@ export interface DefinedApi<I extends IODescriptor<any, any>, O extends IODescri
   output: O
   route?: string
   description?: string
+  /** Priority of this API's runner calls (see `@api`): 1 (most urgent) to 9, or high, normal, low. */
+  priority?: Priority
   /** A durable async task (see `@task`); `concurrency`: tasks one server runs at once (default 2). */
   task?: boolean | { concurrency?: number }
   handler: (input: InputOf<I>, context: ApiContext) => OutputOf<O> | Promise<OutputOf<O>>
@@ -35,6 +38,7 @@ export function defineService(options: DefineServiceOptions): ServiceDefinition 
     input: a.input,
     output: a.output,
     ...(a.description ? { description: a.description } : {}),
+    ...(a.priority !== undefined ? { priority: toPriority(a.priority, `API ${name}`)! } : {}),
     ...(a.task ? { task: { concurrency: (typeof a.task === 'object' ? a.task.concurrency : undefined) ?? 2 } } : {}),
   }))
   const hooks = { onStartup: options.onStartup ? ['__onStartup'] : [], onShutdown: options.onShutdown ? ['__onShutdown'] : [] }

@@ -61,6 +61,8 @@ export interface ApiDefinition {
   readonly input: IODescriptor<any, any>
   readonly output: IODescriptor<any, any>
   readonly description?: string
+  /** Priority level of its runner calls, 1 (most urgent) to 9; unset: normal (5). */
+  readonly priority?: number
   /** A durable async task: submit/status/result/cancel/retry routes under `route`, kept in Redis. */
   readonly task?: { readonly concurrency: number }
 }

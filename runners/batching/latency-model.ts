@@ -55,6 +55,8 @@ export class LatencyModel {
   private batches = 0
   /** Sorted measured points (median and fastest), rebuilt lazily after an observation. */
   private points: Record<Which, Point[]> | undefined
+  /** Each size class's mean rows and median time, rebuilt with `points` (throughput reads it per decision). */
+  private typicalOf = new Map<number, Point>()
   private readonly window: number
   private readonly minGain: number
   private readonly reprobeEvery: number
@@ -95,8 +97,9 @@ export class LatencyModel {
     if (this.points === undefined) {
       const buckets = [...this.buckets.values()].sort((a, b) => a.rows[0]! - b.rows[0]!)
       const rows = (b: Bucket) => b.rows.reduce((s, r) => s + r, 0) / b.rows.length
+      this.typicalOf = new Map([...this.buckets].map(([size, b]) => [size, { rows: rows(b), ms: median(b.ms) }]))
       this.points = {
-        typical: buckets.map((b) => ({ rows: rows(b), ms: median(b.ms) })),
+        typical: buckets.map((b) => this.typicalOf.get(LatencyModel.bucketOf(b.rows[0]!))!),
         best: buckets.map((b) => ({ rows: rows(b), ms: Math.min(...b.ms) })),
         slow: buckets.map((b) => ({ rows: rows(b), ms: p90(b.ms) })),
       }
@@ -126,11 +129,13 @@ export class LatencyModel {
     return Math.max(floor, a.ms + slope * (rows - a.rows))
   }
 
-  private throughput(size: number): number | undefined {
-    const b = this.buckets.get(size)
-    if (b === undefined) return undefined
-    const ms = median(b.ms)
-    return ms <= 0 ? undefined : b.rows.reduce((s, r) => s + r, 0) / b.rows.length / ms
+  /** Rows per ms at a size class, each batch also paying `perBatchMs` (the way to the runner and back). */
+  private throughput(size: number, perBatchMs = 0): number | undefined {
+    this.measured('typical')
+    const t = this.typicalOf.get(size)
+    if (t === undefined) return undefined
+    const ms = t.ms + perBatchMs
+    return ms <= 0 ? undefined : t.rows / ms
   }
 
   /**
@@ -138,11 +143,12 @@ export class LatencyModel {
    * sizes are powers of two up to `max` (and `max`); with nothing measured, `max`; then the best
    * measured size, except that an unmeasured neighbour (double first, then half) is tried, and
    * every `reprobeEvery` batches a neighbour is measured again. `explore: false` returns the best
-   * measured size only (no probe: a probe's time is a guess).
+   * measured size only (no probe: a probe's time is a guess). `perBatchMs`: what every batch
+   * costs besides its compute (the trip to the runner and back), which bigger batches amortise.
    */
-  bestBatchSize(max: number, explore = true): number {
+  bestBatchSize(max: number, explore = true, perBatchMs = 0): number {
     const sizes = batchSizes(max)
-    const tpOf = (size: number) => this.throughput(LatencyModel.bucketOf(size))
+    const tpOf = (size: number) => this.throughput(LatencyModel.bucketOf(size), perBatchMs)
     let bestIndex = -1
     let bestTp = 0
     sizes.forEach((size, i) => {

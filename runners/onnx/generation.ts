@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os'
 import type { ModelInfo } from '../../store/index.js'
 import type { Dispatcher } from '../batching/dispatcher.js'
 import { batchSizes } from '../batching/latency-model.js'
+import { resolveBatching } from '../defaults.js'
 import { gpuDevices } from '../gpu/devices.js'
 import { placeWorkers, type GpuRequest } from '../gpu/placement.js'
 import type { TensorSpec } from '../inference.js'
@@ -41,7 +42,7 @@ export async function startLocal(o: {
   onnxPath: string
   /** The checked-out .onnx file. */
   modelFile: string
-  newDispatcher: (slots: number, pool: () => WorkerPool | RemotePool) => Dispatcher<Request, Request>
+  newDispatcher: (slots: number, pool: () => WorkerPool | RemotePool, depth: number) => Dispatcher<Request, Request>
 }): Promise<Generation> {
   const model = o.model
   const cpu = o.options.resources?.cpu
@@ -50,13 +51,11 @@ export async function startLocal(o: {
   // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
   const placement = placeWorkers(workers, o.options.resources?.gpu, devicesFor(o.options.resources?.gpu))
   const providers = o.options.executionProviders ?? (placement ? ['cuda'] : undefined)
-  const b = o.options.batching ?? {}
-  const batching = b.enabled ?? true
-  const maxBatchSize = b.maxBatchSize ?? 32
-  const maxLatencyMs = b.maxLatencyMs ?? 100
+  const b = resolveBatching(o.options)
+  const { enabled: batching, maxBatchSize, deadlineMs } = b
   // Each generation's batches run on its own workers (a swap drains the old ones there).
   let pool: WorkerPool | undefined
-  const dispatcher = o.newDispatcher(workers, () => pool!)
+  const dispatcher = o.newDispatcher(workers, () => pool!, b.batchesPerWorker)
   const [inDim] = batchDims(o.options)
   const sig = model.signatures[o.onnxPath]
   const signature = signatureOf(model, o.onnxPath)
@@ -65,10 +64,11 @@ export async function startLocal(o: {
   const rounds = (o.options.warmup || {}).rounds ?? 1
   const warmupPlan = rowShapes ? { rounds, sizes, shapes: Object.fromEntries(rowShapes.map((r) => [r.name, r.shape])) } : o.options.warmup === false || rounds < 1 ? false : 'off: the model has variable non-batch dimensions; set warmup.shapes'
   pool = new WorkerPool({
+    depth: b.batchesPerWorker,
     ...(placement ? { env: (i: number) => ({ CUDA_VISIBLE_DEVICES: placement[i]!.join(',') }) } : {}),
     runner: o.name,
     workers,
-    timeoutMs: o.options.timeoutMs ?? 30_000,
+    timeoutMs: b.timeoutMs,
     backend: { kind: 'onnx', modelPath: o.modelFile, ...(providers ? { executionProviders: providers } : {}), ...(threads ? { intraOpThreads: threads } : {}) },
     ...(rowShapes
       ? {
@@ -81,7 +81,7 @@ export async function startLocal(o: {
             observe: (rows: number, ms: number) => dispatcher.model.observe(rows, ms),
             // A batch twice this size would already blow the latency bound: bigger ones
             // are not worth warming (start-up time), the batcher measures them if it ever uses them.
-            enough: (_rows: number, ms: number) => batching && 2 * ms > maxLatencyMs,
+            enough: (_rows: number, ms: number) => batching && 2 * ms > deadlineMs,
           },
         }
       : {}),

@@ -3,6 +3,8 @@ import type { InferenceModel, TensorSpec } from '../inference.js'
 import type { RunnerStats } from '../stats.js'
 import type { RunnerTensor } from '../tensor.js'
 import type { OnnxRunnerOptions } from './options.js'
+import { MAX_PRIORITY, PRIORITY } from '../batching/priority.js'
+import { resolveBatching } from '../defaults.js'
 
 /** A model file's inputs and outputs as the runner reports them. */
 export function signatureOf(model: ModelInfo, onnxPath: string): { inputs: TensorSpec[]; outputs: TensorSpec[] } {
@@ -29,7 +31,7 @@ export function inferenceModel(r: {
   run: (inputs: Record<string, RunnerTensor>) => Promise<Record<string, RunnerTensor>>
   stats: RunnerStats
 }): InferenceModel {
-  const b = { enabled: true, maxBatchSize: 32, maxLatencyMs: 100, ...r.options.batching }
+  const b = resolveBatching(r.options)
   const kind = r.options.resources?.gpu ? 'KIND_GPU' : 'KIND_CPU'
   return {
     name: r.name,
@@ -44,7 +46,10 @@ export function inferenceModel(r: {
       platform: 'onnxruntime_onnx',
       backend: 'onnxruntime',
       max_batch_size: b.maxBatchSize,
-      dynamic_batching: b.enabled ? { max_queue_delay_microseconds: Math.round(b.maxLatencyMs * 1000), preserve_ordering: true } : undefined,
+      // Triton's names: the batch window, and the queue policy (its timeout is our deadline).
+      dynamic_batching: b.enabled
+        ? { max_queue_delay_microseconds: Math.round(b.maxDelayMs * 1000), preserve_ordering: true, default_queue_policy: { timeout_action: 'REJECT', default_timeout_microseconds: Math.round(b.deadlineMs * 1000), max_queue_size: b.maxQueueSize }, priority_levels: MAX_PRIORITY, default_priority_level: PRIORITY.normal }
+        : undefined,
       instance_group: [{ count: r.instances(), kind }],
       model: r.model.tag,
       digest: r.model.digest,

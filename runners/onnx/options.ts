@@ -8,7 +8,15 @@ export interface BatchingOptions {
   enabled?: boolean
   /** Most rows per batch (default 32). */
   maxBatchSize?: number
-  /** Queue wait plus execution bound per request (default 100 ms). */
+  /**
+   * The batch window: the longest a request is held to let a batch fill (Triton's
+   * max_queue_delay). Below it the wait is adaptive; with nothing else coming there is none.
+   * Default 10 ms; 0 never waits.
+   */
+  maxDelayMs?: number
+  /** Requests that may wait (memory bound); more are refused at once. Default 64 × maxBatchSize. */
+  maxQueueSize?: number
+  /** @deprecated the deadline's name before it was its own setting: use the runner's deadlineMs. */
   maxLatencyMs?: number
   /**
    * The dimension requests are merged along (default 0), or [input dimension, output
@@ -21,6 +29,17 @@ export interface OnnxRunnerOptions {
   /** Runner name (default: the model name). */
   name?: string
   batching?: BatchingOptions
+  /**
+   * The longest a request may spend queued plus running (default 10 000 ms). One that cannot
+   * make it is refused early with 503 E_RUNNER_OVERLOADED and Retry-After — never run and then
+   * thrown away. A client's own timeout (Request-Timeout header, OIP `timeout`) only shortens it.
+   */
+  deadlineMs?: number
+  /**
+   * Batches handed to each worker at once (default 2): the next is already in the worker when
+   * the current one ends, so it never waits for this process to take an answer and send more.
+   */
+  batchesPerWorker?: number
   workers?: number
   /** A batch running longer than this fails with 504 and its worker is recycled (default 30 s). */
   timeoutMs?: number

@@ -14,6 +14,32 @@ export interface WireTensor {
   data: Uint8Array
 }
 
+/**
+ * A tensor whose bytes are several pieces in order (a batch's requests, row after row): the
+ * pool writes the pieces straight into the worker's shared-memory file, so a batch is never
+ * first copied into a buffer of its own. Only the API side holds these; the worker sees a
+ * WireTensor. Without shared memory the pieces are joined into one before they are sent.
+ */
+export interface GatheredTensor {
+  dtype: string
+  shape: number[]
+  parts: Uint8Array[]
+}
+
+export const isGathered = (v: unknown): v is GatheredTensor => typeof v === 'object' && v !== null && Array.isArray((v as GatheredTensor).parts) && typeof (v as GatheredTensor).dtype === 'string'
+
+/** The same tensor with its pieces joined (for IPC without shared memory). */
+export function joined(t: GatheredTensor): WireTensor {
+  if (t.parts.length === 1) return { dtype: t.dtype, shape: t.shape, data: t.parts[0]! }
+  const data = new Uint8Array(t.parts.reduce((n, p) => n + p.byteLength, 0))
+  let at = 0
+  for (const p of t.parts) {
+    data.set(p, at)
+    at += p.byteLength
+  }
+  return { dtype: t.dtype, shape: t.shape, data }
+}
+
 /** What a worker loads. */
 export type BackendSpec =
   | { kind: 'custom'; module: string; exportName: string }
@@ -22,7 +48,8 @@ export type BackendSpec =
 export type ParentMessage =
   /** `shm`: the shared-memory file tensor bytes travel through (see shm.ts); absent: all inline. */
   | { type: 'init'; runner: string; index: number; backend: BackendSpec; shm?: string }
-  | { type: 'run'; id: number; method: string; args: unknown }
+  /** `region`: where in the shared-memory file this call's tensors go (one region per call in flight). */
+  | { type: 'run'; id: number; method: string; args: unknown; region?: number }
   | { type: 'shutdown' }
 
 export type WorkerMessage =
@@ -30,7 +57,8 @@ export type WorkerMessage =
   | { type: 'ready'; methods: string[]; shm: boolean }
   /** A coded error (catalog code, details) keeps its code across the boundary; see errors/wire.ts. */
   | ({ type: 'init-error' } & WireError)
-  | { type: 'result'; id: number; value: unknown }
+  /** `ms`: how long the call ran in the worker (the batcher learns compute time from it, not the round trip). */
+  | { type: 'result'; id: number; value: unknown; ms: number }
   | ({ type: 'error'; id: number } & WireError)
 
 /** The command line a worker runs under; `ps` shows which runner it serves. */

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { closeSync, openSync, readSync, statSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
+import { isGathered, joined } from './protocol.js'
 
 /**
  * Tensor bytes between the API process and one worker through a shared-memory file (tmpfs,
@@ -10,14 +11,20 @@ import { join } from 'node:path'
  * bench:ipc; below 256 KiB inline is as fast). Only the tensors' bytes move this way; the message itself still goes over IPC and
  * carries `{ __shm: [offset, length] }` where the bytes were.
  *
- * One call is in flight per worker, so the file needs no locking: the API process writes the
- * inputs from offset 0 and sends the call; the worker reads them (into fresh buffers), runs, writes
- * its outputs from offset 0 and replies; the API process reads them before its next call.
+ * Each call in flight on a worker has a region of its own (calls may be handed to a worker before
+ * the previous one is answered: WorkerPool's depth), so the file needs no locking: the API process
+ * writes a call's inputs into its region and sends the call; the worker reads them when the call's
+ * turn comes, runs, writes its outputs into the same region and replies; the API process reads
+ * them before the region goes to another call. Regions are REGION_BYTES apart in a sparse tmpfs
+ * file: only the pages written take memory.
  * The file is unlinked as soon as both sides hold it open, so nothing is left behind even if a
  * process is SIGKILLed. A write that fails (a full /dev/shm: containers often give it 64 MB)
  * leaves that tensor inline in the message, which always works.
  */
 export const SHM_MIN_BYTES = 256 * 1024
+
+/** Distance between two calls' regions: more than any one call's tensors (4 GiB). */
+export const REGION_BYTES = 2 ** 32
 
 /** Where shared-memory files go: /dev/shm when it exists (Linux), else nowhere (inline IPC). */
 export function shmDir(env: NodeJS.ProcessEnv = process.env): string | undefined {
@@ -87,10 +94,10 @@ export class ShmChannel {
     this.fd = undefined
   }
 
-  /** A copy of `value` whose tensors of SHM_MIN_BYTES or more are written to the file and replaced by references. */
-  encode(value: unknown): unknown {
-    const at = { offset: 0 }
-    return this.walkOut(value, at, 0)
+  /** A copy of `value` whose tensors of SHM_MIN_BYTES or more are written to `region` of the file and replaced by references. */
+  encode(value: unknown, region = 0): unknown {
+    const base = region * REGION_BYTES
+    return this.walkOut(value, { offset: base, end: base + REGION_BYTES }, 0)
   }
 
   /**
@@ -117,9 +124,22 @@ export class ShmChannel {
     return new Uint8Array(this.scratch.buffer, start, length)
   }
 
-  private walkOut(v: unknown, at: { offset: number }, depth: number): unknown {
+  private walkOut(v: unknown, at: { offset: number; end: number }, depth: number): unknown {
+    if (isGathered(v)) {
+      const length = v.parts.reduce((n, p) => n + p.byteLength, 0)
+      if (length < SHM_MIN_BYTES || this.fd === undefined || at.offset + length > at.end) return joined(v)
+      const offset = at.offset
+      let pos = offset
+      for (const p of v.parts) {
+        if (!this.write(p, pos)) return joined(v)
+        pos += p.byteLength
+      }
+      at.offset = offset + Math.ceil(length / 8) * 8
+      return { dtype: v.dtype, shape: v.shape, __shm: [offset, length] } satisfies TensorRef
+    }
     if (isTensor(v)) {
-      if (v.data.byteLength < SHM_MIN_BYTES || this.fd === undefined) return v
+      // Past the region's end the bytes go inline (they would overwrite another call's).
+      if (v.data.byteLength < SHM_MIN_BYTES || this.fd === undefined || at.offset + v.data.byteLength > at.end) return v
       const offset = at.offset
       if (!this.write(v.data, offset)) return v
       // 8-byte alignment keeps every typed array view of the next tensor valid.

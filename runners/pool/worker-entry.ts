@@ -76,6 +76,8 @@ async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<M
 }
 
 let methods: Methods | undefined
+/** The call running now: the next one starts after it. */
+let turn: Promise<unknown> = Promise.resolve()
 let shm: ShmChannel | undefined
 let reuseInputs = false
 
@@ -100,11 +102,18 @@ process.on('message', (msg: ParentMessage) => {
   } else if (msg.type === 'run') {
     const fn = methods?.[msg.method]
     if (fn === undefined) return send({ type: 'error', id: msg.id, message: `the runner has no method ${msg.method}` })
-    Promise.resolve()
+    let started = 0
+    // Calls run one after the other, in arrival order, even when the pool hands over the next
+    // before this one is answered (its depth): a method never runs beside itself.
+    turn = turn
       // onnxruntime is done with its inputs when run() resolves: they may live in reused memory.
-      .then(() => fn(shm ? shm.decode(msg.args, reuseInputs) : msg.args))
+      .then(() => {
+        const args = shm ? shm.decode(msg.args, reuseInputs) : msg.args
+        started = performance.now()
+        return fn(args)
+      })
       .then(
-        (value) => send({ type: 'result', id: msg.id, value: shm ? shm.encode(value) : value }),
+        (value) => send({ type: 'result', id: msg.id, value: shm ? shm.encode(value, msg.region ?? 0) : value, ms: performance.now() - started }),
         (err: unknown) => send({ type: 'error', id: msg.id, ...errorToWire(err) }),
       )
   } else if (msg.type === 'shutdown') {

@@ -2,7 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { BundleError, errorFromWire } from '../../errors/index.js'
-import { workerTitle, type BackendSpec, type ParentMessage, type WorkerMessage } from './protocol.js'
+import { isGathered, joined, workerTitle, type BackendSpec, type ParentMessage, type WorkerMessage } from './protocol.js'
 import { ShmChannel, shmDir } from './shm.js'
 
 export interface PoolOptions {
@@ -11,6 +11,13 @@ export interface PoolOptions {
   backend: BackendSpec
   /** A call running longer than this fails with E_RUNNER_TIMEOUT and its worker is replaced. */
   timeoutMs?: number
+  /**
+   * Calls handed to one worker at once (default 1). With 2, the next batch is already in the
+   * worker when the current one ends, so the worker never waits for this process to take its
+   * answer and send more — which, when this process's event loop is busy, can take longer than
+   * the batch itself. The worker runs its calls one after the other.
+   */
+  depth?: number
   /** Extra environment per worker (GPU placement sets CUDA_VISIBLE_DEVICES here). */
   env?: (index: number) => Record<string, string>
   /** Restart delay after a crash: doubles from min to max while crashes keep coming. */
@@ -40,6 +47,10 @@ interface Call {
   id: number
   method: string
   args: unknown
+  /** Told how long the call ran inside the worker. */
+  timing?: ((ms: number) => void) | undefined
+  /** The part of the worker's shared-memory file its tensors use (one per call in flight). */
+  region?: number
   resolve: (v: unknown) => void
   reject: (e: unknown) => void
   timer?: NodeJS.Timeout
@@ -49,11 +60,13 @@ interface Slot {
   index: number
   child?: ChildProcess
   /** warming: running warm-up calls; neither ready nor available to callers. */
-  state: 'starting' | 'warming' | 'idle' | 'busy' | 'down'
-  call?: Call
+  state: 'starting' | 'warming' | 'ready' | 'down'
+  /** Calls handed to the worker and not answered yet, by id (at most `depth`). */
+  calls: Map<number, Call>
   backoff: number
   /** Set when a call timed out: the exit that follows is ours, not a crash. */
   killedFor?: BundleError
+  killedCall?: number
   /** Tensor bytes go through this file once the worker confirmed it opened it. */
   shm?: ShmChannel
   /** Added by grow() and not ready yet: does not make the pool unready. */
@@ -80,10 +93,12 @@ export class WorkerPool {
   private nextId = 1
   private stopping = false
   private readonly shmDir = shmDir()
+  readonly depth: number
   restarts = 0
 
   constructor(private readonly options: PoolOptions) {
-    this.slots = Array.from({ length: options.workers }, (_, index) => ({ index, state: 'down' as const, backoff: options.backoffMs?.min ?? 100 }))
+    this.depth = Math.max(1, options.depth ?? 1)
+    this.slots = Array.from({ length: options.workers }, (_, index) => ({ index, state: 'down' as const, calls: new Map(), backoff: options.backoffMs?.min ?? 100 }))
   }
 
   /** Starts every worker; resolves when all are ready, rejects if one cannot load its backend. */
@@ -92,7 +107,7 @@ export class WorkerPool {
   }
 
   ready(): boolean {
-    return !this.stopping && this.slots.every((s) => s.growing || s.state === 'idle' || s.state === 'busy')
+    return !this.stopping && this.slots.every((s) => s.growing || s.state === 'ready')
   }
 
   /** Live workers (starting ones included, retiring ones not). */
@@ -102,7 +117,7 @@ export class WorkerPool {
 
   /** Adds a worker; resolves once it is ready (warmed). The pool stays ready meanwhile. */
   async grow(): Promise<void> {
-    const slot: Slot = { index: Math.max(-1, ...this.slots.map((s) => s.index)) + 1, state: 'down', backoff: this.options.backoffMs?.min ?? 100, growing: true }
+    const slot: Slot = { index: Math.max(-1, ...this.slots.map((s) => s.index)) + 1, state: 'down', calls: new Map(), backoff: this.options.backoffMs?.min ?? 100, growing: true }
     this.slots.push(slot)
     try {
       await this.spawn(slot)
@@ -120,9 +135,9 @@ export class WorkerPool {
   async shrink(): Promise<void> {
     const live = this.slots.filter((s) => !s.retiring)
     if (live.length <= 1) return
-    const slot = live.find((s) => s.state === 'idle') ?? live[live.length - 1]!
+    const slot = live.find((s) => s.state === 'ready' && s.calls.size === 0) ?? live[live.length - 1]!
     slot.retiring = true
-    while (slot.state === 'busy') await new Promise((r) => setTimeout(r, 10))
+    while (slot.calls.size > 0) await new Promise((r) => setTimeout(r, 10))
     const child = slot.child
     this.slots.splice(this.slots.indexOf(slot), 1)
     await shutDown(child)
@@ -158,7 +173,7 @@ export class WorkerPool {
           this.warm(slot).then(
             () => {
               if (slot.child !== child || slot.state !== 'warming') return
-              slot.state = 'idle'
+              slot.state = 'ready'
               slot.backoff = this.options.backoffMs?.min ?? 100
               resolve()
               this.pump()
@@ -176,13 +191,12 @@ export class WorkerPool {
           reject(new BundleError(m.code ?? 'E_RUNNER_CRASHED', `runner ${this.options.runner} worker #${slot.index} could not start: ${m.message}`, m.details === undefined ? {} : { details: m.details }))
           child.kill('SIGKILL')
         } else if (m.type === 'result' || m.type === 'error') {
-          const call = slot.call
-          if (call === undefined || call.id !== m.id) return
+          const call = slot.calls.get(m.id)
+          if (call === undefined) return
           clearTimeout(call.timer)
-          slot.call = undefined
-          if (slot.state === 'busy') slot.state = 'idle'
+          slot.calls.delete(m.id)
           if (m.type === 'result') {
-            // Read shared-memory outputs now: the next call to this worker reuses the file.
+            // Read shared-memory outputs now: the next call to use this region overwrites them.
             let value: unknown
             try {
               value = slot.shm ? slot.shm.decode(m.value) : m.value
@@ -191,6 +205,7 @@ export class WorkerPool {
               this.pump()
               return
             }
+            call.timing?.(m.ms)
             call.resolve(value)
           } else call.reject(errorFromWire(m))
           this.pump()
@@ -200,13 +215,14 @@ export class WorkerPool {
         shm?.unlink()
         shm?.close()
         if (slot.shm === shm) slot.shm = undefined
-        const call = slot.call
-        slot.call = undefined
+        const calls = [...slot.calls.values()]
+        slot.calls.clear()
         slot.state = 'down'
         const detail = signal ? `killed by ${signal}` : `exited with code ${code}`
-        if (call !== undefined) {
+        for (const call of calls) {
           clearTimeout(call.timer)
-          call.reject(slot.killedFor ?? new BundleError('E_RUNNER_CRASHED', `runner ${this.options.runner} worker #${slot.index} ${detail} while running ${call.method}`))
+          // The call that timed out says so; the ones queued behind it in the worker were lost with it.
+          call.reject(slot.killedFor && call.id === slot.killedCall ? slot.killedFor : new BundleError('E_RUNNER_CRASHED', `runner ${this.options.runner} worker #${slot.index} ${detail} while running ${call.method}`))
         }
         const timedOut = slot.killedFor !== undefined
         slot.killedFor = undefined
@@ -227,56 +243,72 @@ export class WorkerPool {
     })
   }
 
-  /** Runs `method` on an idle worker; args and results may hold typed arrays (sent as bytes). */
-  run(method: string, args: unknown): Promise<unknown> {
+  /**
+   * Runs `method` on an idle worker; args and results may hold typed arrays (sent as bytes).
+   * `timing` is told how long the call ran inside the worker.
+   */
+  run(method: string, args: unknown, timing?: (ms: number) => void): Promise<unknown> {
     if (this.stopping) return Promise.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
     return new Promise((resolve, reject) => {
-      this.waiting.push({ id: this.nextId++, method, args, resolve, reject })
+      this.waiting.push({ id: this.nextId++, method, args, timing, resolve, reject })
       this.pump()
     })
   }
 
+  /** Hands waiting calls to the ready workers with the fewest calls in hand, up to `depth` each. */
   private pump(): void {
-    for (const slot of this.slots) {
-      if (this.waiting.length === 0) return
-      if (slot.state !== 'idle' || slot.child === undefined || slot.retiring) continue
-      slot.state = 'busy'
-      this.send(slot, this.waiting.shift()!)
+    while (this.waiting.length > 0) {
+      let best: Slot | undefined
+      for (const slot of this.slots) {
+        if (slot.state !== 'ready' || slot.child === undefined || slot.retiring || slot.calls.size >= this.depth) continue
+        if (best === undefined || slot.calls.size < best.calls.size) best = slot
+      }
+      if (best === undefined) return
+      this.send(best, this.waiting.shift()!)
     }
   }
 
   /** Hands `call` to the worker in `slot`, under the pool's timeout. */
   private send(slot: Slot, call: Call): void {
-    slot.call = call
+    // A region of the shared-memory file no other call in flight on this worker uses.
+    const used = new Set([...slot.calls.values()].map((c) => c.region))
+    let region = 0
+    while (used.has(region)) region++
+    call.region = region
+    slot.calls.set(call.id, call)
     if (this.options.timeoutMs !== undefined) {
+      // Counted from the call's turn in the worker: the calls ahead of it there may take their own time.
       call.timer = setTimeout(() => {
         slot.killedFor = new BundleError('E_RUNNER_TIMEOUT', `runner ${this.options.runner} took longer than ${this.options.timeoutMs} ms on ${call.method}; the worker was recycled`)
+        slot.killedCall = call.id
         slot.child?.kill('SIGKILL')
-      }, this.options.timeoutMs)
+      }, this.options.timeoutMs * slot.calls.size)
     }
     let args = call.args
     try {
-      args = slot.shm ? slot.shm.encode(call.args) : call.args
+      args = slot.shm ? slot.shm.encode(call.args, region) : joinAll(call.args)
     } catch {
-      // the bytes go inline
+      args = joinAll(call.args) // the bytes go inline
     }
-    const msg: ParentMessage = { type: 'run', id: call.id, method: call.method, args }
+    const msg: ParentMessage = { type: 'run', id: call.id, method: call.method, args, region }
     // A send that fails means the worker is gone: 'exit' fails the call with E_RUNNER_CRASHED.
     slot.child!.send(msg, (err) => err && slot.child?.kill('SIGKILL'))
   }
 
-  /** Runs the warm-up calls on one worker, timed from the API process (IPC included, as batches are). */
+  /** Runs the warm-up calls on one worker, timed inside it (compute, as batches are). */
   private async warm(slot: Slot): Promise<void> {
     const w = this.options.warmup
     if (w === undefined || w.rounds < 1) return
-    const call = (rows: number) => new Promise((resolve, reject) => this.send(slot, { id: this.nextId++, method: w.method, args: w.args(rows), resolve, reject }))
+    const call = (rows: number) =>
+      new Promise<number>((resolve, reject) => {
+        let ms = 0
+        this.send(slot, { id: this.nextId++, method: w.method, args: w.args(rows), timing: (t) => (ms = t), resolve: () => resolve(ms), reject })
+      })
     for (const rows of w.sizes) {
       await call(rows)
       let ms = 0
       for (let round = 0; round < w.rounds; round++) {
-        const started = performance.now()
-        await call(rows)
-        ms = performance.now() - started
+        ms = await call(rows)
         w.observe?.(rows, ms)
       }
       if (w.enough?.(rows, ms)) return
@@ -288,9 +320,17 @@ export class WorkerPool {
     this.stopping = true
     for (const call of this.waiting.splice(0)) call.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
     const deadline = Date.now() + graceMs
-    while (this.slots.some((s) => s.state === 'busy') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10))
+    while (this.slots.some((s) => s.calls.size > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10))
     await Promise.all(this.slots.map((s) => shutDown(s.child)))
   }
+}
+
+/** `args` with every gathered tensor joined into one buffer (what goes inline over IPC). */
+function joinAll(v: unknown, depth = 0): unknown {
+  if (isGathered(v)) return joined(v)
+  if (depth > 4 || typeof v !== 'object' || v === null || ArrayBuffer.isView(v)) return v
+  if (Array.isArray(v)) return v.map((x) => joinAll(x, depth + 1))
+  return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, joinAll(x, depth + 1)]))
 }
 
 /** Asks a worker to exit (SIGKILL after 2 s if it does not); resolves when it is gone. */

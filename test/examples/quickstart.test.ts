@@ -64,22 +64,25 @@ describe('bundle serve --config: operators tune runners without touching code', 
     const { BIN } = await import('../utils/cli.js')
     const dir = tempDir()
     const cfg = join(dir, 'serve.yaml')
-    writeFileSync(cfg, 'runners:\n  ocr-cls:\n    workers: 2\n    batching:\n      maxBatchSize: 8\n')
+    writeFileSync(cfg, 'runners:\n  ocr-cls:\n    workers: 2\n    deadlineMs: 5000\n    batching:\n      maxBatchSize: 8\n      maxDelayMs: 3\n')
     const port = 21000 + Math.floor(Math.random() * 20000)
     const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', String(port), '--config', cfg], {
-      env: { ...process.env, BUNDLE_HOME: join(dir, 'home'), BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '25', BUNDLE_RUNNER_OCR_CLS_WARMUP_ROUNDS: '2' },
+      env: { ...process.env, BUNDLE_HOME: join(dir, 'home'), BUNDLE_RUNNER_OCR_CLS_DEADLINE_MS: '25', BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_QUEUE_SIZE: '100', BUNDLE_RUNNER_OCR_CLS_WARMUP_ROUNDS: '2' },
       stdio: 'ignore',
     })
     const exited = new Promise((r) => child.on('exit', r))
     try {
-      let body: { name: string; ready: boolean; config: { workers: number; batching: { maxBatchSize: number; maxLatencyMs: number }; warmup: unknown }; batcher: { observations: number; queuedRows: number } }[] | undefined
+      let body: { name: string; ready: boolean; config: { workers: number; deadlineMs: number; batchesPerWorker: number; batching: { maxBatchSize: number; maxDelayMs: number }; warmup: unknown }; batcher: { observations: number; queuedRows: number } }[] | undefined
       for (let i = 0; i < 200 && body?.[0]?.ready !== true; i++) {
         await new Promise((r) => setTimeout(r, 100))
         body = await fetch(`http://127.0.0.1:${port}/runners`).then((r) => r.json() as never, () => undefined)
       }
       assert.equal(body?.[0]?.name, 'ocr-cls')
       assert.equal(body![0]!.config.workers, 2)
-      assert.deepEqual(body![0]!.config.batching, { enabled: true, maxBatchSize: 8, maxLatencyMs: 25 })
+      // The environment wins over the file, the file over the code, key by key.
+      assert.equal(body![0]!.config.deadlineMs, 25)
+      assert.equal(body![0]!.config.batchesPerWorker, 2, 'the default shows too')
+      assert.deepEqual(body![0]!.config.batching, { enabled: true, maxBatchSize: 8, maxDelayMs: 3, maxQueueSize: 100 })
       // The environment's warm-up rounds merge with the shapes the code gives.
       assert.deepEqual(body![0]!.config.warmup, { rounds: 2, sizes: [1, 2, 4, 8], shapes: { x: [3, 48, 192] } })
       // Warm-up timed 2 rounds per size on each of 2 workers before ready (sizes past one too

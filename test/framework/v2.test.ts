@@ -57,7 +57,7 @@ describe('Open Inference Protocol (/v2)', () => {
     const store = ModelStore.open({ home })
     await store.save({ name: 'ocr-cls', version: '2.0.0', paths: [MODELS.cls] })
     store.close()
-    const cls = onnxRunner('ocr-cls:2.0.0', { home, batching: { maxBatchSize: 8, maxLatencyMs: 5_000 } })
+    const cls = onnxRunner('ocr-cls:2.0.0', { home, deadlineMs: 5_000, batching: { maxBatchSize: 8, maxDelayMs: 4 } })
     const def = defineService({ name: 'v2-test', runners: [cls], apis: { ping: defineApi({ input: io.json(z.object({})), output: io.json(z.object({ ok: z.boolean() })), handler: async () => ({ ok: true }) }) } })
     svc = createServiceApp(def, { logger: pino({ level: 'silent' }), apiKey: 'secret' })
     await svc.start()
@@ -87,7 +87,10 @@ describe('Open Inference Protocol (/v2)', () => {
     assert.equal(config.platform, 'onnxruntime_onnx')
     assert.deepEqual(config.input, [{ name: 'x', data_type: 'TYPE_FP32', dims: [3, -1, -1] }])
     assert.deepEqual(config.output, [{ name: OUT, data_type: 'TYPE_FP32', dims: [2] }])
-    assert.equal(config.dynamic_batching.max_queue_delay_microseconds, 5_000_000)
+    // Triton's names: the batch window, and the queue policy whose timeout is the deadline.
+    assert.equal(config.dynamic_batching.max_queue_delay_microseconds, 4_000)
+    assert.equal(config.dynamic_batching.default_queue_policy.default_timeout_microseconds, 5_000_000)
+    assert.equal(config.dynamic_batching.default_queue_policy.timeout_action, 'REJECT')
   })
 
   it('JSON inference: flat or nested data, the id echoed, the same numbers as onnxruntime in-process', async () => {
@@ -103,6 +106,14 @@ describe('Open Inference Protocol (/v2)', () => {
     assert.deepEqual(body.outputs[0].shape, [2, 2])
     assert.equal(body.outputs[0].datatype, 'FP32')
     close(body.outputs[0].data, want)
+    // Triton's request parameters: a timeout (microseconds) and a priority pass on to the batcher; bad ones are 400s.
+    const timed = await infer({ inputs: [{ name: 'x', shape: [2, 3, 48, 192], datatype: 'FP32', data: Array.from(x) }], parameters: { timeout: 5_000_000, priority: 1 } }, { headers: auth })
+    assert.equal(timed.status, 200, timed.buf.toString())
+    for (const parameters of [{ timeout: -1 }, { timeout: 'soon' }, { priority: 'urgent' }]) {
+      const bad = await infer({ inputs: [{ name: 'x', shape: [2, 3, 48, 192], datatype: 'FP32', data: Array.from(x) }], parameters }, { headers: auth })
+      assert.equal(bad.status, 400, JSON.stringify(parameters))
+      assert.match(JSON.parse(bad.buf.toString()).error, /parameters\.(timeout|priority)/)
+    }
     // Nested row-major data, as numpy.tolist() gives it.
     const nested = Array.from({ length: 1 }, () => Array.from({ length: 3 }, (_, c) => Array.from({ length: 48 }, (_, h) => Array.from(x.subarray(c * 48 * 192 + h * 192, c * 48 * 192 + (h + 1) * 192)))))
     const n = await infer({ inputs: [{ name: 'x', shape: [1, 3, 48, 192], datatype: 'FP32', data: nested }] }, { headers: auth })

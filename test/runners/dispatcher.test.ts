@@ -190,7 +190,7 @@ describe('Dispatcher (fake time)', () => {
     const cost = (n: number) => (n <= 4 ? 8 + 2 * n : 16 + 6 * (n - 4))
     const clock = new FakeClock()
     const r = runner(clock, cost)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 32, maxLatencyMs: 5000, slots: 1, clock, maxQueueRows: 100_000 }, r.execute)
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 32, maxLatencyMs: 5000, slots: 1, clock, maxQueueSize: 100_000 }, r.execute)
     const all: Promise<unknown>[] = []
     for (let i = 0; i < 3000; i++) {
       all.push(d.submit({ id: `q${i}` }, 1).catch(() => undefined))
@@ -240,10 +240,11 @@ describe('Dispatcher (fake time)', () => {
     const r = runner(clock, cost)
     const reasons: string[] = []
     const observer = { batch: () => undefined, rejected: (why: string) => void reasons.push(why) }
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 4, maxLatencyMs: 100, slots: 1, clock, model: trained(cost, 4), maxQueueRows: 12, observer }, r.execute)
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 4, maxLatencyMs: 100, slots: 1, clock, model: trained(cost, 4), maxQueueSize: 3, observer }, r.execute)
     const all: Promise<unknown>[] = []
-    for (let i = 0; i < 20; i++) all.push(d.submit({ id: `r${i}` }, 1).catch(() => undefined))
-    all.push(d.submit({ id: 'big' }, 13).catch(() => undefined))
+    all.push(d.submit({ id: 'first' }, 1).catch(() => undefined)) // runs at once: the slot is busy now
+    all.push(d.submit({ id: 'big' }, 13).catch(() => undefined)) // 13 rows behind it cannot finish in time
+    for (let i = 0; i < 20; i++) all.push(d.submit({ id: `r${i}` }, 1).catch(() => undefined)) // 3 wait, the rest find the queue full
     await clock.advance(1000)
     await Promise.all(all)
     assert.ok(reasons.includes('admission'), `reasons: ${reasons}`)

@@ -1,3 +1,4 @@
+import { parseClientPriority } from '../../../runners/index.js'
 import { BundleError } from '../../../errors/index.js'
 import { TYPED_ARRAYS, decodeStrings, encodeStrings, type NumericTensor, type RunnerDType, type RunnerTensor } from '../../../runners/index.js'
 
@@ -43,6 +44,10 @@ export interface InferRequest {
   /** Requested outputs (all when undefined), each with whether it goes back as binary. */
   outputs?: { name: string; binary: boolean | undefined }[]
   binaryOutput: boolean
+  /** The client's timeout in ms (the protocol's `timeout` parameter is in microseconds). */
+  timeoutMs?: number
+  /** The protocol's `priority` parameter: 1 is the most urgent, 0 the default. */
+  priority?: number
 }
 
 const count = (shape: readonly number[]): number => shape.reduce((n, d) => n * d, 1)
@@ -166,7 +171,18 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
   }
   const params = isObject(doc.parameters) ? doc.parameters : {}
   const id = doc.id === undefined ? undefined : String(doc.id)
-  return { ...(id !== undefined ? { id } : {}), inputs, ...(outputs ? { outputs } : {}), binaryOutput: params.binary_data_output === true }
+  // Triton's request parameters: timeout in microseconds (0: none), priority 1… (0: the default).
+  const timeout = params.timeout
+  if (timeout !== undefined && (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 0)) throw bad('parameters.timeout must be a whole number of microseconds')
+  const priority = params.priority === undefined ? undefined : parseClientPriority(params.priority as number, 'parameters.priority')
+  return {
+    ...(id !== undefined ? { id } : {}),
+    inputs,
+    ...(outputs ? { outputs } : {}),
+    binaryOutput: params.binary_data_output === true,
+    ...(typeof timeout === 'number' && timeout > 0 ? { timeoutMs: timeout / 1000 } : {}),
+    ...(priority !== undefined ? { priority } : {}),
+  }
 }
 
 /** Encodes the response: JSON, or JSON followed by the binary outputs (with the JSON's length). */

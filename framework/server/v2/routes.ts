@@ -2,7 +2,7 @@ import type { Context, Hono } from 'hono'
 import type { Logger } from 'pino'
 import { randomUUID } from 'node:crypto'
 import { BundleError } from '../../../errors/index.js'
-import type { InferenceModel, RunnerTensor, TensorSpec } from '../../../runners/index.js'
+import { withCallContext, type InferenceModel, type RunnerTensor, type TensorSpec } from '../../../runners/index.js'
 import { readBody } from '../body.js'
 import { clientFacing, errorHeaders } from '../error-response.js'
 import { encodeInferResponse, parseInferRequest, protocolType, type InferInput } from './codec.js'
@@ -152,6 +152,7 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
     app.post(
       `${base}/infer`,
       route(async (c) => {
+        const arrived = performance.now()
         const m = find(c)
         if (!o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
         return o.track(async () => {
@@ -164,7 +165,9 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
           for (const r of req.outputs ?? []) if (!known.includes(r.name)) throw new BundleError('E_INPUT_INVALID', `unknown output "${r.name}"; ${m.name} has ${known.map((x) => `"${x}"`).join(', ')}`)
           // Resolved again now, after the body arrived: a swap meanwhile sends it to the new version.
           const target = c.req.param('version') === undefined ? find(c) : m
-          const result = await target.infer(Object.fromEntries(req.inputs.map((i) => [i.name, i.tensor])))
+          // The client's timeout and priority reach the model's batcher as the request's own.
+          const call = { ...(req.timeoutMs !== undefined ? { deadline: arrived + req.timeoutMs } : {}), ...(req.priority !== undefined ? { priority: req.priority } : {}) }
+          const result = await withCallContext(call, () => target.infer(Object.fromEntries(req.inputs.map((i) => [i.name, i.tensor]))))
           const wanted = req.outputs ?? known.map((name) => ({ name, binary: undefined }))
           const outputs = wanted.map((w) => ({ name: w.name, tensor: result[w.name] as RunnerTensor, binary: w.binary ?? req.binaryOutput }))
           const { body: out, headers: h } = encodeInferResponse(target, req.id, outputs)

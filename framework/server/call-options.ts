@@ -1,0 +1,59 @@
+import type { Context } from 'hono'
+import { BundleError } from '../../errors/index.js'
+import { parseClientPriority, refusalPace } from '../../runners/index.js'
+import type { ApiDefinition } from '../service/definition.js'
+import { headerOf } from './request.js'
+
+/** The longest Request-Timeout a client may ask for (a day): past it the value is surely a unit mistake. */
+const MAX_TIMEOUT_MS = 86_400_000
+
+export interface CallOptions {
+  deadline?: number
+  priority?: number
+  uses: Set<object>
+}
+
+/**
+ * What a request asks of the runner calls it makes: `Request-Timeout: <ms>` — how long the client
+ * waits, from when the request arrived (it can only shorten a runner's deadlineMs) — and
+ * `Request-Priority: 1–9 | high | normal | low` (else the API's own priority). Bad values are 400s.
+ */
+export function callOptions(c: Context, a: ApiDefinition, arrived: number, uses: Set<object>): CallOptions {
+  const timeout = headerOf(c, 'request-timeout')
+  let deadline: number | undefined
+  if (timeout !== undefined) {
+    const ms = Number(timeout.trim())
+    if (timeout.trim() === '' || !Number.isFinite(ms) || ms <= 0 || ms > MAX_TIMEOUT_MS) throw new BundleError('E_INPUT_INVALID', `the Request-Timeout header must be a number of milliseconds from 1 to ${MAX_TIMEOUT_MS}; got ${JSON.stringify(timeout)}`)
+    deadline = arrived + ms
+  }
+  const priority = parseClientPriority(headerOf(c, 'request-priority'), 'the Request-Priority header') ?? a.priority
+  return { ...(deadline !== undefined ? { deadline } : {}), ...(priority !== undefined ? { priority } : {}), uses }
+}
+
+interface Refusing {
+  refusal?(o: { deadline?: number | undefined; priority?: number | undefined }): BundleError | undefined
+}
+
+/** Throws the refusal (E_RUNNER_OVERLOADED) of the first runner this API calls that would refuse the request now. */
+export function refuseEarly(uses: Set<object>, call: CallOptions): void {
+  for (const r of uses as Set<Refusing>) {
+    const refused = r.refusal?.(call)
+    if (refused) throw refused
+  }
+}
+
+/**
+ * Refusals a runner expects to have room for again within this long are answered then, not at
+ * once (Retry-After still says 1 s). A client that resends the moment it is refused — a load
+ * balancer, a naive retry loop — then comes back when its request can be taken, instead of
+ * spinning through refusals whose CPU the runner needs; a refusal that is further off (real
+ * overload) is answered at once, so clients can go elsewhere.
+ */
+export const MAX_REFUSAL_PACE_MS = 50
+
+/** Resolves when a refusal (`err`) should be answered: at once, or when the runner expects room. */
+export function refusalDue(err: unknown): Promise<void> | undefined {
+  const pace = refusalPace(err)
+  if (pace === undefined || pace <= 0 || pace > MAX_REFUSAL_PACE_MS) return undefined
+  return new Promise((resolve) => setTimeout(resolve, pace))
+}

@@ -1,0 +1,34 @@
+import { AsyncLocalStorage } from 'node:async_hooks'
+
+/**
+ * What a runner call inherits from the request that makes it, without the service passing it
+ * along: `cls.run(x)` inside an API method queues with that request's deadline and priority, and
+ * leaves the queue if the client goes away. The server sets it around each API call; code that
+ * runs outside a request (start-up hooks, tests) has none and gets the runner's defaults.
+ */
+export interface CallContext {
+  /** When the caller stops waiting, on performance.now()'s clock; shortens the runner's deadlineMs. */
+  readonly deadline?: number
+  /** 1 (most urgent) to 9. */
+  readonly priority?: number
+  /** True once the request's client has gone: its queued runner calls are not run. */
+  readonly gone?: () => boolean
+  /** Runners the request called: the server learns which runners an API uses, to refuse early. */
+  readonly uses?: Set<object>
+}
+
+// Process-wide, not module-wide: a service file loaded through tsx has its own copy of this
+// module, and its runners must read what the server's copy set.
+const KEY = Symbol.for('modelbundle.callContext')
+const slot = globalThis as { [KEY]?: AsyncLocalStorage<CallContext> }
+const storage: AsyncLocalStorage<CallContext> = (slot[KEY] ??= new AsyncLocalStorage<CallContext>())
+
+/** Runs `fn` with `ctx` as the context of every runner call it makes, awaited or not. */
+export function withCallContext<T>(ctx: CallContext, fn: () => T): T {
+  return storage.run(ctx, fn)
+}
+
+/** The context of the request this code runs for, if any. */
+export function currentCall(): CallContext | undefined {
+  return storage.getStore()
+}
