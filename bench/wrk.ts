@@ -35,7 +35,7 @@ export interface WrkResult {
 export function hasWrk(): Promise<boolean> {
   return sh('wrk', ['--version']).then(
     () => true,
-    (e: { stdout?: string }) => /wrk \d/.test(e.stdout ?? ''), // wrk --version exits 1
+    (e: { stdout?: string }) => /^wrk /.test(e.stdout ?? ''), // wrk --version prints its usage and exits 1
   )
 }
 

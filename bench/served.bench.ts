@@ -1,0 +1,158 @@
+// npm run bench:served — the served path against the server a user writes first (hono +
+// onnxruntime-node, session.run per request: bench/fixtures/naive-onnx-server.ts), on the
+// quickstart's two routes, with wrk as the load generator (a process of its own; it resends the
+// moment it is answered, refused or not). Goodput counts 2xx answers only. Pairs run
+// interleaved (A B A B …) and each row is the median round. Also: forced shedding (a deadline
+// too tight for the load) against the default deadline, a simulated accelerator at 256
+// connections against its ceiling, and the greeter against a bare hono app.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { MODELS } from '../test/utils/models.js'
+import { fmt, machine, writeSection } from './results.js'
+import { hasWrk, wrk, type WrkResult } from './wrk.js'
+
+const BIN = fileURLToPath(new URL('../bin/bundle', import.meta.url))
+const QUICKSTART = fileURLToPath(new URL('../examples/quickstart/service.ts', import.meta.url))
+const GREETER = fileURLToPath(new URL('../examples/greeter/service.ts', import.meta.url))
+const NAIVE = fileURLToPath(new URL('./fixtures/naive-onnx-server.ts', import.meta.url))
+const BARE = fileURLToPath(new URL('./fixtures/bare-hono.ts', import.meta.url))
+const ACCEL = fileURLToPath(new URL('./fixtures/accel-service.ts', import.meta.url))
+const PNG = fileURLToPath(new URL('../test/fixtures/images/hello-180.png', import.meta.url))
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+
+if (!(await hasWrk())) {
+  console.error('bench:served needs wrk (apt-get install wrk)')
+  process.exit(1)
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'mb-bench-served-'))
+const home = join(dir, 'home')
+const tensorFile = join(dir, 'tensor.bin')
+writeFileSync(tensorFile, new Uint8Array(new Float32Array(3 * 48 * 192).fill(0.25).buffer))
+const greetFile = join(dir, 'greet.json')
+writeFileSync(greetFile, JSON.stringify({ name: 'ada' }))
+const itemFile = join(dir, 'item.json')
+writeFileSync(itemFile, JSON.stringify({ x: 1 }))
+
+interface Server {
+  child: ChildProcess
+  url: string
+}
+
+function start(args: string[], env: Record<string, string> = {}): Promise<Server> {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, BUNDLE_HOME: home, ...env } })
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => (child.kill('SIGKILL'), reject(new Error(`no "listening" from ${args.join(' ')}`))), 60_000)
+    let buf = ''
+    child.stdout!.on('data', (c) => {
+      buf += c
+      const m = /"url":"([^"]+)".*"msg":"listening"|"msg":"listening","url":"([^"]+)"/.exec(buf)
+      if (m) {
+        clearTimeout(timer)
+        child.stdout!.removeAllListeners('data')
+        child.stdout!.resume() // keep draining the access log
+        resolve({ child, url: m[1] ?? m[2]! })
+      }
+    })
+    child.on('exit', (code) => (clearTimeout(timer), reject(new Error(`server exited with ${code}`))))
+  })
+}
+
+async function ready(url: string): Promise<void> {
+  for (let i = 0; i < 1200; i++) {
+    if ((await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200) return
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`${url} never became ready`)
+}
+
+const TENSOR = { bodyFile: tensorFile, headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,192' } }
+const IMAGE = { bodyFile: PNG, headers: { 'content-type': 'image/png' } }
+const JSON_BODY = (file: string) => ({ bodyFile: file, headers: { 'content-type': 'application/json' } })
+
+type Load = { bodyFile: string; headers: Record<string, string> }
+const run = (url: string, load: Load, connections: number, seconds = SECONDS) => wrk({ url, ...load, connections, seconds, threads: connections >= 16 ? 2 : 1 })
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+
+/** Rounds of A then B (and back), after a short warm-up of each: the median of each side, and the median of per-round ratios. */
+async function pair(a: string, b: string, load: Load, connections: number): Promise<{ a: WrkResult; b: WrkResult; ratio: number }> {
+  await run(a, load, connections, 2)
+  await run(b, load, connections, 2)
+  const as: WrkResult[] = []
+  const bs: WrkResult[] = []
+  for (let i = 0; i < ROUNDS; i++) {
+    // Alternate which goes first, so a slow drift of the machine hits both alike.
+    if (i % 2 === 0) {
+      as.push(await run(a, load, connections))
+      bs.push(await run(b, load, connections))
+    } else {
+      bs.push(await run(b, load, connections))
+      as.push(await run(a, load, connections))
+    }
+  }
+  const mid = (xs: WrkResult[]) => [...xs].sort((x, y) => x.goodput - y.goodput)[Math.floor(xs.length / 2)]!
+  return { a: mid(as), b: mid(bs), ratio: median(as.map((x, i) => x.goodput / Math.max(bs[i]!.goodput, 1e-9))) }
+}
+
+const rows: string[] = []
+const line = (measure: string, ours: string, theirs: string, ratio: string, target: string, met: boolean) => rows.push(`| ${measure} | ${ours} | ${theirs} | ${ratio} | ${target} | ${met ? 'met' : '**missed**'} |`)
+const good = (r: WrkResult) => `${fmt(r.goodput, 0)}/s${r.refused ? ` (${fmt(r.refused / r.seconds, 0)}/s refused)` : ''}`
+
+try {
+  const naive = await start(['--import', 'tsx', NAIVE], { MODEL: MODELS.cls })
+  // `npm start`'s server: the quickstart with its defaults, access log on.
+  const mb = await start([BIN, 'serve', QUICKSTART, '--port', '0'])
+  await ready(mb.url)
+
+  const png32 = await pair(`${mb.url}/classify`, `${naive.url}/classify`, IMAGE, 32)
+  line('PNG `/classify`, 32 connections: goodput', good(png32.a), good(png32.b), `${fmt(png32.ratio, 2)}×`, '≥ 1.0×, zero refusals', png32.ratio >= 1 && png32.a.refused === 0)
+  const t32 = await pair(`${mb.url}/classifyTensor`, `${naive.url}/classifyTensor`, TENSOR, 32)
+  line('tensor `/classifyTensor` [1,3,48,192], 32 connections: goodput', good(t32.a), good(t32.b), `${fmt(t32.ratio, 2)}×`, '≥ 1.15×', t32.ratio >= 1.15)
+  for (const [route, load] of [['classify', IMAGE], ['classifyTensor', TENSOR]] as const) {
+    const one = await pair(`${mb.url}/${route}`, `${naive.url}/${route}`, load, 1)
+    const over = one.a.p50Ms - one.b.p50Ms
+    line(`\`/${route}\`, 1 connection: p50`, `${fmt(one.a.p50Ms, 2)} ms`, `${fmt(one.b.p50Ms, 2)} ms`, `${over >= 0 ? '+' : ''}${fmt(over, 2)} ms`, '≤ +1 ms', over <= 1)
+  }
+  naive.child.kill('SIGTERM')
+
+  // Forced shedding: a deadline the 32 resending clients cannot all make, against the default.
+  const tight = await start([BIN, 'serve', QUICKSTART, '--port', '0'], { BUNDLE_RUNNER_OCR_CLS_DEADLINE_MS: '20' })
+  await ready(tight.url)
+  const shed = await pair(`${tight.url}/classifyTensor`, `${mb.url}/classifyTensor`, TENSOR, 32)
+  line('forced shedding (20 ms deadline), 32 resending clients: goodput vs the default deadline', good(shed.a), good(shed.b), `${fmt(shed.ratio, 2)}×`, '≥ 0.8×', shed.ratio >= 0.8)
+  tight.child.kill('SIGTERM')
+  mb.child.kill('SIGTERM')
+
+  // A simulated accelerator: 20 ms + 0.25 ms a row, at most 64 rows, one worker.
+  const accel = await start([BIN, 'serve', ACCEL, '--port', '0'])
+  await ready(accel.url)
+  const ceiling = 64 / (20 + 0.25 * 64) * 1000
+  await run(`${accel.url}/infer`, JSON_BODY(itemFile), 256, 2)
+  const accelRuns: WrkResult[] = []
+  for (let i = 0; i < ROUNDS; i++) accelRuns.push(await run(`${accel.url}/infer`, JSON_BODY(itemFile), 256))
+  const a = [...accelRuns].sort((x, y) => x.goodput - y.goodput)[Math.floor(accelRuns.length / 2)]!
+  line('simulated accelerator, 256 connections: rows/s vs its ceiling', `${good(a)}, p99 ${fmt(a.p99Ms, 0)} ms`, `ceiling ${fmt(ceiling, 0)}/s`, `${fmt(a.goodput / ceiling, 2)}×`, '≥ 0.9×, p99 within the deadline (10 s)', a.goodput / ceiling >= 0.9 && a.p99Ms <= 10_000)
+  accel.child.kill('SIGTERM')
+
+  // The HTTP path alone: the greeter (access log on, as by default) against a bare hono app.
+  const bare = await start(['--import', 'tsx', BARE])
+  const greeter = await start([BIN, 'serve', GREETER, '--port', '0'])
+  await ready(greeter.url)
+  const g = await pair(`${greeter.url}/greet`, `${bare.url}/greet`, JSON_BODY(greetFile), 16)
+  line('greeter echo vs bare hono, 16 connections, access log on', good(g.a), good(g.b), `${fmt(g.ratio, 2)}×`, '≥ 0.85×', g.ratio >= 0.85)
+  for (const s of [bare, greeter]) s.child.kill('SIGTERM')
+} finally {
+  rmSync(dir, { recursive: true, force: true })
+}
+
+const table = `| measure | modelbundle | hand-written / reference | ratio | target | |\n|---|---|---|---|---|---|\n${rows.join('\n')}`
+writeSection(
+  'served',
+  `## The served path against the hand-written server (\`npm run bench:served\`)\n\n${machine()}. wrk (keep-alive, closed loop: each connection resends the moment it is answered, refused or not) in a process of its own, on the same cores as the servers; goodput counts 2xx answers only. ${SECONDS} s windows after a 2 s warm-up, ${ROUNDS} rounds per pair run interleaved; each cell is the median round, each ratio the median of per-round ratios. The hand-written server is bench/fixtures/naive-onnx-server.ts (hono, sharp, session.run per request in the HTTP process); modelbundle is \`bundle serve examples/quickstart/service.ts\` with \`npm start\`'s defaults (access log on).\n\n${table}\n`,
+)
+console.log(table)
