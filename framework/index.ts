@@ -5,7 +5,7 @@ export { api, definitionOf, onShutdown, onStartup, service, task, type ApiOption
 export { defineApi, defineService, type DefineServiceOptions, type DefinedApi } from './service/define.js'
 export type { ApiContext, ApiDefinition, RunnerDeclaration, ServiceDefinition, ServiceOptions, TrafficOptions } from './service/definition.js'
 export { io } from './io/index.js'
-export type { DType, FileValue, IODescriptor, Image, InputOf, MultipartOptions, OutputOf, Tensor, TypedArrayOf } from './io/index.js'
+export type { DType, FileValue, IODescriptor, Image, ImageOptions, ImageResize, InputOf, MultipartOptions, OutputOf, Tensor, TypedArrayOf } from './io/index.js'
 export { createServiceApp, type AppOptions, type Phase, type ServiceApp } from './server/app.js'
 export { openapiDocument } from './server/openapi.js'
 export { serve, type RunningServer, type ServeOptions } from './server/serve.js'

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path'
 import { api, io, onnxRunner, onStartup, service, type Image, type Tensor } from 'modelbundle'
 import { ModelStore } from 'modelbundle/store'
 import { z } from 'zod'
-import { HEIGHT, WIDTH, toClsInput, toDirection } from './preprocess.js'
+import { CLS_RESIZE, HEIGHT, WIDTH, toClsInput, toDirection } from './preprocess.js'
 
 // The PaddleOCR text-direction classifier, run in its own worker process behind the batcher.
 // Its input width is variable, so warm-up is told the width this service always sends.
@@ -28,9 +28,9 @@ export class Quickstart {
   }
 
   /** A photo or scan of one text line (PNG/JPEG/WebP, raw or multipart): is it upside down? */
-  @api({ input: io.image(), output: io.json(Direction) })
+  @api({ input: io.image({ resize: CLS_RESIZE }), output: io.json(Direction) })
   async classify(img: Image) {
-    const x = await toClsInput(img)
+    const x = toClsInput(img)
     const out = await cls.run({ x: { dtype: 'float32', shape: [1, 3, HEIGHT, WIDTH], data: x } })
     return toDirection(Object.values(out)[0]!.data as Float32Array)
   }

@@ -9,7 +9,7 @@ import { text } from './text.js'
 export const io = { json, text, image, file, tensor, multipart } as const
 
 export type { FileValue } from './file.js'
-export type { Image } from './image.js'
+export type { Image, ImageOptions, ImageResize } from './image.js'
 export type { MultipartOptions } from './multipart.js'
 export type { DType, Tensor, TypedArrayOf } from './tensor.js'
 export { DTYPES, SHAPE_HEADER, DTYPE_HEADER } from './tensor.js'

@@ -1,18 +1,20 @@
 import { randomUUID } from 'node:crypto'
-import type { ServerResponse } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { Hono, type Context } from 'hono'
 import pino, { type Logger } from 'pino'
 import { BundleError, isBundleError } from '../../errors/index.js'
 import { mediaTypeMatches, type HeaderReader } from '../io/types.js'
 import type { ApiDefinition, ServiceDefinition } from '../service/definition.js'
 import { isOpenPath, keyChecker } from './auth.js'
-import { DEFAULT_MAX_BODY_BYTES, readBody } from './body.js'
+import { DEFAULT_MAX_BODY_BYTES } from './body.js'
 import { corsMiddleware } from './cors.js'
 import { Deadlines } from './deadlines.js'
 import { docsAsset, docsPage } from './docs.js'
-import { errorResponse } from './error-response.js'
+import { errorAnswer, errorResponse } from './error-response.js'
+import { honoExchange, nodeExchange, type Answer, type Exchange } from './exchange.js'
 import { envOverrides, mergeOverrides, queueName, RunnerMetrics, undeclaredRunners, withCallContext, type RedisLink, type RunnerOverrides } from '../../runners/index.js'
 import { callOptions, refusalDue, refuseEarly } from './call-options.js'
+import { LogSink } from './log-sink.js'
 import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
 import { frameworkVersion, headerOf, RequestContext, SANE_REQUEST_ID } from './request.js'
@@ -73,6 +75,11 @@ export interface ServiceApp {
   idle(): Promise<void>
   /** Runs shutdown hooks and stops runners. */
   stop(): Promise<void>
+  /**
+   * For serve(): answers an API request straight from node's HTTP server and returns true, or
+   * returns false (any other route, method) for the hono app to answer. Absent with CORS on.
+   */
+  readonly fastPath?: (req: IncomingMessage, res: ServerResponse) => boolean
 }
 
 const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/runners']
@@ -84,12 +91,9 @@ const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json
  * encode, and ends in exactly one response.
  */
 export function createServiceApp(definition: ServiceDefinition, options: AppOptions = {}): ServiceApp {
-  // Buffered stdout (4 KiB or 250 ms, whichever first): a write(2) per access line costs more
-  // than handling a small request. serve() flushes after lifecycle lines and at shutdown.
-  const log =
-    options.logger ??
-    pino({ level: process.env.BUNDLE_LOG_LEVEL ?? 'info', base: { service: definition.name } }, pino.destination({ dest: 1, sync: false, minLength: 4096 }))
-  if (options.logger === undefined) setInterval(() => log.flush(), 250).unref()
+  // Buffered stdout (64 KiB or 250 ms, whichever first; see LogSink): a write(2) per access
+  // line costs more than handling a small request. serve() flushes after lifecycle lines and at shutdown.
+  const log = options.logger ?? pino({ level: process.env.BUNDLE_LOG_LEVEL ?? 'info', base: { service: definition.name } }, new LogSink(1))
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
   const metrics = createMetrics(definition.name, definition.apis.map((a) => a.name))
   // Runner series cover the service's runners and the models loaded at run time (/v2/repository).
@@ -225,20 +229,19 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   }
 
   /** The request body's bytes (media type checked, size capped; gzip/deflate expanded within the same cap). */
-  async function readInput(c: Context, a: ApiDefinition): Promise<{ contentType: string; bytes: Uint8Array }> {
-    const contentType = headerOf(c, 'content-type') ?? ''
+  async function readInput(ex: Exchange, a: ApiDefinition): Promise<{ contentType: string; bytes: Uint8Array }> {
+    const contentType = ex.header('content-type') ?? ''
     if (!mediaTypeMatches(contentType, a.input.mediaTypes)) {
       throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', `${a.route} accepts ${a.input.mediaTypes.join(', ')}; got ${contentType === '' ? 'no Content-Type' : contentType}`)
     }
-    const raw = await readBody(headerOf(c, 'content-length'), () => c.req.arrayBuffer(), () => c.req.raw.body, maxBody)
-    const encoding = headerOf(c, 'content-encoding')
+    const raw = await ex.body(maxBody)
+    const encoding = ex.header('content-encoding')
     return { contentType, bytes: encoding === undefined ? raw : await decodeBody(raw, encoding, maxBody) }
   }
 
   /** The body as the API's input descriptor reads it. */
-  async function decodeInput(c: Context, a: ApiDefinition, { contentType, bytes }: { contentType: string; bytes: Uint8Array }): Promise<{ input: unknown; headers: HeaderReader }> {
-    // Read from node's IncomingMessage on demand (see headerOf).
-    const headers = { get: (name: string) => headerOf(c, name.toLowerCase()) ?? null }
+  async function decodeInput(ex: Exchange, a: ApiDefinition, { contentType, bytes }: { contentType: string; bytes: Uint8Array }): Promise<{ input: unknown; headers: HeaderReader }> {
+    const headers = { get: (name: string) => ex.header(name.toLowerCase()) ?? null }
     const input = await a.input.decode({
       contentType,
       headers,
@@ -254,11 +257,11 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   // is read. Services without runners skip the request context altogether.
   const apiRunners = new Map(definition.runners.length ? definition.apis.map((a) => [a.name, new Set<object>()] as const) : [])
 
-  async function handle(c: Context<{ Variables: { requestId: string; headed?: boolean } }>, a: ApiDefinition): Promise<Response> {
-    const requestId = c.get('requestId')
+  /** One API request, start to answer: the pipeline both hono's routes and serve()'s fast path run. */
+  async function handle(ex: Exchange, a: ApiDefinition, requestId: string): Promise<Answer> {
     const started = performance.now()
     const m = metrics.endpoint(a.name)
-    let response: Response
+    let answer: Answer
     let orphan: Promise<unknown> | undefined
     inFlight++
     m.begin()
@@ -268,21 +271,21 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       // slowloris trickling bodies) cannot lock out fast clients; the request timeout bounds them.
       if (inFlight - reading > definition.traffic.maxConcurrency) throw tooMany()
       const uses = apiRunners.get(a.name)
-      const call = uses ? callOptions(c, a, started, uses) : undefined
+      const call = uses ? callOptions(ex, a, started, uses) : undefined
       // A request its runners would refuse anyway is refused now, before its body is read:
       // under overload, refusals are most of the work, and this is what keeps them cheap.
       if (call) refuseEarly(uses!, call)
       reading++
       let body: Awaited<ReturnType<typeof readInput>>
       try {
-        body = await readInput(c, a)
+        body = await readInput(ex, a)
       } finally {
         reading--
       }
       if (inFlight - reading > definition.traffic.maxConcurrency) throw tooMany()
-      const { input, headers } = await decodeInput(c, a, body)
+      const { input, headers } = await decodeInput(ex, a, body)
       const method = instance[a.name] as (input: unknown, ctx: unknown) => unknown
-      const ctx = new RequestContext(requestId, headers, (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing)
+      const ctx = new RequestContext(requestId, headers, ex.outgoing)
       const result = call ? withCallContext({ ...call, gone: () => ctx.gone() }, () => method.call(instance, input, ctx)) : method.call(instance, input, ctx)
       const output = result instanceof Promise ? await deadlines.within(result, definition.traffic.timeoutMs, () => {
         ctx.abort(new Error('timeout'))
@@ -291,22 +294,67 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
         orphan = result
         return new BundleError('E_HTTP_TIMEOUT', `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`)
       }) : result
-      const encoded = await a.output.encode(output, headerOf(c, 'accept'))
-      // A light response with plain headers: node-server writes it in one go.
-      response = c.body(encoded.body as Uint8Array<ArrayBuffer> | string, 200, { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers })
-      c.set('headed', true)
+      const encoded = await a.output.encode(output, ex.header('accept'))
+      answer = { status: 200, headers: { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers }, body: encoded.body }
     } catch (err) {
       const due = refusalDue(err)
       if (due) await due
-      response = errorResponse(err, requestId, log)
-      c.set('headed', true)
+      answer = errorAnswer(err, requestId, log)
     } finally {
       if (orphan === undefined) finish()
       else orphan.then(finish, finish)
     }
-    m.end(response.status, (performance.now() - started) / 1000)
-    return response
+    m.end(answer.status, (performance.now() - started) / 1000)
+    return answer
   }
+
+  // serve()'s fast path: API routes straight from node's HTTP server, with what the hono
+  // middleware does for them (request id, API key, draining, access log). Off with CORS, whose
+  // headers only the hono middleware writes.
+  const fastRoutes = new Map(definition.apis.filter((a) => !a.task).map((a) => [a.route, a]))
+  const fastPath = options.corsOrigins?.length
+    ? undefined
+    : (req: IncomingMessage, res: ServerResponse): boolean => {
+        if (req.method !== 'POST') return false
+        const url = req.url ?? ''
+        const q = url.indexOf('?')
+        const path = q === -1 ? url : url.slice(0, q)
+        const a = fastRoutes.get(path)
+        if (a === undefined) return false
+        const started = performance.now()
+        const given = req.headers['x-request-id']
+        const requestId = typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID()
+        const ex = nodeExchange(req, res)
+        let answering: Promise<Answer>
+        if (checkKey) {
+          try {
+            checkKey(ex.header('authorization'))
+            answering = handle(ex, a, requestId)
+          } catch (err) {
+            const m = metrics.endpoint(a.name)
+            m.begin()
+            m.end(401, 0)
+            answering = Promise.resolve(errorAnswer(err, requestId, log))
+          }
+        } else answering = handle(ex, a, requestId)
+        answering
+          .then((answer) => {
+            if (!res.destroyed) {
+              const headers = answer.headers
+              // A length, not chunked encoding: one write of headers and body, as hono's answers.
+              headers['content-length'] = String(typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.byteLength)
+              if (phase === 'draining') headers.connection = 'close'
+              res.writeHead(answer.status, headers)
+              res.end(answer.body)
+            }
+            if (accessLog) log.info({ method: 'POST', path, status: answer.status, ms: Math.round((performance.now() - started) * 100) / 100, requestId }, 'request')
+          })
+          .catch((err: unknown) => {
+            log.error({ err, requestId }, 'could not write the response')
+            res.destroy()
+          })
+        return true
+      }
 
   const taskApis = definition.apis.filter((a) => a.task)
   const redis = options.redis ?? options.remote?.link
@@ -314,13 +362,19 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   tasks?.mount(app, {
     decode: async (c, a) => {
       if (phase !== 'ready' || instance === undefined) throw new BundleError('E_HTTP_NOT_READY', phase === 'starting' ? 'the service is still starting' : `the service is ${phase}`)
-      return (await decodeInput(c, a, await readInput(c, a))).input
+      const ex = honoExchange(c)
+      return (await decodeInput(ex, a, await readInput(ex, a))).input
     },
     respond: (c, err) => errorResponse(err, c.get('requestId') ?? randomUUID(), log),
   })
   for (const a of definition.apis) {
     if (a.task) continue
-    app.post(a.route, (c) => handle(c, a))
+    app.post(a.route, async (c) => {
+      const answer = await handle(honoExchange(c), a, c.get('requestId'))
+      // Plain header objects: a Headers instance costs node-server a sort and a copy.
+      c.set('headed', true)
+      return c.body(answer.body as Uint8Array<ArrayBuffer> | string, answer.status as 200, answer.headers)
+    })
     app.all(a.route, () => {
       throw new BundleError('E_HTTP_METHOD_NOT_ALLOWED', `${a.route} takes POST`)
     })
@@ -358,6 +412,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     log,
     phase: () => phase,
     configure,
+    ...(fastPath ? { fastPath } : {}),
     start() {
       starting ??= (async () => {
         try {

@@ -1,8 +1,7 @@
-import type { Context } from 'hono'
 import { BundleError } from '../../errors/index.js'
 import { parseClientPriority, refusalPace } from '../../runners/index.js'
 import type { ApiDefinition } from '../service/definition.js'
-import { headerOf } from './request.js'
+import type { Exchange } from './exchange.js'
 
 /** The longest Request-Timeout a client may ask for (a day): past it the value is surely a unit mistake. */
 const MAX_TIMEOUT_MS = 86_400_000
@@ -18,15 +17,15 @@ export interface CallOptions {
  * waits, from when the request arrived (it can only shorten a runner's deadlineMs) — and
  * `Request-Priority: 1–9 | high | normal | low` (else the API's own priority). Bad values are 400s.
  */
-export function callOptions(c: Context, a: ApiDefinition, arrived: number, uses: Set<object>): CallOptions {
-  const timeout = headerOf(c, 'request-timeout')
+export function callOptions(ex: Pick<Exchange, 'header'>, a: ApiDefinition, arrived: number, uses: Set<object>): CallOptions {
+  const timeout = ex.header('request-timeout')
   let deadline: number | undefined
   if (timeout !== undefined) {
     const ms = Number(timeout.trim())
     if (timeout.trim() === '' || !Number.isFinite(ms) || ms <= 0 || ms > MAX_TIMEOUT_MS) throw new BundleError('E_INPUT_INVALID', `the Request-Timeout header must be a number of milliseconds from 1 to ${MAX_TIMEOUT_MS}; got ${JSON.stringify(timeout)}`)
     deadline = arrived + ms
   }
-  const priority = parseClientPriority(headerOf(c, 'request-priority'), 'the Request-Priority header') ?? a.priority
+  const priority = parseClientPriority(ex.header('request-priority'), 'the Request-Priority header') ?? a.priority
   return { ...(deadline !== undefined ? { deadline } : {}), ...(priority !== undefined ? { priority } : {}), uses }
 }
 

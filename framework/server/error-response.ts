@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import { BundleError, isBundleError, RETRYABLE_CODES, type ErrorCode } from '../../errors/index.js'
+import type { Answer } from './exchange.js'
 
 export interface ErrorBody {
   error: { code: string; message: string; details?: unknown; requestId: string }
@@ -66,9 +67,15 @@ export function errorHeaders(code: string): Record<string, string> | undefined {
   return undefined
 }
 
-/** The one place an error becomes an HTTP response (see clientFacing for what is shown). */
-export function errorResponse(err: unknown, requestId: string, log: Logger, extraHeaders: Record<string, string> = {}): Response {
+/** The one place an error becomes an HTTP answer (see clientFacing for what is shown). */
+export function errorAnswer(err: unknown, requestId: string, log: Logger, extraHeaders: Record<string, string> = {}): Answer {
   const e = clientFacing(err, requestId, log)
   const body: ErrorBody = { error: { code: e.code, message: e.message, ...(e.details === undefined ? {} : { details: e.details }), requestId } }
-  return new Response(JSON.stringify(body), { status: e.status, headers: { 'content-type': 'application/json', 'x-request-id': requestId, ...extraHeaders, ...errorHeaders(e.code) } })
+  return { status: e.status, headers: { 'content-type': 'application/json', 'x-request-id': requestId, ...extraHeaders, ...errorHeaders(e.code) }, body: JSON.stringify(body) }
+}
+
+/** errorAnswer as a web Response, for hono's routes. */
+export function errorResponse(err: unknown, requestId: string, log: Logger, extraHeaders: Record<string, string> = {}): Response {
+  const a = errorAnswer(err, requestId, log, extraHeaders)
+  return new Response(a.body as string, { status: a.status, headers: a.headers })
 }

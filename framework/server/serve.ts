@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import { readFileSync } from 'node:fs'
-import type { Server, ServerResponse } from 'node:http'
-import { createAdaptorServer } from '@hono/node-server'
+import { createServer, type Server, type ServerResponse } from 'node:http'
+import { getRequestListener } from '@hono/node-server'
 import { Counter, Gauge } from 'prom-client'
 import { BundleError, isBundleError } from '../../errors/index.js'
 import { createServiceApp, type AppOptions, type ServiceApp } from './app.js'
@@ -98,16 +98,20 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   const requestTimeout = Math.max(ms('requestTimeoutMs', options.requestTimeoutMs, 60_000), headersTimeout)
   const sendTimeout = ms('sendTimeoutMs', options.sendTimeoutMs, 60_000)
   const keepAliveTimeout = ms('keepAliveTimeoutMs', options.keepAliveTimeoutMs, 5_000)
-  const server = createAdaptorServer({
-    fetch: service.app.fetch,
-    serverOptions: {
+  const honoListener = getRequestListener(service.app.fetch)
+  // API routes go straight to the app's fast path (no web Request/Response objects); every
+  // other route, and all of them with CORS on, through hono.
+  const fast = service.fastPath
+  const server = createServer(
+    {
       headersTimeout,
       requestTimeout,
       keepAliveTimeout,
       connectionsCheckingInterval: Math.min(1_000, Math.ceil(headersTimeout / 4)),
       maxHeaderSize: options.maxHeaderBytes ?? 16 * 1024,
     },
-  }) as Server
+    fast === undefined ? honoListener : (req, res) => void (fast(req, res) || honoListener(req, res)),
+  )
   // Past this many connections node closes new ones at once: the process keeps file
   // descriptors for its runners, Redis, the store and logs however many clients come.
   const maxConnections = options.maxConnections ?? defaultMaxConnections()

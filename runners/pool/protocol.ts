@@ -3,7 +3,7 @@ import type { WireError } from '../../errors/index.js'
 /**
  * The messages between the API process and a runner worker, as one typed union each way
  * (child_process IPC with the 'advanced' serializer, so tensors travel as raw bytes — typed
- * arrays — never as JSON number arrays). Tensors of 256 KiB or more travel through a
+ * arrays — never as JSON number arrays). Tensors of 64 KiB or more travel through a
  * shared-memory file instead; the message then holds a reference where their bytes were.
  */
 

@@ -8,8 +8,11 @@ import { isGathered, joined } from './protocol.js'
  * /dev/shm) instead of the IPC socket. Sending 1.3 MB through child_process IPC costs a v8
  * serialisation, a socket copy in 64 KiB pieces with a wake-up each, a reassembly and a
  * deserialisation; through the file it is one write and one read (≈2× faster for 1 MiB measured here, see
- * bench:ipc; below 256 KiB inline is as fast). Only the tensors' bytes move this way; the message itself still goes over IPC and
- * carries `{ __shm: [offset, length] }` where the bytes were.
+ * bench:ipc). The threshold is the pipe's own capacity (64 KiB): a message larger than that
+ * cannot go in one write, and in a server that is also answering HTTP each extra wake-up shows —
+ * the quickstart's 110 KB input took 1.15 ms there and back inline, 0.78 ms through the file
+ * (bench:served, one connection). Only the tensors' bytes move this way; the message itself
+ * still goes over IPC and carries `{ __shm: [offset, length] }` where the bytes were.
  *
  * Each call in flight on a worker has a region of its own (calls may be handed to a worker before
  * the previous one is answered: WorkerPool's depth), so the file needs no locking: the API process
@@ -21,7 +24,7 @@ import { isGathered, joined } from './protocol.js'
  * process is SIGKILLed. A write that fails (a full /dev/shm: containers often give it 64 MB)
  * leaves that tensor inline in the message, which always works.
  */
-export const SHM_MIN_BYTES = 256 * 1024
+export const SHM_MIN_BYTES = 64 * 1024
 
 /** Distance between two calls' regions: more than any one call's tensors (4 GiB). */
 export const REGION_BYTES = 2 ** 32

@@ -1,0 +1,84 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Context } from 'hono'
+import { BundleError } from '../../errors/index.js'
+import { readBody } from './body.js'
+import { headerOf } from './request.js'
+
+/**
+ * One API request as the pipeline sees it, whichever way it came in: through hono (every
+ * route, and `app.request()` in tests) or straight from node's HTTP server (serve()'s fast path
+ * for API routes, which skips building web Request/Response objects — on a small JSON call
+ * those cost more than validating, running and logging it together; see bench:served).
+ */
+export interface Exchange {
+  /** A request header; `name` in lower case. */
+  header(name: string): string | undefined
+  /** The body's bytes, at most `max` of them (E_HTTP_PAYLOAD_TOO_LARGE past that). */
+  body(max: number): Promise<Uint8Array>
+  /** node's response, when there is a socket: the API method's context watches it to see the client go. */
+  readonly outgoing: ServerResponse | undefined
+}
+
+/** What the pipeline answers: written by hono as a Response, or by the fast path as it is. */
+export interface Answer {
+  status: number
+  headers: Record<string, string>
+  body: string | Uint8Array
+}
+
+export function honoExchange(c: Context): Exchange {
+  return {
+    header: (name) => headerOf(c, name),
+    body: (max) => readBody(headerOf(c, 'content-length'), () => c.req.arrayBuffer(), () => c.req.raw.body, max),
+    outgoing: (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing,
+  }
+}
+
+const tooLarge = (max: number) => new BundleError('E_HTTP_PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`)
+
+/** The body of a node request, cut off as soon as it passes `max` (the answer then closes the connection). */
+export function readNodeBody(req: IncomingMessage, max: number): Promise<Uint8Array> {
+  const length = req.headers['content-length']
+  if (length !== undefined && Number(length) > max) return Promise.reject(tooLarge(max))
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    const onData = (chunk: Buffer) => {
+      size += chunk.byteLength
+      if (size > max) {
+        done()
+        // The rest is not read: the error answer closes the connection.
+        reject(tooLarge(max))
+        return
+      }
+      chunks.push(chunk)
+    }
+    const onEnd = () => {
+      done()
+      resolve(chunks.length === 1 ? chunks[0]! : chunks.length === 0 ? new Uint8Array(0) : Buffer.concat(chunks, size))
+    }
+    const onError = (err: Error) => {
+      done()
+      reject(err)
+    }
+    const onClose = () => {
+      // Closed before the end of the body: the client went away.
+      if (!req.complete) onError(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }))
+    }
+    const done = () => {
+      req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose)
+    }
+    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose)
+  })
+}
+
+export function nodeExchange(req: IncomingMessage, res: ServerResponse): Exchange {
+  return {
+    header(name) {
+      const v = req.headers[name]
+      return Array.isArray(v) ? v.join(', ') : v
+    },
+    body: (max) => readNodeBody(req, max),
+    outgoing: res,
+  }
+}
