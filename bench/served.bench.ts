@@ -6,10 +6,13 @@
 // too tight for the load) against the default deadline, a simulated accelerator at 256
 // connections against its ceiling, and the greeter against a bare hono app.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import pino from 'pino'
+import { LogSink } from '../framework/server/log-sink.js'
+import { createMetrics } from '../framework/server/metrics.js'
 import { MODELS } from '../test/utils/models.js'
 import { fmt, machine, writeSection } from './results.js'
 import { hasWrk, wrk, type WrkResult } from './wrk.js'
@@ -99,6 +102,76 @@ async function pair(a: string, b: string, load: Load, connections: number): Prom
   return { a: mid(as), b: mid(bs), ratio: median(as.map((x, i) => x.goodput / Math.max(bs[i]!.goodput, 1e-9))) }
 }
 
+interface Stages {
+  server: Record<string, number>
+  clientMs: number
+  naiveMs: number
+}
+let stages: Record<'classify' | 'classifyTensor', Stages> | undefined
+
+/** Medians over sequential requests: each Server-Timing stage, the client's whole wait, and the hand-written server's. */
+async function stagesOf(url: string, naiveUrl: string, load: Load, n = 400): Promise<Stages> {
+  const body = readFileSync(load.bodyFile)
+  const once = async (u: string) => {
+    const t = performance.now()
+    const r = await fetch(u, { method: 'POST', headers: load.headers, body })
+    await r.arrayBuffer()
+    if (r.status !== 200) throw new Error(`${u}: ${r.status}`)
+    return { ms: performance.now() - t, timing: r.headers.get('server-timing') ?? '' }
+  }
+  for (let i = 0; i < 100; i++) await once(url), await once(naiveUrl)
+  const client: number[] = []
+  const naive: number[] = []
+  const byStage = new Map<string, number[]>()
+  for (let i = 0; i < n; i++) {
+    const r = await once(url)
+    client.push(r.ms)
+    for (const part of r.timing.split(', ')) {
+      const [name, dur] = part.split(';dur=')
+      if (!byStage.has(name!)) byStage.set(name!, [])
+      byStage.get(name!)!.push(Number(dur))
+    }
+    naive.push((await once(naiveUrl)).ms)
+  }
+  return { server: Object.fromEntries([...byStage].map(([k, v]) => [k, median(v)])), clientMs: median(client), naiveMs: median(naive) }
+}
+
+/** µs per call of `fn`, over many calls. */
+function perCall(fn: (i: number) => void, n = 200_000): number {
+  for (let i = 0; i < 20_000; i++) fn(i)
+  const t = performance.now()
+  for (let i = 0; i < n; i++) fn(i)
+  return ((performance.now() - t) * 1000) / n
+}
+
+function stageTable(st: Record<'classify' | 'classifyTensor', Stages>): string {
+  const metrics = createMetrics('bench', ['a']).endpoint('a')
+  const metricsUs = perCall((i) => (metrics.begin(), metrics.end(200, i / 1e6)))
+  const sink = new LogSink(openSync('/dev/null', 'w'))
+  const log = pino({ base: { service: 'bench' } }, sink)
+  const logUs = perCall((i) => log.info({ method: 'POST', path: '/classify', status: 200, ms: i / 100, requestId: 'dd94fd4f-146f-4cd6-83ab-810531119cb6' }, 'request'))
+  sink.end()
+  const us = (ms: number | undefined) => (ms === undefined ? '–' : fmt(ms * 1000, 0))
+  const row = (what: string, f: (s: Stages) => number | undefined) => `| ${what} | ${us(f(st.classify))} | ${us(f(st.classifyTensor))} |`
+  const rest = (s: Stages) => s.server.method! - s.server.queue! - s.server.transfer! - s.server.compute!
+  return [
+    '| stage (µs, median of 400 sequential requests) | `/classify` (PNG) | `/classifyTensor` |',
+    '|---|---|---|',
+    row('read the body', (s) => s.server.read),
+    row('decode and validate (PNG: decode + resize in one sharp pass)', (s) => s.server.decode),
+    row('the method itself (preprocessing, building the tensor, reading the answer)', rest),
+    row('runner queue (batch window)', (s) => s.server.queue),
+    row('to the worker and back (IPC message, tensor bytes via /dev/shm, the worker’s turn)', (s) => s.server.transfer),
+    row('compute in the worker (onnxruntime run, as the worker timed it)', (s) => s.server.compute),
+    row('encode the answer', (s) => s.server.encode),
+    row('HTTP in and out, and the client (its wait less the server’s total)', (s) => s.clientMs - s.server.total!),
+    `| metrics (4 series; after the answer, timed alone) | ${fmt(metricsUs, 1)} | ${fmt(metricsUs, 1)} |`,
+    `| access log line (after the answer, timed alone) | ${fmt(logUs, 1)} | ${fmt(logUs, 1)} |`,
+    row('**the client’s wait, modelbundle**', (s) => s.clientMs),
+    row('**the client’s wait, hand-written server**', (s) => s.naiveMs),
+  ].join('\n')
+}
+
 const rows: string[] = []
 const line = (measure: string, ours: string, theirs: string, ratio: string, target: string, met: boolean) => rows.push(`| ${measure} | ${ours} | ${theirs} | ${ratio} | ${target} | ${met ? 'met' : '**missed**'} |`)
 const good = (r: WrkResult) => `${fmt(r.goodput, 0)}/s${r.refused ? ` (${fmt(r.refused / r.seconds, 0)}/s refused)` : ''}`
@@ -146,13 +219,23 @@ try {
   const g = await pair(`${greeter.url}/greet`, `${bare.url}/greet`, JSON_BODY(greetFile), 16)
   line('greeter echo vs bare hono, 16 connections, access log on', good(g.a), good(g.b), `${fmt(g.ratio, 2)}×`, '≥ 0.85×', g.ratio >= 0.85)
   for (const s of [bare, greeter]) s.child.kill('SIGTERM')
+
+  // Where the time of one request goes, at one connection: the server's own Server-Timing
+  // header (BUNDLE_SERVER_TIMING=1) for its stages, medians of sequential requests from this
+  // process; metrics and the access log timed alone (they run after the answer is sent).
+  const timed = await start([BIN, 'serve', QUICKSTART, '--port', '0'], { BUNDLE_SERVER_TIMING: '1' })
+  const naive2 = await start(['--import', 'tsx', NAIVE], { MODEL: MODELS.cls })
+  await ready(timed.url)
+  stages = { classify: await stagesOf(`${timed.url}/classify`, `${naive2.url}/classify`, IMAGE), classifyTensor: await stagesOf(`${timed.url}/classifyTensor`, `${naive2.url}/classifyTensor`, TENSOR) }
+  for (const s of [timed, naive2]) s.child.kill('SIGTERM')
 } finally {
   rmSync(dir, { recursive: true, force: true })
 }
 
 const table = `| measure | modelbundle | hand-written / reference | ratio | target | |\n|---|---|---|---|---|---|\n${rows.join('\n')}`
+const breakdown = stages ? `\n\n### Where the time of one request goes\n\nThe quickstart served with \`BUNDLE_SERVER_TIMING=1\` (each answer's Server-Timing header gives its stages); one request at a time from this process (fetch), against the hand-written server the same way.\n\n${stageTable(stages)}\n` : ''
 writeSection(
   'served',
-  `## The served path against the hand-written server (\`npm run bench:served\`)\n\n${machine()}. wrk (keep-alive, closed loop: each connection resends the moment it is answered, refused or not) in a process of its own, on the same cores as the servers; goodput counts 2xx answers only. ${SECONDS} s windows after a 2 s warm-up, ${ROUNDS} rounds per pair run interleaved; each cell is the median round, each ratio the median of per-round ratios. The hand-written server is bench/fixtures/naive-onnx-server.ts (hono, sharp, session.run per request in the HTTP process); modelbundle is \`bundle serve examples/quickstart/service.ts\` with \`npm start\`'s defaults (access log on).\n\n${table}\n`,
+  `## The served path against the hand-written server (\`npm run bench:served\`)\n\n${machine()}. wrk (keep-alive, closed loop: each connection resends the moment it is answered, refused or not) in a process of its own, on the same cores as the servers; goodput counts 2xx answers only. ${SECONDS} s windows after a 2 s warm-up, ${ROUNDS} rounds per pair run interleaved; each cell is the median round, each ratio the median of per-round ratios. The hand-written server is bench/fixtures/naive-onnx-server.ts (hono, sharp, session.run per request in the HTTP process); modelbundle is \`bundle serve examples/quickstart/service.ts\` with \`npm start\`'s defaults (access log on).\n\n${table}\n${breakdown}`,
 )
-console.log(table)
+console.log(table + breakdown)

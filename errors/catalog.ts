@@ -70,7 +70,7 @@ export const CATALOG = {
   E_ADDRESS_NOT_AVAILABLE: entry(500, 1, 'The server cannot listen on this host and port: the address is not this machine\'s, or the port needs privileges (below 1024).', 'Pass --host 127.0.0.1 or 0.0.0.0, or a port of 1024 or more.'),
 
   // runners
-  E_RUNNER_OVERLOADED: entry(503, 1, 'The runner cannot serve the request within its latency bound (queue too long); the request was shed.', 'Retry with backoff, add workers, or raise batching.maxLatencyMs.'),
+  E_RUNNER_OVERLOADED: entry(503, 1, 'The runner cannot serve the request within its latency bound (queue too long); the request was shed.', 'Retry after the Retry-After header; add workers or replicas; or raise deadlineMs (the request could not finish in time) or batching.maxQueueSize (the queue was full).'),
   E_RUNNER_CRASHED: entry(503, 1, 'The runner worker process died while handling the request; it is being restarted.', 'Retry; if it repeats, the server log names the worker and its exit code or signal.'),
   E_RUNNER_TIMEOUT: entry(504, 1, 'A batch ran longer than the runner timeout; the worker was recycled.', 'Send smaller inputs or raise the runner timeout.'),
   E_RUNNER_GPU_UNAVAILABLE: entry(503, 1, 'A runner asks for GPUs this machine does not have, or onnxruntime lacks its CUDA binaries.', 'Check nvidia-smi -L (or BUNDLE_GPU_DEVICES) and resources.gpu; fetch the CUDA binaries of onnxruntime-node with ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install.'),

@@ -1,4 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
+import type { StageTimes } from './batching/dispatcher.js'
+
+export type { StageTimes }
 
 /**
  * What a runner call inherits from the request that makes it, without the service passing it
@@ -15,7 +18,10 @@ export interface CallContext {
   readonly gone?: () => boolean
   /** Runners the request called: the server learns which runners an API uses, to refuse early. */
   readonly uses?: Set<object>
+  /** Where the request's runner calls add up their time (the server's Server-Timing header). */
+  readonly timing?: StageTimes
 }
+
 
 // Process-wide, not module-wide: a service file loaded through tsx has its own copy of this
 // module, and its runners must read what the server's copy set.

@@ -174,7 +174,7 @@ export class CustomRunner {
     const call = currentCall()
     // The server asks this method's batcher, not the whole runner, before it reads the next body.
     call?.uses?.add(this.refusers.get(method)!)
-    return ((await d.submit(items, items.length, call ? { deadline: call.deadline, priority: call.priority, gone: call.gone } : {})) as O[][]).flat()
+    return ((await d.submit(items, items.length, call ? { deadline: call.deadline, priority: call.priority, gone: call.gone, timing: call.timing } : {})) as O[][]).flat()
   }
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */

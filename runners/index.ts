@@ -10,7 +10,7 @@ export { envOverrides, mergeOverrides, parseServeConfig, validateOverrides, type
 export type { InferenceModel, TensorSpec } from './inference.js'
 export { RunnerStats } from './stats.js'
 export { undeclaredRunners } from './registry.js'
-export { currentCall, withCallContext, type CallContext } from './call-context.js'
+export { currentCall, withCallContext, type CallContext, type StageTimes } from './call-context.js'
 export { PRIORITY, parseClientPriority, toPriority, type Priority, type PriorityName } from './batching/priority.js'
 export { ensemble, Ensemble, planEnsemble, wireEnsemble, type EnsembleOptions, type EnsembleStep, type ModelResolver, type SignatureResolver } from './ensemble.js'
 export { modelSignature } from './onnx/inference.js'

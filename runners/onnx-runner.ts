@@ -392,7 +392,7 @@ export class OnnxRunner {
     // The request this call serves lends its deadline and priority (and learns this runner).
     const call = currentCall()
     call?.uses?.add(this)
-    const parts = await this.dispatcher.submit(wire, rows, call ? { key, deadline: call.deadline, priority: call.priority, gone: call.gone } : { key })
+    const parts = await this.dispatcher.submit(wire, rows, call ? { key, deadline: call.deadline, priority: call.priority, gone: call.gone, timing: call.timing } : { key })
     const names = Object.keys(parts[0]!)
     return Object.fromEntries(names.map((n) => [n, fromWire(concatRows(parts.map((p) => p[n]!), outDim))]))
   }

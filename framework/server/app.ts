@@ -12,7 +12,7 @@ import { Deadlines } from './deadlines.js'
 import { docsAsset, docsPage } from './docs.js'
 import { errorAnswer, errorResponse } from './error-response.js'
 import { honoExchange, nodeExchange, type Answer, type Exchange } from './exchange.js'
-import { envOverrides, mergeOverrides, queueName, RunnerMetrics, undeclaredRunners, withCallContext, type RedisLink, type RunnerOverrides } from '../../runners/index.js'
+import { envOverrides, mergeOverrides, queueName, RunnerMetrics, undeclaredRunners, withCallContext, type RedisLink, type RunnerOverrides, type StageTimes } from '../../runners/index.js'
 import { callOptions, refusalDue, refuseEarly } from './call-options.js'
 import { LogSink } from './log-sink.js'
 import { createMetrics, type ServerMetrics } from './metrics.js'
@@ -33,6 +33,11 @@ export interface AppOptions {
   logger?: Logger
   /** One log line per request (default true; BUNDLE_ACCESS_LOG=0 turns it off). */
   accessLog?: boolean
+  /**
+   * A Server-Timing header on API answers: where the request's time went (body read, decode,
+   * runner queue, transfer and compute, the method, encode). Default off; BUNDLE_SERVER_TIMING=1.
+   */
+  serverTiming?: boolean
   /** Runner overrides keyed by runner name (a serve config file's `runners:`); env wins over these. */
   runnerConfig?: Record<string, RunnerOverrides>
   /** Shown in OpenAPI `info.version`. */
@@ -82,6 +87,20 @@ export interface ServiceApp {
   readonly fastPath?: (req: IncomingMessage, res: ServerResponse) => boolean
 }
 
+/**
+ * Server-Timing (W3C): read = receiving the body, decode = turning it into the API's input,
+ * method = the API method (runner calls included: their queue, transfer and compute are also
+ * given apart), encode = the output into bytes, total = all of it.
+ */
+function timingHeader(started: number, read: number, decoded: number, ran: number, encoded: number, stages: StageTimes | undefined): string {
+  const d = (name: string, ms: number) => `${name};dur=${ms.toFixed(3)}`
+  const parts = [d('read', read - started), d('decode', decoded - read), d('method', ran - decoded)]
+  // Only for requests that called a runner.
+  if (stages && stages.computeMs + stages.queueMs + stages.transferMs > 0) parts.push(d('queue', stages.queueMs), d('transfer', stages.transferMs), d('compute', stages.computeMs))
+  parts.push(d('encode', encoded - ran), d('total', encoded - started))
+  return parts.join(', ')
+}
+
 const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/runners']
 
 /**
@@ -115,6 +134,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   repository = new ModelRepository(definition.runners, { ...(options.storeHome ? { home: options.storeHome } : {}), attach: (r) => r.attachMetrics(runnerMetrics) })
   const checkKey = options.apiKey ? keyChecker(options.apiKey) : undefined
   const accessLog = options.accessLog ?? process.env.BUNDLE_ACCESS_LOG !== '0'
+  const serverTiming = options.serverTiming ?? process.env.BUNDLE_SERVER_TIMING === '1'
   let phase: Phase = 'starting'
   let reason = 'starting up'
   let instance: Record<string, unknown> | undefined
@@ -283,10 +303,13 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
         reading--
       }
       if (inFlight - reading > definition.traffic.maxConcurrency) throw tooMany()
+      const read = serverTiming ? performance.now() : 0
       const { input, headers } = await decodeInput(ex, a, body)
+      const decoded = serverTiming ? performance.now() : 0
       const method = instance[a.name] as (input: unknown, ctx: unknown) => unknown
       const ctx = new RequestContext(requestId, headers, ex.outgoing)
-      const result = call ? withCallContext({ ...call, gone: () => ctx.gone() }, () => method.call(instance, input, ctx)) : method.call(instance, input, ctx)
+      const stages: StageTimes | undefined = serverTiming && call ? { queueMs: 0, computeMs: 0, transferMs: 0 } : undefined
+      const result = call ? withCallContext({ ...call, gone: () => ctx.gone(), ...(stages ? { timing: stages } : {}) }, () => method.call(instance, input, ctx)) : method.call(instance, input, ctx)
       const output = result instanceof Promise ? await deadlines.within(result, definition.traffic.timeoutMs, () => {
         ctx.abort(new Error('timeout'))
         // The method may go on running: it keeps its concurrency slot (and shutdown waits for it)
@@ -294,8 +317,10 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
         orphan = result
         return new BundleError('E_HTTP_TIMEOUT', `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`)
       }) : result
+      const ran = serverTiming ? performance.now() : 0
       const encoded = await a.output.encode(output, ex.header('accept'))
       answer = { status: 200, headers: { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers }, body: encoded.body }
+      if (serverTiming) answer.headers['server-timing'] = timingHeader(started, read, decoded, ran, performance.now(), stages)
     } catch (err) {
       const due = refusalDue(err)
       if (due) await due

@@ -75,6 +75,17 @@ export interface DispatcherOptions {
 }
 
 /** What a caller may say about one request. */
+/**
+ * Time a request's runner calls spent, summed over its calls and batches, in ms: waiting in
+ * the queue, computing in the worker (as the worker measured it), and getting there and back
+ * (the batch's round trip less its compute: IPC, shared memory, the worker's turn).
+ */
+export interface StageTimes {
+  queueMs: number
+  computeMs: number
+  transferMs: number
+}
+
 export interface SubmitOptions {
   /** Requests share a batch only with the same key (input shape, dtype). */
   key?: string
@@ -89,11 +100,14 @@ export interface SubmitOptions {
    * and its rows are not run. Cheaper than a signal when most callers stay.
    */
   gone?: (() => boolean) | undefined
+  /** Where this request's queue, compute and transfer times are added (see StageTimes). */
+  timing?: StageTimes | undefined
 }
 
 interface Pending<P, R> extends Waiting {
   payload: P
   gone?: (() => boolean) | undefined
+  timing?: StageTimes | undefined
   parts: { start: number; result: R }[]
   outstanding: number
   failed: boolean
@@ -312,7 +326,7 @@ export class Dispatcher<P, R> {
     const priority = o.priority ?? PRIORITY.normal
     const deadline = this.budgetEnd(now, o.deadline)
     return new Promise<R[]>((resolve, reject) => {
-      const item: Pending<P, R> = { payload, rows, key: o.key ?? '', priority, seq: this.seq++, arrived: now, deadline, next: 0, parts: [], outstanding: 0, failed: false, resolve, reject, gone: o.gone }
+      const item: Pending<P, R> = { payload, rows, key: o.key ?? '', priority, seq: this.seq++, arrived: now, deadline, next: 0, parts: [], outstanding: 0, failed: false, resolve, reject, gone: o.gone, timing: o.timing }
       if (o.signal) {
         const signal = o.signal
         const gone = () => {
@@ -571,6 +585,11 @@ export class Dispatcher<P, R> {
         this.options.observer?.batch(taken, waited, total, true)
         slices.forEach((s, i) => {
           const item = owners[i]!
+          if (item.timing) {
+            item.timing.queueMs += waited[i]!
+            item.timing.computeMs += compute ?? total
+            item.timing.transferMs += compute === undefined ? 0 : total - compute
+          }
           item.outstanding--
           item.parts.push({ start: s.start, result: results[i]! })
           if (!item.failed && item.outstanding === 0 && item.next === item.rows) {
