@@ -18,6 +18,8 @@ export interface CustomMethodOptions {
   maxDelayMs?: number
   /** Queue plus run per call (default the runner's deadlineMs, else 10 000 ms). */
   deadlineMs?: number
+  /** Calls that may wait at once (default 64 × maxBatchSize); past it a call is refused at once. */
+  maxQueueSize?: number
   /** @deprecated the deadline's old name: use deadlineMs. */
   maxLatencyMs?: number
 }
@@ -67,7 +69,7 @@ export class CustomRunner {
         Object.entries(this.options.methods ?? {}).map(([m, o]) => [
           m,
           o.batchable
-            ? { ...o, ...(b?.maxBatchSize ? { maxBatchSize: b.maxBatchSize } : {}), ...(b?.maxDelayMs !== undefined ? { maxDelayMs: b.maxDelayMs } : {}), ...(deadlineMs ? { deadlineMs, maxLatencyMs: undefined } : {}), ...(b?.enabled === false ? { batchable: false } : {}) }
+            ? { ...o, ...(b?.maxBatchSize ? { maxBatchSize: b.maxBatchSize } : {}), ...(b?.maxDelayMs !== undefined ? { maxDelayMs: b.maxDelayMs } : {}), ...(b?.maxQueueSize ? { maxQueueSize: b.maxQueueSize } : {}), ...(deadlineMs ? { deadlineMs, maxLatencyMs: undefined } : {}), ...(b?.enabled === false ? { batchable: false } : {}) }
             : o,
         ]),
       )
@@ -186,7 +188,7 @@ export class CustomRunner {
 
 /** A batchable method's batching: its own settings, then the runner's, then the defaults. */
 function resolveMethod(m: CustomMethodOptions, r: CustomRunnerOptions): { maxBatchSize: number; maxDelayMs: number; deadlineMs: number; maxQueueSize: number } {
-  const b = resolveBatching({ deadlineMs: m.deadlineMs ?? m.maxLatencyMs ?? r.deadlineMs, batching: { maxBatchSize: m.maxBatchSize, maxDelayMs: m.maxDelayMs } })
+  const b = resolveBatching({ deadlineMs: m.deadlineMs ?? m.maxLatencyMs ?? r.deadlineMs, batching: { maxBatchSize: m.maxBatchSize, maxDelayMs: m.maxDelayMs, maxQueueSize: m.maxQueueSize } })
   return { maxBatchSize: b.maxBatchSize, maxDelayMs: b.maxDelayMs, deadlineMs: b.deadlineMs, maxQueueSize: b.maxQueueSize }
 }
 

@@ -59,4 +59,24 @@ describe('errors from a custom runner worker', () => {
       await svc.stop()
     }
   })
+
+  it('bounds each batchable method’s queue: maxQueueSize in code, and an operator’s batching.maxQueueSize over it', { timeout: 60_000 }, async () => {
+    const make = (name: string, maxQueueSize: number) =>
+      customRunner({ module: new URL('../fixtures/echo-runner.ts', import.meta.url), export: 'EchoRunner' }, { name, workers: 1, batchesPerWorker: 1, methods: { sleepy: { batchable: true, maxBatchSize: 1, maxDelayMs: 0, maxQueueSize } } })
+    const inCode = make('bounded', 2)
+    const overridden = make('overridden', 50)
+    overridden.configure({ batching: { maxQueueSize: 1 } })
+    assert.equal((overridden.effectiveConfig().methods as Record<string, { maxQueueSize: number }>).sleepy?.maxQueueSize, 1)
+    await Promise.all([inCode.start(), overridden.start()])
+    try {
+      for (const [r, room] of [[inCode, 2], [overridden, 1]] as const) {
+        const busy = r.batch('sleepy', [{ id: 'busy', ms: 300 }]) // on the only worker
+        const queued = Array.from({ length: room }, (_, i) => r.batch('sleepy', [{ id: `q${i}`, ms: 1 }]))
+        await assert.rejects(r.batch('sleepy', [{ id: 'over', ms: 1 }]), (e: { code?: string; message?: string }) => e.code === 'E_RUNNER_OVERLOADED' && /queue is full/.test(e.message ?? ''))
+        assert.deepEqual(await Promise.all([busy, ...queued]), [['busy'], ...Array.from({ length: room }, (_, i) => [`q${i}`])])
+      }
+    } finally {
+      await Promise.all([inCode.stop(), overridden.stop()])
+    }
+  })
 })
