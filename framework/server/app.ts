@@ -368,7 +368,10 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
               const headers = answer.headers
               // A length, not chunked encoding: one write of headers and body, as hono's answers.
               headers['content-length'] = String(typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.byteLength)
-              if (phase === 'draining') headers.connection = 'close'
+              // Answered with an error before its body has all arrived (an early refusal, 413,
+              // 415): close rather than read the rest only to throw it away, as node would to
+              // keep the connection.
+              if (phase === 'draining' || (answer.status >= 400 && !req.complete)) headers.connection = 'close'
               res.writeHead(answer.status, headers)
               res.end(answer.body)
             }

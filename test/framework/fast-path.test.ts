@@ -90,6 +90,20 @@ describe('API routes on a socket (serve()’s fast path) answer as the hono app 
     assert.equal((await send(running.url, '/shout', { headers: { 'content-type': 'text/plain' }, body: 'ok' })).body, 'OK')
   })
 
+  it('an error answered before the body has all arrived closes the connection instead of reading the rest', async () => {
+    const r = await new Promise<Reply>((resolve, reject) => {
+      // Content-Length promises 1 MiB; only 1 KiB is sent before the answer comes.
+      const req = request(`${running.url}/greet`, { method: 'POST', headers: { 'content-type': 'text/csv', 'content-length': String(1 << 20) }, agent: false }, (res) => {
+        let body = ''
+        res.on('data', (c) => (body += c))
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }))
+      })
+      req.on('error', reject)
+      req.write(Buffer.alloc(1024, 97))
+    })
+    assert.deepEqual([r.status, JSON.parse(r.body).error.code, r.headers.connection], [415, 'E_HTTP_UNSUPPORTED_MEDIA_TYPE', 'close'])
+  })
+
   it('the API key is checked: 401 with WWW-Authenticate without it, 200 with it', async () => {
     const no = await send(keyed.url, '/greet', { headers: { 'content-type': 'application/json' }, body: '{"name":"ada"}' })
     assert.deepEqual([no.status, JSON.parse(no.body).error.code, no.headers['www-authenticate']], [401, 'E_HTTP_UNAUTHORIZED', 'Bearer'])
