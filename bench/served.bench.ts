@@ -193,12 +193,16 @@ try {
   }
   naive.child.kill('SIGTERM')
 
-  // Forced shedding: a deadline the 32 resending clients cannot all make, against the default.
-  const tight = await start([BIN, 'serve', QUICKSTART, '--port', '0'], { BUNDLE_RUNNER_OCR_CLS_DEADLINE_MS: '20' })
-  await ready(tight.url)
-  const shed = await pair(`${tight.url}/classifyTensor`, `${mb.url}/classifyTensor`, TENSOR, 32)
-  line('forced shedding (20 ms deadline), 32 resending clients: goodput vs the default deadline', good(shed.a), good(shed.b), `${fmt(shed.ratio, 2)}×`, '≥ 0.8×', shed.ratio >= 0.8)
-  tight.child.kill('SIGTERM')
+  // Forced shedding: deadlines the 32 resending clients cannot all make, against the default.
+  // At 20 ms even the batch sizes that fit serve fewer rows a second (a 16-row batch takes
+  // ~21 ms here); at 50 ms they fit, and only the refusals' cost separates it from the default.
+  for (const ms of [20, 50]) {
+    const tight = await start([BIN, 'serve', QUICKSTART, '--port', '0'], { BUNDLE_RUNNER_OCR_CLS_DEADLINE_MS: String(ms) })
+    await ready(tight.url)
+    const shed = await pair(`${tight.url}/classifyTensor`, `${mb.url}/classifyTensor`, TENSOR, 32)
+    line(`forced shedding (${ms} ms deadline), 32 resending clients: goodput vs the default deadline`, good(shed.a), good(shed.b), `${fmt(shed.ratio, 2)}×`, '≥ 0.8×', shed.ratio >= 0.8)
+    tight.child.kill('SIGTERM')
+  }
   mb.child.kill('SIGTERM')
 
   // A simulated accelerator: 20 ms + 0.25 ms a row, at most 64 rows, one worker.
