@@ -17,8 +17,10 @@ const MAX_PENDING_BYTES = 16 * 1024 * 1024
 export class LogSink {
   private buf = Buffer.allocUnsafe(CHUNK_BYTES * 2)
   private used = 0
-  /** Buffers handed to write(2) and not yet done. */
-  private inFlight = 0
+  /** A write is under way (one at a time); flushAgain: another was asked for meanwhile. */
+  private writing = false
+  private flushAgain = false
+  /** Bytes handed to the write under way. */
   private pendingBytes = 0
   private dropped = 0
   private waiters: (() => void)[] = []
@@ -62,14 +64,16 @@ export class LogSink {
   /** Starts writing what is buffered; `cb` runs once everything logged so far is written. */
   flush(cb?: () => void): void {
     if (cb) this.waiters.push(cb)
+    // One write at a time, so chunks reach stdout in order; what is logged meanwhile waits.
+    if (this.writing) return void (this.flushAgain = true)
     if (this.used > 0) {
       const chunk = this.buf.subarray(0, this.used)
       this.buf = Buffer.allocUnsafe(Math.max(CHUNK_BYTES * 2, this.buf.length))
       this.used = 0
-      this.inFlight++
-      this.pendingBytes += chunk.length
+      this.writing = true
+      this.pendingBytes = chunk.length
       this.send(chunk, 0)
-    } else if (this.inFlight === 0) this.wake()
+    } else this.wake()
   }
 
   private send(chunk: Buffer, offset: number): void {
@@ -81,9 +85,12 @@ export class LogSink {
       }
       if (!err && offset + n < chunk.length) return this.send(chunk, offset + n)
       // A closed stdout (EPIPE) loses the log, as any logger would; the server goes on.
-      this.pendingBytes -= chunk.length
-      this.inFlight--
-      if (this.inFlight === 0 && this.used === 0) this.wake()
+      this.writing = false
+      this.pendingBytes = 0
+      const again = this.flushAgain || this.used >= CHUNK_BYTES
+      this.flushAgain = false
+      if (again) this.flush()
+      else if (this.used === 0) this.wake()
     })
   }
 
