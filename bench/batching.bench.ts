@@ -2,7 +2,6 @@
 // 1, 8, 32: (a) raw onnxruntime in-process, (b) a naive hono server calling session.run per
 // request, (c) `bundle serve` quickstart with batching off and on. Plus raw rec-model timings
 // per batch size, which is why the batcher must choose its batch size itself.
-import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -11,6 +10,7 @@ import ort from 'onnxruntime-node'
 import { MODELS } from '../test/utils/models.js'
 import { runLoad, type LoadResult } from './load.js'
 import { fmt, machine, writeSection } from './results.js'
+import { startServer, waitReady } from './server.js'
 
 const BIN = fileURLToPath(new URL('../bin/bundle', import.meta.url))
 const QUICKSTART = fileURLToPath(new URL('../examples/quickstart/service.ts', import.meta.url))
@@ -37,42 +37,14 @@ async function raw(model: string, shape: number[], batches: number[], seconds = 
   return out
 }
 
-function start(args: string[], env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, ...env } })
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => (child.kill('SIGKILL'), reject(new Error(`no "listening" from ${args.join(' ')}`))), 60_000)
-    let buf = ''
-    child.stdout!.on('data', (c) => {
-      buf += c
-      const m = /"url":"([^"]+)".*"msg":"listening"|"msg":"listening","url":"([^"]+)"/.exec(buf)
-      if (m) {
-        clearTimeout(timer)
-        child.stdout!.removeAllListeners('data')
-        child.stdout!.resume()
-        resolve({ child, url: m[1] ?? m[2]! })
-      }
-    })
-    child.on('exit', (code) => (clearTimeout(timer), reject(new Error(`server exited with ${code}`))))
-  })
-}
-
-async function ready(url: string): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    const r = await fetch(`${url}/readyz`).catch(() => undefined)
-    if (r && r.status !== 503 && r.status < 500) return
-    await new Promise((res) => setTimeout(res, 100))
-  }
-  throw new Error(`${url} never became ready`)
-}
-
 const load = (url: string, concurrency: number): Promise<LoadResult> =>
   runLoad({ url: `${url}/classifyTensor`, headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,192' }, body, concurrency, warmupMs: 2000, durationMs: 6000 })
 
 async function server(label: string, args: string[], env: Record<string, string>): Promise<Map<number, LoadResult>> {
-  const s = await start(args, env)
+  const s = await startServer(args, env, 'ignore')
   const results = new Map<number, LoadResult>()
   try {
-    await ready(s.url)
+    await waitReady(s.url)
     for (const c of CONCURRENCY) results.set(c, await load(s.url, c))
   } finally {
     s.child.kill('SIGTERM')

@@ -1,34 +1,14 @@
 // npm run bench:overhead — the greeter served by `bundle serve` vs a bare hono app returning the
 // same JSON: same load generator, same run, both servers in their own process.
-import { spawn, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { readFileSync } from 'node:fs'
 import { runLoad, type LoadResult } from './load.js'
 import { fmt, machine, writeSection } from './results.js'
+import { startServer } from './server.js'
 
 const BIN = fileURLToPath(new URL('../bin/bundle', import.meta.url))
 const GREETER = fileURLToPath(new URL('../examples/greeter/service.ts', import.meta.url))
 const BARE = fileURLToPath(new URL('./fixtures/bare-hono.ts', import.meta.url))
-
-function start(args: string[], env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } })
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => (child.kill('SIGKILL'), reject(new Error(`no "listening" line from ${args.join(' ')}`))), 20_000)
-    let buf = ''
-    child.stdout!.on('data', (c) => {
-      buf += c
-      const m = /"url":"([^"]+)".*"msg":"listening"|"msg":"listening","url":"([^"]+)"/.exec(buf)
-      if (m) {
-        child.stdout!.removeAllListeners('data')
-        child.stdout!.resume() // keep draining the access log
-        clearTimeout(timer)
-        resolve({ child, url: m[1] ?? m[2]! })
-      }
-    })
-    child.on('exit', (code) => reject(new Error(`server exited with ${code}`)))
-    child.on('exit', () => clearTimeout(timer))
-  })
-}
 
 async function ready(url: string, path: string): Promise<void> {
   for (let i = 0; i < 200; i++) {
@@ -62,6 +42,7 @@ const rows: string[] = []
 const ratios: string[] = []
 // All three servers stay up; each round loads them in turn, so slow drifts of this shared
 // machine hit all three alike. Rows show the median round; ratios are medians of per-round ratios.
+const start = startServer
 const bare = await start(['--import', 'tsx', BARE])
 const quiet = await start([BIN, 'serve', GREETER, '--port', '0', '--no-access-log'])
 const logged = await start([BIN, 'serve', GREETER, '--port', '0'])

@@ -5,7 +5,6 @@
 // interleaved (A B A B …) and each row is the median round. Also: forced shedding (a deadline
 // too tight for the load) against the default deadline, a simulated accelerator at 256
 // connections against its ceiling, and the greeter against a bare hono app.
-import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -15,6 +14,7 @@ import { LogSink } from '../framework/server/log-sink.js'
 import { createMetrics } from '../framework/server/metrics.js'
 import { MODELS } from '../test/utils/models.js'
 import { fmt, machine, writeSection } from './results.js'
+import { startServer, waitReady as ready } from './server.js'
 import { hasWrk, wrk, type WrkResult } from './wrk.js'
 
 const BIN = fileURLToPath(new URL('../bin/bundle', import.meta.url))
@@ -42,37 +42,7 @@ writeFileSync(greetFile, JSON.stringify({ name: 'ada' }))
 const itemFile = join(dir, 'item.json')
 writeFileSync(itemFile, JSON.stringify({ x: 1 }))
 
-interface Server {
-  child: ChildProcess
-  url: string
-}
-
-function start(args: string[], env: Record<string, string> = {}): Promise<Server> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, BUNDLE_HOME: home, ...env } })
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => (child.kill('SIGKILL'), reject(new Error(`no "listening" from ${args.join(' ')}`))), 60_000)
-    let buf = ''
-    child.stdout!.on('data', (c) => {
-      buf += c
-      const m = /"url":"([^"]+)".*"msg":"listening"|"msg":"listening","url":"([^"]+)"/.exec(buf)
-      if (m) {
-        clearTimeout(timer)
-        child.stdout!.removeAllListeners('data')
-        child.stdout!.resume() // keep draining the access log
-        resolve({ child, url: m[1] ?? m[2]! })
-      }
-    })
-    child.on('exit', (code) => (clearTimeout(timer), reject(new Error(`server exited with ${code}`))))
-  })
-}
-
-async function ready(url: string): Promise<void> {
-  for (let i = 0; i < 1200; i++) {
-    if ((await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200) return
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`${url} never became ready`)
-}
+const start = (args: string[], env: Record<string, string> = {}) => startServer(args, { BUNDLE_HOME: home, ...env })
 
 const TENSOR = { bodyFile: tensorFile, headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,192' } }
 const IMAGE = { bodyFile: PNG, headers: { 'content-type': 'image/png' } }

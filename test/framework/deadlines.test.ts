@@ -58,12 +58,18 @@ describe('deadlines and priorities through the server', () => {
 
   const post = (path: string, item: z.infer<typeof Item>, headers: Record<string, string> = {}) =>
     svc.app.request(path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(item) })
+  /** Sends `item` and resolves once its API method has run far enough to hand it to the runner (an idle batcher dispatches at once). */
+  const occupy = async (path: string, item: z.infer<typeof Item>) => {
+    const seen = calls + 1
+    const answer = post(path, item)
+    while (calls < seen) await new Promise((r) => setImmediate(r))
+    return { answer }
+  }
 
   it('Request-Timeout shortens the deadline: behind 400 ms of work a 100 ms caller is refused (503, Retry-After) and never run; a patient one is served', { timeout: 60_000 }, async () => {
     // Teach the batcher the runner's speed, then occupy it.
     for (let i = 0; i < 4; i++) assert.equal((await post('/work', { id: `warm${i}`, ms: 100 })).status, 200)
-    const busy = post('/work', { id: 'busy', ms: 400 })
-    await new Promise((r) => setTimeout(r, 50)) // the busy batch has started
+    const { answer: busy } = await occupy('/work', { id: 'busy', ms: 400 })
     const hurried = await post('/work', { id: 'hurried', ms: 100 }, { 'request-timeout': '100' })
     assert.equal(hurried.status, 503)
     assert.equal(hurried.headers.get('retry-after'), '1')
@@ -87,8 +93,7 @@ describe('deadlines and priorities through the server', () => {
 
   it('more urgent requests are batched first: the API option and the Request-Priority header', { timeout: 60_000 }, async () => {
     const before = batches().length
-    const hold = post('/work', { id: 'hold', ms: 300 })
-    await new Promise((r) => setTimeout(r, 50))
+    const { answer: hold } = await occupy('/work', { id: 'hold', ms: 300 })
     const queued = [
       post('/work', { id: 'low1', ms: 1 }, { 'request-priority': 'low' }),
       post('/work', { id: 'low2', ms: 1 }, { 'request-priority': '9' }),
@@ -106,8 +111,7 @@ describe('deadlines and priorities through the server', () => {
 
   it('once the server knows an API calls a runner, a request that runner would refuse is refused before its body is read', { timeout: 60_000 }, async () => {
     for (let i = 0; i < 3; i++) assert.equal((await post('/steady', { id: `s${i}`, ms: 200 })).status, 200)
-    const busy = post('/steady', { id: 'busy2', ms: 200 })
-    await new Promise((r) => setTimeout(r, 50))
+    const { answer: busy } = await occupy('/steady', { id: 'busy2', ms: 200 })
     const before = calls
     // A body that would fail validation: refused as overloaded, not as invalid, so it was never read.
     const r = await svc.app.request('/steady', { method: 'POST', headers: { 'content-type': 'application/json', 'request-timeout': '50' }, body: '{"not": "an item"}' })
