@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { BundleError } from '../../errors/index.js'
-import type { IODescriptor, JsonSchema } from './types.js'
+import { withBytes, type IODescriptor, type JsonSchema } from './types.js'
 
 export type Issue = { path: (string | number)[]; message: string; code: string }
 
@@ -16,7 +16,8 @@ export function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): JsonSch
 }
 
 export function parseJsonBody(bytes: Uint8Array): unknown {
-  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8')
+  // A Buffer (what the server reads) decodes in place; other views are wrapped first.
+  const text = bytes instanceof Buffer ? bytes.toString() : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8')
   try {
     return JSON.parse(text)
   } catch (err) {
@@ -34,10 +35,12 @@ export function json<S extends z.ZodType>(schema: S): IODescriptor<z.output<S>, 
   return {
     kind: 'json',
     mediaTypes: ['application/json'],
-    async decode(body) {
-      const parsed = schema.safeParse(parseJsonBody(await body.bytes()))
-      if (!parsed.success) throw new BundleError('E_INPUT_INVALID', `input does not match the schema: ${parsed.error.issues[0]?.message ?? 'invalid'}`, { details: { issues: issuesOf(parsed.error) } })
-      return parsed.data
+    decode(body) {
+      return withBytes(body, (bytes) => {
+        const parsed = schema.safeParse(parseJsonBody(bytes))
+        if (!parsed.success) throw new BundleError('E_INPUT_INVALID', `input does not match the schema: ${parsed.error.issues[0]?.message ?? 'invalid'}`, { details: { issues: issuesOf(parsed.error) } })
+        return parsed.data
+      })
     },
     encode(value) {
       const parsed = schema.safeParse(value)

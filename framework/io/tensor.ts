@@ -1,7 +1,7 @@
 import { BundleError } from '../../errors/index.js'
 import { TYPED_ARRAYS } from '../../runners/index.js'
 import { parseJsonBody } from './json.js'
-import { baseMediaType, type IODescriptor } from './types.js'
+import { baseMediaType, withBytes, type IODescriptor, type RequestBody } from './types.js'
 
 const ARRAYS = TYPED_ARRAYS
 
@@ -100,34 +100,36 @@ export function parseShapeHeader(value: string | null): number[] {
 export function tensor<D extends DType>(options: { dtype: D; shape?: number[] }): IODescriptor<Tensor<D>, Tensor<D>> {
   const { dtype, shape: declared } = options
   if (!DTYPES.includes(dtype)) throw new BundleError('E_SERVICE_DEFINITION', `unknown tensor dtype "${dtype}"; use one of ${DTYPES.join(', ')}`)
+  const decodeTensor = (bytes: Uint8Array, body: RequestBody): Tensor<D> => {
+    if (baseMediaType(body.contentType) === 'application/octet-stream') {
+      const shape = checkShape(parseShapeHeader(body.headers.get(SHAPE_HEADER)), declared)
+      const given = body.headers.get(DTYPE_HEADER)
+      if (given !== null && given.trim().toLowerCase() !== dtype) throw invalid(`${DTYPE_HEADER} is "${given}", this API takes ${dtype}`)
+      const Ctor = ARRAYS[dtype]
+      const expected = count(shape) * Ctor.BYTES_PER_ELEMENT
+      if (bytes.byteLength !== expected) throw invalid(`raw tensor body has ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${dtype} needs ${expected}`)
+      // A view where the body's bytes are aligned for the dtype (the usual case: a fresh
+      // buffer); a copy only where they are not.
+      if (bytes.byteOffset % Ctor.BYTES_PER_ELEMENT === 0) return { dtype, shape, data: new Ctor(bytes.buffer as ArrayBuffer, bytes.byteOffset, count(shape)) as TypedArrayOf<D> }
+      const aligned = new Uint8Array(expected)
+      aligned.set(bytes)
+      return { dtype, shape, data: new Ctor(aligned.buffer) as TypedArrayOf<D> }
+    }
+    if (dtype === 'float16') throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', 'float16 tensors travel as raw bytes only: send application/octet-stream with X-Tensor-Shape')
+    const raw = parseJsonBody(bytes) as { shape?: unknown; dtype?: unknown; data?: unknown }
+    if (raw === null || typeof raw !== 'object') throw invalid('tensor JSON must be an object { shape, dtype, data }')
+    if (raw.dtype !== undefined && raw.dtype !== dtype) throw invalid(`tensor dtype is ${JSON.stringify(raw.dtype)}, this API takes ${dtype}`)
+    const shape = checkShape(raw.shape, declared)
+    if (!Array.isArray(raw.data)) throw invalid('tensor data must be an array (flat or nested, row-major)')
+    const values = flatten(raw.data, shape)
+    if (values.length !== count(shape)) throw invalid(`tensor data has ${values.length} values; shape [${shape.join(',')}] needs ${count(shape)}`)
+    return { dtype, shape, data: fromNumbers(dtype, values) }
+  }
   return {
     kind: 'tensor',
     mediaTypes: ['application/octet-stream', 'application/json'],
-    async decode(body) {
-      const bytes = await body.bytes()
-      if (baseMediaType(body.contentType) === 'application/octet-stream') {
-        const shape = checkShape(parseShapeHeader(body.headers.get(SHAPE_HEADER)), declared)
-        const given = body.headers.get(DTYPE_HEADER)
-        if (given !== null && given.trim().toLowerCase() !== dtype) throw invalid(`${DTYPE_HEADER} is "${given}", this API takes ${dtype}`)
-        const Ctor = ARRAYS[dtype]
-        const expected = count(shape) * Ctor.BYTES_PER_ELEMENT
-        if (bytes.byteLength !== expected) throw invalid(`raw tensor body has ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${dtype} needs ${expected}`)
-        // A view where the body's bytes are aligned for the dtype (the usual case: a fresh
-        // buffer); a copy only where they are not.
-        if (bytes.byteOffset % Ctor.BYTES_PER_ELEMENT === 0) return { dtype, shape, data: new Ctor(bytes.buffer as ArrayBuffer, bytes.byteOffset, count(shape)) as TypedArrayOf<D> }
-        const aligned = new Uint8Array(expected)
-        aligned.set(bytes)
-        return { dtype, shape, data: new Ctor(aligned.buffer) as TypedArrayOf<D> }
-      }
-      if (dtype === 'float16') throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', 'float16 tensors travel as raw bytes only: send application/octet-stream with X-Tensor-Shape')
-      const raw = parseJsonBody(bytes) as { shape?: unknown; dtype?: unknown; data?: unknown }
-      if (raw === null || typeof raw !== 'object') throw invalid('tensor JSON must be an object { shape, dtype, data }')
-      if (raw.dtype !== undefined && raw.dtype !== dtype) throw invalid(`tensor dtype is ${JSON.stringify(raw.dtype)}, this API takes ${dtype}`)
-      const shape = checkShape(raw.shape, declared)
-      if (!Array.isArray(raw.data)) throw invalid('tensor data must be an array (flat or nested, row-major)')
-      const values = flatten(raw.data, shape)
-      if (values.length !== count(shape)) throw invalid(`tensor data has ${values.length} values; shape [${shape.join(',')}] needs ${count(shape)}`)
-      return { dtype, shape, data: fromNumbers(dtype, values) }
+    decode(body) {
+      return withBytes(body, (bytes) => decodeTensor(bytes, body))
     },
     encode(value, accept) {
       if (!value || !Array.isArray(value.shape) || !ArrayBuffer.isView(value.data) || count(value.shape) !== (value.data as ArrayLike<unknown>).length) {

@@ -1,18 +1,19 @@
 import { BundleError } from '../../errors/index.js'
-import type { IODescriptor } from './types.js'
+import { withBytes, type IODescriptor } from './types.js'
 
 /** A UTF-8 text body (`text/plain`). */
 export function text(): IODescriptor<string, string> {
   return {
     kind: 'text',
     mediaTypes: ['text/plain'],
-    async decode(body) {
-      const bytes = await body.bytes()
-      try {
-        return new TextDecoder('utf-8', { fatal: true }).decode(bytes)
-      } catch {
-        throw new BundleError('E_INPUT_INVALID', 'request body is not valid UTF-8 text')
-      }
+    decode(body) {
+      return withBytes(body, (bytes) => {
+        try {
+          return new TextDecoder('utf-8', { fatal: true }).decode(bytes)
+        } catch {
+          throw new BundleError('E_INPUT_INVALID', 'request body is not valid UTF-8 text')
+        }
+      })
     },
     encode(value) {
       if (typeof value !== 'string') throw new BundleError('E_OUTPUT_INVALID', `the API returned ${typeof value}, its output is text`)

@@ -11,9 +11,10 @@ import { corsMiddleware } from './cors.js'
 import { Deadlines } from './deadlines.js'
 import { docsAsset, docsPage } from './docs.js'
 import { errorAnswer, errorResponse } from './error-response.js'
-import { honoExchange, nodeExchange, type Answer, type Exchange } from './exchange.js'
+import { BodyOf, ExchangeHeaders, honoExchange, nodeExchange, type Answer, type Exchange } from './exchange.js'
 import { envOverrides, mergeOverrides, queueName, RunnerMetrics, undeclaredRunners, withCallContext, type RedisLink, type RunnerOverrides, type StageTimes } from '../../runners/index.js'
 import { callOptions, refusalDue, refuseEarly } from './call-options.js'
+import { accessLog } from './access-log.js'
 import { LogSink } from './log-sink.js'
 import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
@@ -112,7 +113,9 @@ const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json
 export function createServiceApp(definition: ServiceDefinition, options: AppOptions = {}): ServiceApp {
   // Buffered stdout (64 KiB or 250 ms, whichever first; see LogSink): a write(2) per access
   // line costs more than handling a small request. serve() flushes after lifecycle lines and at shutdown.
-  const log = options.logger ?? pino({ level: process.env.BUNDLE_LOG_LEVEL ?? 'info', base: { service: definition.name } }, new LogSink(1))
+  const sink = options.logger ? undefined : new LogSink(1)
+  const log = options.logger ?? pino({ level: process.env.BUNDLE_LOG_LEVEL ?? 'info', base: { service: definition.name } }, sink)
+  const logAccess = accessLog(log, sink, definition.name)
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
   const metrics = createMetrics(definition.name, definition.apis.map((a) => a.name))
   // Runner series cover the service's runners and the models loaded at run time (/v2/repository).
@@ -133,7 +136,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   for (const r of definition.runners) r.attachMetrics?.(runnerMetrics)
   repository = new ModelRepository(definition.runners, { ...(options.storeHome ? { home: options.storeHome } : {}), attach: (r) => r.attachMetrics(runnerMetrics) })
   const checkKey = options.apiKey ? keyChecker(options.apiKey) : undefined
-  const accessLog = options.accessLog ?? process.env.BUNDLE_ACCESS_LOG !== '0'
+  const accessLogOn = options.accessLog ?? process.env.BUNDLE_ACCESS_LOG !== '0'
   const serverTiming = options.serverTiming ?? process.env.BUNDLE_SERVER_TIMING === '1'
   let phase: Phase = 'starting'
   let reason = 'starting up'
@@ -158,7 +161,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     if (!c.get('headed')) c.res.headers.set('x-request-id', requestId)
     // While draining, tell keep-alive clients to reconnect (to another replica).
     if (phase === 'draining') c.res.headers.set('connection', 'close')
-    if (accessLog) log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 100) / 100, requestId }, 'request')
+    if (accessLogOn) logAccess(c.req.method, c.req.path, c.res.status, Math.round((performance.now() - started) * 100) / 100, requestId)
   })
 
   // CORS before the key check: a browser's preflight carries no Authorization header.
@@ -259,16 +262,9 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     return { contentType, bytes: encoding === undefined ? raw : await decodeBody(raw, encoding, maxBody) }
   }
 
-  /** The body as the API's input descriptor reads it. */
-  async function decodeInput(ex: Exchange, a: ApiDefinition, { contentType, bytes }: { contentType: string; bytes: Uint8Array }): Promise<{ input: unknown; headers: HeaderReader }> {
-    const headers = { get: (name: string) => ex.header(name.toLowerCase()) ?? null }
-    const input = await a.input.decode({
-      contentType,
-      headers,
-      bytes: async () => bytes,
-      formData: () => new Response(bytes as Uint8Array<ArrayBuffer>, { headers: { 'content-type': contentType } }).formData(),
-    })
-    return { input, headers }
+  /** The body as the API's input descriptor reads it: at once where the descriptor can (json, text, tensor). */
+  function decodeInput(headers: HeaderReader, a: ApiDefinition, { contentType, bytes }: { contentType: string; bytes: Uint8Array }): unknown {
+    return a.input.decode(new BodyOf(contentType, headers, bytes))
   }
 
   const tooMany = (): BundleError => new BundleError('E_HTTP_TOO_MANY_REQUESTS', `the service is handling its maximum of ${definition.traffic.maxConcurrency} concurrent requests; retry later`)
@@ -304,7 +300,10 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       }
       if (inFlight - reading > definition.traffic.maxConcurrency) throw tooMany()
       const read = serverTiming ? performance.now() : 0
-      const { input, headers } = await decodeInput(ex, a, body)
+      // Awaited only when the descriptor needs it: each promise hop shows on a small call.
+      const headers = new ExchangeHeaders(ex)
+      let input = decodeInput(headers, a, body)
+      if (input instanceof Promise) input = await input
       const decoded = serverTiming ? performance.now() : 0
       const method = instance[a.name] as (input: unknown, ctx: unknown) => unknown
       const ctx = new RequestContext(requestId, headers, ex.outgoing)
@@ -318,7 +317,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
         return new BundleError('E_HTTP_TIMEOUT', `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`)
       }) : result
       const ran = serverTiming ? performance.now() : 0
-      const encoded = await a.output.encode(output, ex.header('accept'))
+      let encoded = a.output.encode(output, ex.header('accept'))
+      if (encoded instanceof Promise) encoded = await encoded
       answer = { status: 200, headers: { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers }, body: encoded.body }
       if (serverTiming) answer.headers['server-timing'] = timingHeader(started, read, decoded, ran, performance.now(), stages)
     } catch (err) {
@@ -375,7 +375,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
               res.writeHead(answer.status, headers)
               res.end(answer.body)
             }
-            if (accessLog) log.info({ method: 'POST', path, status: answer.status, ms: Math.round((performance.now() - started) * 100) / 100, requestId }, 'request')
+            if (accessLogOn) logAccess('POST', path, answer.status, Math.round((performance.now() - started) * 100) / 100, requestId)
           })
           .catch((err: unknown) => {
             log.error({ err, requestId }, 'could not write the response')
@@ -391,7 +391,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     decode: async (c, a) => {
       if (phase !== 'ready' || instance === undefined) throw new BundleError('E_HTTP_NOT_READY', phase === 'starting' ? 'the service is still starting' : `the service is ${phase}`)
       const ex = honoExchange(c)
-      return (await decodeInput(ex, a, await readInput(ex, a))).input
+      return await decodeInput(new ExchangeHeaders(ex), a, await readInput(ex, a))
     },
     respond: (c, err) => errorResponse(err, c.get('requestId') ?? randomUUID(), log),
   })

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Context } from 'hono'
 import { BundleError } from '../../errors/index.js'
+import type { HeaderReader, RequestBody } from '../io/types.js'
 import { readBody } from './body.js'
 import { headerOf } from './request.js'
 
@@ -24,6 +25,29 @@ export interface Answer {
   status: number
   headers: Record<string, string>
   body: string | Uint8Array
+}
+
+/** An exchange's headers as descriptors and API methods read them (any case). */
+export class ExchangeHeaders implements HeaderReader {
+  constructor(private readonly ex: Exchange) {}
+  get(name: string): string | null {
+    return this.ex.header(name.toLowerCase()) ?? null
+  }
+}
+
+/** A body already read: classes, not closures per request (they keep the request's scope alive past young GC). */
+export class BodyOf implements RequestBody {
+  constructor(
+    readonly contentType: string,
+    readonly headers: HeaderReader,
+    readonly raw: Uint8Array,
+  ) {}
+  bytes(): Promise<Uint8Array> {
+    return Promise.resolve(this.raw)
+  }
+  formData(): Promise<FormData> {
+    return new Response(this.raw as Uint8Array<ArrayBuffer>, { headers: { 'content-type': this.contentType } }).formData()
+  }
 }
 
 export function honoExchange(c: Context): Exchange {
@@ -72,13 +96,21 @@ export function readNodeBody(req: IncomingMessage, max: number): Promise<Uint8Ar
   })
 }
 
-export function nodeExchange(req: IncomingMessage, res: ServerResponse): Exchange {
-  return {
-    header(name) {
-      const v = req.headers[name]
-      return Array.isArray(v) ? v.join(', ') : v
-    },
-    body: (max) => readNodeBody(req, max),
-    outgoing: res,
+/** An exchange straight from node's HTTP server (a class: no closures per request). */
+class NodeExchange implements Exchange {
+  constructor(
+    private readonly req: IncomingMessage,
+    readonly outgoing: ServerResponse,
+  ) {}
+  header(name: string): string | undefined {
+    const v = this.req.headers[name]
+    return Array.isArray(v) ? v.join(', ') : v
   }
+  body(max: number): Promise<Uint8Array> {
+    return readNodeBody(this.req, max)
+  }
+}
+
+export function nodeExchange(req: IncomingMessage, res: ServerResponse): Exchange {
+  return new NodeExchange(req, res)
 }

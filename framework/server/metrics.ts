@@ -1,8 +1,9 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { Registry, collectDefaultMetrics } from 'prom-client'
+import { CounterFamily, GaugeFamily, HistogramFamily, type CounterSeries } from '../../runners/index.js'
 
 // Statuses an API can answer with; their series exist from the first scrape so rate() and
 // error-ratio queries work before the first error happens.
-const KNOWN_STATUSES = ['200', '400', '401', '413', '415', '429', '500', '503', '504']
+const KNOWN_STATUSES = [200, 400, 401, 413, 415, 429, 500, 503, 504]
 
 /** Pre-bound series of one endpoint: no label hashing on the request path. */
 export interface EndpointMetrics {
@@ -23,33 +24,26 @@ export function createMetrics(service: string, endpoints: readonly string[]): Se
   // check metrics fails on them); the process handle and resource counts stay available as
   // nodejs_active_handles, nodejs_active_requests and nodejs_active_resources.
   for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name)
-  const total = new Counter({ name: 'bundle_request_total', help: 'API requests by endpoint and HTTP status', labelNames: ['service', 'endpoint', 'status'], registers: [registry] })
-  const duration = new Histogram({
-    name: 'bundle_request_duration_seconds',
-    help: 'API request latency, from the first byte read to the response',
-    labelNames: ['service', 'endpoint'],
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-    registers: [registry],
-  })
-  const inProgress = new Gauge({ name: 'bundle_request_in_progress', help: 'API requests being handled now', labelNames: ['service', 'endpoint'], registers: [registry] })
+  // Plain series (runners/series.ts): the request path updates numbers, the scrape reads them.
+  const total = new CounterFamily('bundle_request_total', 'API requests by endpoint and HTTP status', registry)
+  const duration = new HistogramFamily('bundle_request_duration_seconds', 'API request latency, from the first byte read to the response', registry, [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60])
+  const inProgress = new GaugeFamily('bundle_request_in_progress', 'API requests being handled now', registry)
   const bound = new Map<string, EndpointMetrics>()
   for (const endpoint of endpoints) {
-    const byStatus = new Map<string, ReturnType<typeof total.labels>>()
-    const counter = (status: string) => {
+    const byStatus = new Map<number, CounterSeries>()
+    const counter = (status: number) => {
       let c = byStatus.get(status)
-      if (c === undefined) byStatus.set(status, (c = total.labels(service, endpoint, status)))
+      if (c === undefined) byStatus.set(status, (c = total.labels({ service, endpoint, status: String(status) })))
       return c
     }
-    for (const status of KNOWN_STATUSES) counter(status).inc(0)
-    const hist = duration.labels(service, endpoint)
-    duration.zero({ service, endpoint })
-    const gauge = inProgress.labels(service, endpoint)
-    gauge.set(0)
+    for (const status of KNOWN_STATUSES) counter(status)
+    const hist = duration.labels({ service, endpoint })
+    const gauge = inProgress.labels({ service, endpoint })
     bound.set(endpoint, {
-      begin: () => gauge.inc(),
+      begin: () => void gauge.value++,
       end(status, seconds) {
-        gauge.dec()
-        counter(String(status)).inc()
+        gauge.value--
+        counter(status).value++
         hist.observe(seconds)
       },
     })

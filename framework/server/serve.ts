@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import { readFileSync } from 'node:fs'
-import { createServer, type Server, type ServerResponse } from 'node:http'
+import { createServer, type Server } from 'node:http'
 import { getRequestListener } from '@hono/node-server'
 import { Counter, Gauge } from 'prom-client'
 import { BundleError, isBundleError } from '../../errors/index.js'
@@ -53,19 +53,18 @@ const stallSince = Symbol('stallSince')
 const stallPending = Symbol('stallPending')
 
 /**
- * Whether a response has had bytes waiting to go out, none of them leaving, for `limit` ms.
- * Pending bytes are node's write buffer plus libuv's queue (which shrinks with every partial
- * write), so a slow reader that keeps reading is progress, not a stall.
+ * Whether a connection has had response bytes waiting to go out, none of them leaving, for
+ * `limit` ms. Pending bytes are node's write buffer plus libuv's queue (which shrinks with every
+ * partial write), so a slow reader that keeps reading is progress, not a stall.
  */
-function stalled(res: ServerResponse & { [stallSince]?: number; [stallPending]?: number }, now: number, limit: number): boolean {
-  const socket = res.socket as (NonNullable<ServerResponse['socket']> & { _handle?: { writeQueueSize?: number } }) | null
-  const pending = res.headersSent && socket ? socket.writableLength + (socket._handle?.writeQueueSize ?? 0) : 0
-  if (pending === 0 || pending !== res[stallPending]) {
-    res[stallPending] = pending
-    res[stallSince] = now
+function stalled(socket: Socket & { [stallSince]?: number; [stallPending]?: number; _handle?: { writeQueueSize?: number } | null }, now: number, limit: number): boolean {
+  const pending = socket.destroyed ? 0 : socket.writableLength + (socket._handle?.writeQueueSize ?? 0)
+  if (pending === 0 || pending !== socket[stallPending]) {
+    socket[stallPending] = pending
+    socket[stallSince] = now
     return false
   }
-  return now - res[stallSince]! >= limit
+  return now - socket[stallSince]! >= limit
 }
 
 /** Why the socket could not open, as a coded error naming the address. */
@@ -130,27 +129,32 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   server.on('drop', () => closedEarly.labels(definition.name, 'max_connections').inc())
   // Count responses until their last byte is handed to the socket: the app's own in-flight
   // count drops when a handler returns, before the response is written.
+  // One shared listener, no closure or Set entry per response: on a small call those showed.
   let open = 0
   let onIdle: (() => void) | undefined
-  const responding = new Set<ServerResponse>()
+  const responseClosed = (): void => {
+    open--
+    if (open === 0) onIdle?.()
+  }
   server.on('request', (_req, res) => {
     open++
-    responding.add(res)
-    res.once('close', () => {
-      responding.delete(res)
-      open--
-      if (open === 0) onIdle?.()
-    })
+    res.on('close', responseClosed)
+  })
+  // Stalls are watched per connection (a response's unsent bytes sit in its socket).
+  const connections = new Set<Socket>()
+  server.on('connection', (socket: Socket) => {
+    connections.add(socket)
+    socket.once('close', () => connections.delete(socket))
   })
   const responsesDone = (): Promise<void> => (open === 0 ? Promise.resolve() : new Promise<void>((resolve) => (onIdle = resolve)))
   // A client that stops reading its response would hold the connection and the response's
   // bytes forever (node has no send timeout): drop it once no byte has left for sendTimeout.
   const sweep = setInterval(() => {
     const now = Date.now()
-    for (const res of responding) if (stalled(res, now, sendTimeout)) {
+    for (const socket of connections) if (stalled(socket, now, sendTimeout)) {
       closedEarly.labels(definition.name, 'send_stalled').inc()
       service.log.info({ reason: 'send_stalled', sendTimeoutMs: sendTimeout }, 'client stopped reading its response; connection closed')
-      res.socket?.destroy()
+      socket.destroy()
     }
   }, Math.min(1_000, Math.ceil(sendTimeout / 4)))
   sweep.unref()
