@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
+import { Gauge, type Registry } from 'prom-client'
+import { CounterFamily, HistogramFamily, type CounterSeries } from './series.js'
 import type { DispatchObserver, RejectReason } from './batching/dispatcher.js'
 
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -28,14 +29,15 @@ type Labels = 'service' | 'runner' | 'method'
  * runner method that feeds them. Scrape-time gauges read queue depth and restarts directly.
  */
 export class RunnerMetrics {
-  private readonly batchSize: Histogram<Labels>
-  private readonly queueTime: Histogram<Labels>
-  private readonly execTime: Histogram<Labels>
-  private readonly rows: Counter<Labels>
-  private readonly batches: Counter<Labels>
-  private readonly rejected: Counter<Labels | 'reason'>
-  private readonly cacheHits: Counter<'service' | 'runner'>
-  private readonly cacheMisses: Counter<'service' | 'runner'>
+  // Updated per batch and per refusal: plain series (series.ts), read at scrape time.
+  private readonly batchSize: HistogramFamily
+  private readonly queueTime: HistogramFamily
+  private readonly execTime: HistogramFamily
+  private readonly rows: CounterFamily
+  private readonly batches: CounterFamily
+  private readonly rejected: CounterFamily
+  private readonly cacheHits: CounterFamily
+  private readonly cacheMisses: CounterFamily
 
   constructor(
     registry: Registry,
@@ -43,14 +45,14 @@ export class RunnerMetrics {
     sources: () => readonly RunnerMetricsSource[],
   ) {
     const r = [registry]
-    this.batchSize = new Histogram({ name: 'bundle_runner_batch_size', help: 'Rows per executed batch', labelNames: ['service', 'runner', 'method'], buckets: BATCH_BUCKETS, registers: r })
-    this.queueTime = new Histogram({ name: 'bundle_runner_queue_duration_seconds', help: 'Time a request waited in the batching queue', labelNames: ['service', 'runner', 'method'], buckets: TIME_BUCKETS, registers: r })
-    this.execTime = new Histogram({ name: 'bundle_runner_execution_duration_seconds', help: 'Time a batch took in the worker, IPC included', labelNames: ['service', 'runner', 'method'], buckets: TIME_BUCKETS, registers: r })
-    this.rows = new Counter({ name: 'bundle_runner_inference_total', help: 'Rows run through the model', labelNames: ['service', 'runner', 'method'], registers: r })
-    this.batches = new Counter({ name: 'bundle_runner_execution_total', help: 'Batches executed', labelNames: ['service', 'runner', 'method'], registers: r })
-    this.rejected = new Counter({ name: 'bundle_runner_rejected_total', help: 'Requests shed by the batcher (reason: queue_full, admission, deadline)', labelNames: ['service', 'runner', 'method', 'reason'], registers: r })
-    this.cacheHits = new Counter({ name: 'bundle_runner_cache_hits_total', help: 'Requests answered from the response cache (no queue, no model)', labelNames: ['service', 'runner'], registers: r })
-    this.cacheMisses = new Counter({ name: 'bundle_runner_cache_misses_total', help: 'Requests the response cache did not hold (run, then stored)', labelNames: ['service', 'runner'], registers: r })
+    this.batchSize = new HistogramFamily('bundle_runner_batch_size', 'Rows per executed batch', registry, BATCH_BUCKETS)
+    this.queueTime = new HistogramFamily('bundle_runner_queue_duration_seconds', 'Time a request waited in the batching queue', registry, TIME_BUCKETS)
+    this.execTime = new HistogramFamily('bundle_runner_execution_duration_seconds', 'Time a batch took in the worker, IPC included', registry, TIME_BUCKETS)
+    this.rows = new CounterFamily('bundle_runner_inference_total', 'Rows run through the model', registry)
+    this.batches = new CounterFamily('bundle_runner_execution_total', 'Batches executed', registry)
+    this.rejected = new CounterFamily('bundle_runner_rejected_total', 'Requests shed by the batcher (reason: queue_full, admission, deadline)', registry)
+    this.cacheHits = new CounterFamily('bundle_runner_cache_hits_total', 'Requests answered from the response cache (no queue, no model)', registry)
+    this.cacheMisses = new CounterFamily('bundle_runner_cache_misses_total', 'Requests the response cache did not hold (run, then stored)', registry)
     const svc = service
     new Gauge({
       name: 'bundle_runner_queue_depth',
@@ -125,25 +127,28 @@ export class RunnerMetrics {
 
   /** A response-cache lookup: answered from the cache, or not. */
   cacheLookup(runner: string, hit: boolean): void {
-    ;(hit ? this.cacheHits : this.cacheMisses).inc({ service: this.service, runner })
+    ;(hit ? this.cacheHits : this.cacheMisses).labels({ service: this.service, runner }).value++
   }
 
   observer(runner: string, method: string): DispatchObserver {
     const labels = { service: this.service, runner, method }
-    for (const reason of ['queue_full', 'admission', 'deadline'] satisfies RejectReason[]) this.rejected.inc({ ...labels, reason }, 0)
-    this.rows.inc(labels, 0)
-    this.batches.inc(labels, 0)
+    const rejected = Object.fromEntries((['queue_full', 'admission', 'deadline'] satisfies RejectReason[]).map((reason) => [reason, this.rejected.labels({ ...labels, reason })])) as Record<RejectReason, CounterSeries>
+    const rowsDone = this.rows.labels(labels)
+    const batchesDone = this.batches.labels(labels)
+    const batchSize = this.batchSize.labels(labels)
+    const queueTime = this.queueTime.labels(labels)
+    const execTime = this.execTime.labels(labels)
     return {
       batch: (rows, waited, ms, ok) => {
-        this.batchSize.observe(labels, rows)
-        for (const w of waited) this.queueTime.observe(labels, w / 1000)
-        this.execTime.observe(labels, ms / 1000)
+        batchSize.observe(rows)
+        for (const w of waited) queueTime.observe(w / 1000)
+        execTime.observe(ms / 1000)
         if (ok) {
-          this.rows.inc(labels, rows)
-          this.batches.inc(labels)
+          rowsDone.value += rows
+          batchesDone.value++
         }
       },
-      rejected: (reason) => this.rejected.inc({ ...labels, reason }),
+      rejected: (reason) => void rejected[reason].value++,
     }
   }
 }
