@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import pino from 'pino'
+import { accessLog } from '../framework/server/access-log.js'
 import { LogSink } from '../framework/server/log-sink.js'
 import { createMetrics } from '../framework/server/metrics.js'
 import { MODELS } from '../test/utils/models.js'
@@ -118,8 +119,8 @@ function stageTable(st: Record<'classify' | 'classifyTensor', Stages>): string {
   const metrics = createMetrics('bench', ['a']).endpoint('a')
   const metricsUs = perCall((i) => (metrics.begin(), metrics.end(200, i / 1e6)))
   const sink = new LogSink(openSync('/dev/null', 'w'))
-  const log = pino({ base: { service: 'bench' } }, sink)
-  const logUs = perCall((i) => log.info({ method: 'POST', path: '/classify', status: 200, ms: i / 100, requestId: 'dd94fd4f-146f-4cd6-83ab-810531119cb6' }, 'request'))
+  const line = accessLog(pino({ base: { service: 'bench' } }, sink), sink, 'bench')
+  const logUs = perCall((i) => line('POST', '/classify', 200, i / 100, 'dd94fd4f-146f-4cd6-83ab-810531119cb6'))
   sink.end()
   const us = (ms: number | undefined) => (ms === undefined ? '–' : fmt(ms * 1000, 0))
   const row = (what: string, f: (s: Stages) => number | undefined) => `| ${what} | ${us(f(st.classify))} | ${us(f(st.classifyTensor))} |`

@@ -298,7 +298,10 @@ export class Dispatcher<P, R> {
     const predicted = this.predictedFinish(now, rows, options.priority ?? PRIORITY.normal)
     if (predicted <= deadline) return undefined
     if (record) this.options.observer?.rejected('admission')
-    return overloaded(`the runner cannot finish this request before its deadline (${Math.round(deadline - now)} ms left, about ${Math.round(predicted - now)} ms needed)`, predicted - deadline)
+    // Nothing ahead of it moves before a worker frees up: a client told to come back sooner
+    // would only be refused again.
+    const pace = Math.max(predicted - deadline, this.soonestFree(now) - now)
+    return overloaded(`the runner cannot finish this request before its deadline (${Math.round(deadline - now)} ms left, about ${Math.round(predicted - now)} ms needed)`, pace)
   }
 
   /** When a request arriving now must have finished running (its deadline less the headroom). */
@@ -418,10 +421,18 @@ export class Dispatcher<P, R> {
     item.reject(err)
   }
 
+  /**
+   * Refuses a queued request that can no longer finish in time. Its pace (see refusalPace) is
+   * half the deadline: a client that resends at once would join the tail of the very queue it
+   * was shed from, so shedding would never shorten it — each shed only adding a body read to the
+   * API process, whose CPU the worker shares. The queue turns over in about one deadline; half
+   * of one later, it has moved on. (Servers answer paces over 50 ms at once: with deadlines
+   * over 100 ms, shedding means real overload, and clients had better go elsewhere.)
+   */
   private shed(item: Pending<P, R>, now: number): void {
     this.queue.remove(item)
     this.options.observer?.rejected('deadline')
-    this.fail(item, overloaded(`the request waited ${Math.round(now - item.arrived)} ms and can no longer finish before its deadline`))
+    this.fail(item, overloaded(`the request waited ${Math.round(now - item.arrived)} ms and can no longer finish before its deadline`, this.deadlineMs / 2))
   }
 
   /**
