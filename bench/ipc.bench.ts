@@ -1,13 +1,47 @@
 // npm run bench:ipc — what crossing into a runner worker process costs: the round trip of a
 // call through the worker pool (child_process IPC for the message; tensors of 64 KiB or more
 // through the worker's shared-memory file), and the same with BUNDLE_IPC_SHM=0 (all inline).
+// Against them, the floor a thread runner would have: a worker_threads echo in this process,
+// the tensor copied into a fresh buffer (a request body's bytes sit in node's pooled memory and
+// cannot be handed over) and moved there and back as a transferable.
 import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
 import { WorkerPool } from '../runners/pool/worker-pool.js'
 import { fmt, machine, median, writeSection } from './results.js'
 
 const ECHO = fileURLToPath(new URL('../test/fixtures/echo-runner.ts', import.meta.url))
-/** Round trips through each pool in turn, interleaved so both see the same machine noise. */
-async function roundTrips(pools: WorkerPool[], bytes: number, iterations: number): Promise<{ p50: number; p99: number }[]> {
+interface Echo {
+  run(method: string, tensor: { dtype: string; shape: number[]; data: Uint8Array }): Promise<unknown>
+}
+
+/** The thread floor: one worker thread that sends back what it gets, buffers moved both ways. */
+function threadEcho(): Echo & { stop(): Promise<number> } {
+  const worker = new Worker(
+    `const { parentPort } = require('node:worker_threads')
+     parentPort.on('message', (m) => parentPort.postMessage(m, [m.tensor.data.buffer]))`,
+    { eval: true },
+  )
+  let seq = 0
+  const waiting = new Map<number, (v: unknown) => void>()
+  worker.on('message', (m: { id: number; tensor: unknown }) => {
+    waiting.get(m.id)?.(m.tensor)
+    waiting.delete(m.id)
+  })
+  return {
+    run(_method, tensor) {
+      const id = seq++
+      const data = new Uint8Array(tensor.data) // the copy out of the request body's memory
+      return new Promise((resolve) => {
+        waiting.set(id, resolve)
+        worker.postMessage({ id, tensor: { ...tensor, data } }, [data.buffer])
+      })
+    },
+    stop: () => worker.terminate(),
+  }
+}
+
+/** Round trips through each pool in turn, interleaved so all see the same machine noise. */
+async function roundTrips(pools: Echo[], bytes: number, iterations: number): Promise<{ p50: number; p99: number }[]> {
   const tensor = { dtype: 'float32', shape: [bytes / 4], data: new Uint8Array(bytes).fill(7) }
   for (const pool of pools) for (let i = 0; i < 200; i++) await pool.run('echo', tensor)
   const samples: number[][] = pools.map(() => [])
@@ -30,18 +64,21 @@ await shmPool.start()
 process.env.BUNDLE_IPC_SHM = '0'
 const inlinePool = echo()
 await inlinePool.start()
+const thread = threadEcho()
 const rows: string[] = []
 for (const bytes of [4, 100 * 1024, 1024 * 1024, 4096 * 1024]) {
-  const [viaShm, inline] = await roundTrips([shmPool, inlinePool], bytes, bytes > 500_000 ? 300 : 2000)
+  const [viaShm, inline, viaThread] = await roundTrips([shmPool, inlinePool, thread], bytes, bytes > 500_000 ? 300 : 2000)
   const size = bytes >= 1024 ? `${bytes / 1024} KiB` : `${bytes} B`
   rows.push(`| ${size} tensor, to the worker and back | default${bytes >= 64 * 1024 ? ' (shared memory)' : ' (inline)'} | ${fmt(viaShm!.p50, 3)} | ${fmt(viaShm!.p99, 3)} |`)
   rows.push(`| ${size} tensor, to the worker and back | BUNDLE_IPC_SHM=0 (inline) | ${fmt(inline!.p50, 3)} | ${fmt(inline!.p99, 3)} |`)
+  rows.push(`| ${size} tensor, to the worker and back | a worker thread (the floor of a thread runner) | ${fmt(viaThread!.p50, 3)} | ${fmt(viaThread!.p99, 3)} |`)
 }
+await thread.stop()
 await shmPool.stop()
 await inlinePool.stop()
 
 writeSection(
   'ipc',
-  `## Worker round trip (\`npm run bench:ipc\`)\n\n${machine()}. One worker process echoing what it gets; latency in ms. The issue's target for 100 KB is < 0.3 ms; the 100 KiB row minus the 4 B row is the cost of the bytes themselves. Tensors of 64 KiB or more go through the worker's shared-memory file (/dev/shm) by default; inline, they travel inside the IPC message. The two pools are measured interleaved.\n\n| payload | path | p50 | p99 |\n|---|---|---|---|\n${rows.join('\n')}`,
+  `## Worker round trip (\`npm run bench:ipc\`)\n\n${machine()}. One worker process echoing what it gets; latency in ms. The issue's target for 100 KB is < 0.3 ms; the 100 KiB row minus the 4 B row is the cost of the bytes themselves. Tensors of 64 KiB or more go through the worker's shared-memory file (/dev/shm) by default; inline, they travel inside the IPC message. A worker thread in the API process, its tensor copied out of the request's memory and moved there and back as a transferable, is the floor a thread runner would have (docs/operations.md, "Why runners are processes"). The three paths are measured interleaved.\n\n| payload | path | p50 | p99 |\n|---|---|---|---|\n${rows.join('\n')}`,
 )
 console.log(rows.join('\n'))
