@@ -8,7 +8,7 @@ import type { ApiDefinition, ServiceDefinition } from '../service/definition.js'
 import { isOpenPath, keyChecker } from './auth.js'
 import { DEFAULT_MAX_BODY_BYTES } from './body.js'
 import { corsMiddleware } from './cors.js'
-import { Deadlines } from './deadlines.js'
+import { Deadlines, type Deadline } from './deadlines.js'
 import { docsAsset, docsPage } from './docs.js'
 import { errorAnswer, errorResponse } from './error-response.js'
 import { BodyOf, ExchangeHeaders, honoExchange, nodeExchange, type Answer, type Exchange } from './exchange.js'
@@ -273,12 +273,23 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   // is read. Services without runners skip the request context altogether.
   const apiRunners = new Map(definition.runners.length ? definition.apis.map((a) => [a.name, new Set<object>()] as const) : [])
 
-  /** One API request, start to answer: the pipeline both hono's routes and serve()'s fast path run. */
-  async function handle(ex: Exchange, a: ApiDefinition, requestId: string): Promise<Answer> {
+  /**
+   * One API request, start to answer: the pipeline both hono's routes and serve()'s fast path
+   * run. `respond` gets the answer, exactly once — at the timeout if the method is still running
+   * then. The method may go on: it keeps its concurrency slot (and shutdown waits for it) until
+   * it really ends, so timeouts cannot pile up unbounded work. Settles when the method has ended.
+   */
+  async function handle(ex: Exchange, a: ApiDefinition, requestId: string, respond: (answer: Answer) => void): Promise<void> {
     const started = performance.now()
     const m = metrics.endpoint(a.name)
-    let answer: Answer
-    let orphan: Promise<unknown> | undefined
+    let answered = false
+    const answer = (x: Answer): void => {
+      if (answered) return
+      answered = true
+      m.end(x.status, (performance.now() - started) / 1000)
+      respond(x)
+    }
+    let deadline: Deadline | undefined
     inFlight++
     m.begin()
     try {
@@ -309,28 +320,32 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       const ctx = new RequestContext(requestId, headers, ex.outgoing)
       const stages: StageTimes | undefined = serverTiming && call ? { queueMs: 0, computeMs: 0, transferMs: 0 } : undefined
       const result = call ? withCallContext({ ...call, gone: () => ctx.gone(), ...(stages ? { timing: stages } : {}) }, () => method.call(instance, input, ctx)) : method.call(instance, input, ctx)
-      const output = result instanceof Promise ? await deadlines.within(result, definition.traffic.timeoutMs, () => {
-        ctx.abort(new Error('timeout'))
-        // The method may go on running: it keeps its concurrency slot (and shutdown waits for it)
-        // until it really ends, so timeouts cannot pile up unbounded work.
-        orphan = result
-        return new BundleError('E_HTTP_TIMEOUT', `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`)
-      }) : result
+      let output = result
+      if (result instanceof Promise) {
+        // The timeout answers by itself; the method's own end is awaited as it is (no race).
+        deadline = deadlines.add(definition.traffic.timeoutMs, () => {
+          ctx.abort(new Error('timeout'))
+          answer(errorAnswer(new BundleError('E_HTTP_TIMEOUT', `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`), requestId, log))
+        })
+        output = await result
+        if (answered) return
+      }
       const ran = serverTiming ? performance.now() : 0
       let encoded = a.output.encode(output, ex.header('accept'))
       if (encoded instanceof Promise) encoded = await encoded
-      answer = { status: 200, headers: { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers }, body: encoded.body }
-      if (serverTiming) answer.headers['server-timing'] = timingHeader(started, read, decoded, ran, performance.now(), stages)
+      const ok: Answer = { status: 200, headers: { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers }, body: encoded.body }
+      if (serverTiming) ok.headers['server-timing'] = timingHeader(started, read, decoded, ran, performance.now(), stages)
+      answer(ok)
     } catch (err) {
+      // Failed after its timeout was answered: nothing more to say.
+      if (answered) return
       const due = refusalDue(err)
       if (due) await due
-      answer = errorAnswer(err, requestId, log)
+      answer(errorAnswer(err, requestId, log))
     } finally {
-      if (orphan === undefined) finish()
-      else orphan.then(finish, finish)
+      if (deadline) deadlines.remove(deadline)
+      finish()
     }
-    m.end(answer.status, (performance.now() - started) / 1000)
-    return answer
   }
 
   // serve()'s fast path: API routes straight from node's HTTP server, with what the hono
@@ -350,20 +365,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
         const given = req.headers['x-request-id']
         const requestId = typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID()
         const ex = nodeExchange(req, res)
-        let answering: Promise<Answer>
-        if (checkKey) {
+        const write = (answer: Answer): void => {
           try {
-            checkKey(ex.header('authorization'))
-            answering = handle(ex, a, requestId)
-          } catch (err) {
-            const m = metrics.endpoint(a.name)
-            m.begin()
-            m.end(401, 0)
-            answering = Promise.resolve(errorAnswer(err, requestId, log))
-          }
-        } else answering = handle(ex, a, requestId)
-        answering
-          .then((answer) => {
             if (!res.destroyed) {
               const headers = answer.headers
               // A length, not chunked encoding: one write of headers and body, as hono's answers.
@@ -376,11 +379,23 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
               res.end(answer.body)
             }
             if (accessLogOn) logAccess('POST', path, answer.status, Math.round((performance.now() - started) * 100) / 100, requestId)
-          })
-          .catch((err: unknown) => {
+          } catch (err) {
             log.error({ err, requestId }, 'could not write the response')
             res.destroy()
-          })
+          }
+        }
+        if (checkKey) {
+          try {
+            checkKey(ex.header('authorization'))
+          } catch (err) {
+            const m = metrics.endpoint(a.name)
+            m.begin()
+            m.end(401, 0)
+            write(errorAnswer(err, requestId, log))
+            return true
+          }
+        }
+        void handle(ex, a, requestId, write)
         return true
       }
 
@@ -398,7 +413,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   for (const a of definition.apis) {
     if (a.task) continue
     app.post(a.route, async (c) => {
-      const answer = await handle(honoExchange(c), a, c.get('requestId'))
+      const answer = await new Promise<Answer>((resolve) => void handle(honoExchange(c), a, c.get('requestId'), resolve))
       // Plain header objects: a Headers instance costs node-server a sort and a copy.
       c.set('headed', true)
       return c.body(answer.body as Uint8Array<ArrayBuffer> | string, answer.status as 200, answer.headers)
