@@ -395,7 +395,11 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
             return true
           }
         }
-        void handle(ex, a, requestId, write)
+        handle(ex, a, requestId, write).catch((err: unknown) => {
+          // handle() answers every error itself; this is only for a bug in it, never a hang.
+          log.error({ err, requestId }, 'request pipeline failed')
+          res.destroy()
+        })
         return true
       }
 
@@ -413,7 +417,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   for (const a of definition.apis) {
     if (a.task) continue
     app.post(a.route, async (c) => {
-      const answer = await new Promise<Answer>((resolve) => void handle(honoExchange(c), a, c.get('requestId'), resolve))
+      const answer = await new Promise<Answer>((resolve, reject) => void handle(honoExchange(c), a, c.get('requestId'), resolve).catch(reject))
       // Plain header objects: a Headers instance costs node-server a sort and a copy.
       c.set('headed', true)
       return c.body(answer.body as Uint8Array<ArrayBuffer> | string, answer.status as 200, answer.headers)
