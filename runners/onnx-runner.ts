@@ -1,4 +1,4 @@
-import { BundleError } from '../errors/index.js'
+import { BundleError, isBundleError } from '../errors/index.js'
 import { ModelStore, saveCommand, type ModelInfo } from '../store/index.js'
 import { Dispatcher, type DispatcherStats, type Slice } from './batching/dispatcher.js'
 import { mergeOverrides, type RunnerOverrides } from './config.js'
@@ -252,8 +252,8 @@ export class OnnxRunner {
       try {
         info = store.get(tag)
       } catch (err) {
-        if (pinned && (err as { code?: string }).code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag}, which is not in the store at ${store.home}; import the bundle's archive (it carries its models)`)
-        if ((err as { code?: string }).code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_STORE_MODEL_NOT_FOUND', `runner ${this.name} needs model ${tag}: ${(err as Error).message}; add it with: ${saveCommand(tag)}`)
+        if (pinned && isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag}, which is not in the store at ${store.home}; import the bundle's archive (it carries its models)`)
+        if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_STORE_MODEL_NOT_FOUND', `runner ${this.name} needs model ${tag}: ${(err as Error).message}; add it with: ${saveCommand(tag)}`)
         throw err
       }
       if (pinned && info.digest !== pinned.digest) throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag} with digest ${pinned.digest}, the store has ${info.digest}`)

@@ -3,11 +3,11 @@ import { BundleError, isBundleError, RETRYABLE_CODES, type ErrorCode } from '../
 import type { Answer } from './exchange.js'
 
 export interface ErrorBody {
-  error: { code: string; message: string; details?: unknown; requestId: string }
+  error: { code: ErrorCode; message: string; details?: unknown; requestId: string }
 }
 
 // 5xx codes whose message is written for clients (no paths, no internals): shown as they are.
-const CLIENT_SAFE_5XX = new Set(['E_HTTP_NOT_READY', 'E_HTTP_TIMEOUT', 'E_RUNNER_OVERLOADED', 'E_RUNNER_CRASHED', 'E_RUNNER_TIMEOUT', 'E_RUNNER_STOPPED', 'E_RUNNER_NOT_DECLARED', 'E_REMOTE_UNAVAILABLE', 'E_REMOTE_NO_WORKERS', 'E_REMOTE_MODEL_MISMATCH'])
+const CLIENT_SAFE_5XX: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['E_HTTP_NOT_READY', 'E_HTTP_TIMEOUT', 'E_RUNNER_OVERLOADED', 'E_RUNNER_CRASHED', 'E_RUNNER_TIMEOUT', 'E_RUNNER_STOPPED', 'E_RUNNER_NOT_DECLARED', 'E_REMOTE_UNAVAILABLE', 'E_REMOTE_NO_WORKERS', 'E_REMOTE_MODEL_MISMATCH'])
 
 // Absolute file paths and file:// URLs (two segments or more), and anything from a stack trace on.
 const PATH = /(?<![\w.~-])(?:file:\/\/)?(?:\/[\w.@+~%-]+){2,}\/?/g
@@ -59,10 +59,10 @@ export function clientFacing(err: unknown, requestId: string, log: Logger): Bund
  * 413 the connection closes, so the server does not go on reading (and discarding) a body it has
  * already refused.
  */
-export function errorHeaders(code: string): Record<string, string> | undefined {
+export function errorHeaders(code: ErrorCode): Record<string, string> | undefined {
   if (code === 'E_HTTP_UNAUTHORIZED') return { 'www-authenticate': 'Bearer' }
   // Retrying at once turns shedding into more load (each refused request still costs its body and an answer).
-  if (RETRYABLE_CODES.has(code as ErrorCode)) return { 'retry-after': '1' }
+  if (RETRYABLE_CODES.has(code)) return { 'retry-after': '1' }
   if (code === 'E_HTTP_PAYLOAD_TOO_LARGE' || code === 'E_INPUT_MULTIPART_LIMIT') return { connection: 'close' }
   return undefined
 }

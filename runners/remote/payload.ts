@@ -1,5 +1,5 @@
 import { deserialize, serialize } from 'node:v8'
-import { BundleError } from '../../errors/index.js'
+import { BundleError, type WireError } from '../../errors/index.js'
 import type { RedisLink } from './link.js'
 
 // A runner call as it travels between an API server and a remote worker: Node's structured
@@ -31,7 +31,7 @@ export interface JobData {
 export const TRANSPORT_FAILURE = 'E_REMOTE_UNAVAILABLE'
 
 /** What a worker answers: the serialized result, or an error with its catalog code. */
-export type JobResult = { ok: Packed } | { error: { code?: string; message: string }; stale?: boolean }
+export type JobResult = { ok: Packed } | { error: WireError; stale?: boolean }
 
 /**
  * A Redis call of pack/unpack that failed: the connection, not the data. Thrown as

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { Queue, QueueEvents } from 'bullmq'
-import { BundleError, CATALOG, type ErrorCode } from '../../errors/index.js'
+import { BundleError, errorFromWire } from '../../errors/index.js'
 import { announce, capacity } from './capacity.js'
 import type { RedisLink } from './link.js'
 import { pack, TRANSPORT_FAILURE, unpack, type JobData, type JobResult } from './payload.js'
@@ -257,8 +257,7 @@ export class RemotePool {
       unpack(this.o.link, r.ok, true).then(p.resolve, p.reject)
       return
     }
-    const code = r.error.code
-    p.reject(code !== undefined && code in CATALOG ? new BundleError(code as ErrorCode, r.error.message) : new BundleError('E_INTERNAL', r.error.message))
+    p.reject(errorFromWire(r.error, (message) => new BundleError('E_INTERNAL', message)))
   }
 
   async stop(graceMs = 10_000): Promise<void> {

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os'
 import { Worker } from 'bullmq'
+import { errorToWire } from '../../errors/index.js'
 import { announce } from './capacity.js'
 import type { RedisLink } from './link.js'
 import { isTransportError, pack, TRANSPORT_FAILURE, unpack, type JobData, type JobResult } from './payload.js'
@@ -80,10 +81,8 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
       }
     })().catch(() => undefined)
   }
-  const answer = (err: unknown): JobResult => {
-    const e = err as { code?: string; message?: string }
-    return { error: { ...(e.code ? { code: e.code } : {}), message: e.message ?? String(err) } }
-  }
+  // Catalog codes (and their details) travel; anything else arrives as a plain failure.
+  const answer = (err: unknown): JobResult => ({ error: errorToWire(err) })
   /** Moving the batch failed: a transport failure is thrown, so BullMQ puts the job back for another worker. */
   const failed = (err: unknown): JobResult => {
     if (!isTransportError(err)) return answer(err)

@@ -1,4 +1,4 @@
-import { BundleError } from '../../../errors/index.js'
+import { BundleError, isBundleError } from '../../../errors/index.js'
 import { OnnxRunner, validateOverrides, type InferenceModel, type RunnerOverrides } from '../../../runners/index.js'
 import { ModelStore } from '../../../store/index.js'
 import { redactPaths } from '../error-response.js'
@@ -234,7 +234,7 @@ export class ModelRepository {
     try {
       return store.get(version === undefined ? name : `${name}:${version}`).tag
     } catch (err) {
-      if ((err as { code?: string }).code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_HTTP_NOT_FOUND', (err as Error).message)
+      if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_HTTP_NOT_FOUND', (err as Error).message)
       throw err
     } finally {
       store.close()
