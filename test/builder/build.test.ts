@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { BIN, bundle } from '../utils/cli.js'
+import { freePort } from '../utils/port.js'
 import { MODELS } from '../utils/models.js'
 import { serveReady } from '../utils/serve.js'
 import { snapshot, tempDir } from '../utils/tmp.js'
@@ -129,7 +130,7 @@ describe('model aliases', () => {
     const built = await bundle(['build', src, '--version', '1.0.0', '-o', 'json'], { BUNDLE_HOME: home })
     assert.equal(built.code, 0, built.stderr)
     assert.deepEqual((JSON.parse(built.stdout) as Listed).models, [{ tag: 'ocr-cls:2.0.0', digest: (JSON.parse(built.stdout) as Listed).models[0]!.digest, alias: 'cls', requested: ['cls'] }])
-    const port = 21000 + Math.floor(Math.random() * 20000)
+    const port = await freePort()
     const child = spawn(process.execPath, [BIN, 'serve', 'quickstart:1.0.0', '--port', String(port)], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
     const exited = new Promise((r) => child.on('exit', r))
     try {
@@ -233,7 +234,7 @@ describe('bundle serve TAG', () => {
     // A newer "ocr-cls" that is a different model: the runner's tag (ocr-cls:latest) now means it,
     // but the bundle pinned 2.0.0 and its digest.
     assert.equal((await bundle(['models', 'save', MODELS.rec, '--name', 'ocr-cls', '--version', '3.0.0'], { BUNDLE_HOME: home })).code, 0)
-    const port = 21000 + Math.floor(Math.random() * 20000)
+    const port = await freePort()
     const cwd = tempDir() // no node_modules, no sources here
     const child = spawn(process.execPath, [BIN, 'serve', 'quickstart:1.0.0', '--port', String(port)], { cwd, env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: ['ignore', 'ignore', 'pipe'] })
     let stderr = ''

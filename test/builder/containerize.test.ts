@@ -8,6 +8,7 @@ import { promisify } from 'node:util'
 import { pullFailure, runEngine } from '../../builder/engine.js'
 import { isBundleError } from '../../errors/index.js'
 import { bundle } from '../utils/cli.js'
+import { freePort } from '../utils/port.js'
 import { bytesByPackage, imageBytes, nodeModulesOf } from '../utils/image.js'
 import { tempDir } from '../utils/tmp.js'
 
@@ -78,7 +79,7 @@ describe('bundle containerize (podman)', { skip }, () => {
       assert.match(config.Labels['modelbundle.digest']!, /^sha256:[0-9a-f]{64}$/)
       assert.ok(inspected.Healthcheck?.Test.join(' ').includes('/livez'), 'a health check on /livez')
 
-      const port = 22000 + Math.floor(Math.random() * 20000)
+      const port = await freePort()
       // No systemd here to run health-check timers: they are checked in the image config above.
       await sh('podman', ['run', '-d', '--name', name, '--no-healthcheck', '-p', `127.0.0.1:${port}:3000`, image])
       const url = `http://127.0.0.1:${port}`
@@ -156,7 +157,7 @@ describe('bundle containerize (podman)', { skip }, () => {
     try {
       const paths = Object.keys(await nodeModulesOf('podman', image))
       for (const pkg of ['tsx/', 'esbuild/', '@esbuild/']) assert.ok(paths.some((f) => f.startsWith(pkg)), `${pkg} is in the image`)
-      const port = 22000 + Math.floor(Math.random() * 20000)
+      const port = await freePort()
       await sh('podman', ['run', '-d', '--name', name, '--no-healthcheck', '-p', `127.0.0.1:${port}:3000`, image])
       let ready = false
       for (let i = 0; i < 120 && !ready; i++) {

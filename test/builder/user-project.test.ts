@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import ort from 'onnxruntime-node'
 import { MODELS } from '../utils/models.js'
+import { freePort } from '../utils/port.js'
 import { tempDir } from '../utils/tmp.js'
 
 // A user's own project, outside this repository: it installs the packed modelbundle from npm's
@@ -84,7 +85,7 @@ describe('modelbundle from a user project (npm pack)', () => {
     const lock = JSON.parse(readFileSync(join(bundleDir, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string }> }
     assert.equal(lock.packages['node_modules/zod']?.version, version('zod'))
 
-    const port = 21000 + Math.floor(Math.random() * 20000)
+    const port = await freePort()
     // The installed bin itself (npx would not pass SIGTERM on to it).
     const child = spawn(join(dir, 'node_modules/.bin/bundle'), ['serve', tag, '--port', String(port)], { cwd: dir, env, stdio: 'ignore' })
     const exited = new Promise((r) => child.on('exit', r))

@@ -3,18 +3,21 @@ import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { BIN, bundle } from '../utils/cli.js'
+import { listeningUrl } from '../utils/port.js'
 import { MODELS } from '../utils/models.js'
 import { tempDir } from '../utils/tmp.js'
 
 describe('bundle models load|unload|loaded --url (a running server)', () => {
   it('loads a newer version into the quickstart, lists states, unloads; unreachable and refused requests are one line', { timeout: 180_000 }, async () => {
     const home = join(tempDir(), 'home')
-    const port = 21000 + Math.floor(Math.random() * 20000)
-    const url = `http://127.0.0.1:${port}`
     const env = { BUNDLE_HOME: home }
-    const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', String(port)], { env: { ...process.env, ...env, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
+    const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', '0'], { env: { ...process.env, ...env, BUNDLE_ACCESS_LOG: '0' }, stdio: ['ignore', 'pipe', 'ignore'] })
     const exited = new Promise((r) => child.on('exit', r))
+    let url = ''
+    let port = ''
     try {
+      url = await listeningUrl(child)
+      port = new URL(url).port
       let ready = false
       for (let i = 0; i < 300 && !ready; i++) {
         ready = (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200
@@ -32,11 +35,11 @@ describe('bundle models load|unload|loaded --url (a running server)', () => {
       assert.equal(runners[0]!.config.model, 'ocr-cls:3.0.0')
       assert.equal(runners[0]!.config.batching.maxBatchSize, 16)
       // Without --url: the local server, on $PORT as `bundle serve` takes it.
-      const table = await bundle(['models', 'loaded'], { PORT: String(port) })
+      const table = await bundle(['models', 'loaded'], { PORT: port })
       assert.equal(table.code, 0, table.stderr)
       assert.match(table.stdout, /ocr-cls\s+3\.0\.0\s+READY/)
       assert.match(table.stdout, /ocr-cls\s+2\.0\.0\s+UNAVAILABLE/)
-      assert.equal((await bundle(['models', 'unload', 'ocr-cls'], { PORT: String(port) })).stdout.trim(), 'unloaded ocr-cls')
+      assert.equal((await bundle(['models', 'unload', 'ocr-cls'], { PORT: port })).stdout.trim(), 'unloaded ocr-cls')
       assert.equal((await fetch(`${url}/v2/models/ocr-cls`)).status, 404)
       const refused = await bundle(['models', 'load', 'nope', '--url', url])
       assert.equal(refused.code, 1)

@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test'
 import sharp from 'sharp'
 import { FORM_LINES, PAGE_LINES } from '../../examples/ocr/images/render.js'
 import { BIN, bundle } from '../utils/cli.js'
+import { listeningUrl } from '../utils/port.js'
 import { tempDir } from '../utils/tmp.js'
 
 // The OCR example as a user runs it: `bundle serve examples/ocr/service.ts` on an empty store,
@@ -22,8 +23,7 @@ interface Line {
 
 describe('examples/ocr: POST /read', () => {
   const home = join(tempDir(), 'home')
-  const port = 21000 + Math.floor(Math.random() * 20000)
-  const url = `http://127.0.0.1:${port}`
+  let url = ''
   let child: ReturnType<typeof spawn>
   let exited: Promise<unknown>
   let stderr = ''
@@ -33,9 +33,10 @@ describe('examples/ocr: POST /read', () => {
   }
 
   before(async () => {
-    child = spawn(process.execPath, [BIN, 'serve', 'examples/ocr/service.ts', '--port', String(port)], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: ['ignore', 'ignore', 'pipe'] })
+    child = spawn(process.execPath, [BIN, 'serve', 'examples/ocr/service.ts', '--port', '0'], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: ['ignore', 'pipe', 'pipe'] })
     child.stderr!.on('data', (c) => (stderr += c))
     exited = new Promise((r) => child.on('exit', r))
+    url = await listeningUrl(child)
     let ready = false
     for (let i = 0; i < 600 && !ready && child.exitCode === null; i++) {
       ready = (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200

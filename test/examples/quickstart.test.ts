@@ -65,17 +65,18 @@ describe('bundle serve --config: operators tune runners without touching code', 
     const dir = tempDir()
     const cfg = join(dir, 'serve.yaml')
     writeFileSync(cfg, 'runners:\n  ocr-cls:\n    workers: 2\n    deadlineMs: 5000\n    batching:\n      maxBatchSize: 8\n      maxDelayMs: 3\n')
-    const port = 21000 + Math.floor(Math.random() * 20000)
-    const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', String(port), '--config', cfg], {
+    const { listeningUrl } = await import('../utils/port.js')
+    const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', '0', '--config', cfg], {
       env: { ...process.env, BUNDLE_HOME: join(dir, 'home'), BUNDLE_RUNNER_OCR_CLS_DEADLINE_MS: '25', BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_QUEUE_SIZE: '100', BUNDLE_RUNNER_OCR_CLS_WARMUP_ROUNDS: '2' },
-      stdio: 'ignore',
+      stdio: ['ignore', 'pipe', 'ignore'],
     })
     const exited = new Promise((r) => child.on('exit', r))
+    const url = await listeningUrl(child).catch((e: unknown) => (child.kill('SIGKILL'), Promise.reject(e)))
     try {
       let body: { name: string; ready: boolean; config: { workers: number; deadlineMs: number; batchesPerWorker: number; batching: { maxBatchSize: number; maxDelayMs: number }; warmup: unknown }; batcher: { observations: number; queuedRows: number } }[] | undefined
       for (let i = 0; i < 200 && body?.[0]?.ready !== true; i++) {
         await new Promise((r) => setTimeout(r, 100))
-        body = await fetch(`http://127.0.0.1:${port}/runners`).then((r) => r.json() as never, () => undefined)
+        body = await fetch(`${url}/runners`).then((r) => r.json() as never, () => undefined)
       }
       assert.equal(body?.[0]?.name, 'ocr-cls')
       assert.equal(body![0]!.config.workers, 2)

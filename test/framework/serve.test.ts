@@ -4,6 +4,7 @@ import { request } from 'node:http'
 import { fileURLToPath } from 'node:url'
 import { describe, it } from 'node:test'
 import { BIN } from '../utils/cli.js'
+import { freePort } from '../utils/port.js'
 
 const SLOW = fileURLToPath(new URL('../fixtures/slow-service.ts', import.meta.url))
 
@@ -210,7 +211,8 @@ describe('bundle serve --reload', () => {
     const file = join(dir, 'service.ts')
     const source = (word: string) => `import { api, io, service } from 'modelbundle'\n@service({ name: 'reloading' })\nexport class Reloading {\n  @api({ input: io.text(), output: io.text() })\n  async word(_: string) { return '${word}' }\n}\n`
     writeFileSync(file, source('before'))
-    const port = 20000 + Math.floor(Math.random() * 20000)
+    // A fixed port: the reloaded server must come back on it.
+    const port = await freePort()
     const child = spawn(process.execPath, [BIN, 'serve', file, '--port', String(port), '--reload'], { stdio: 'ignore' })
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)))
     const word = async (): Promise<string | undefined> => {

@@ -15,7 +15,7 @@ const SERVICE = fileURLToPath(new URL('../fixtures/task-service.ts', import.meta
 
 /** A server with tasks on `redis`; resolves once ready, or with `listening`, once it answers at all. */
 async function server(redis: string, env: Record<string, string> = {}, wait: 'ready' | 'listening' = 'ready'): Promise<Proc & { url: string }> {
-  const port = freePort()
+  const port = await freePort()
   const child = spawn(process.execPath, [BIN, 'serve', SERVICE, '--port', String(port), '--redis', redis], { env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   child.stdout!.on('data', (c) => (out += c))
@@ -129,7 +129,7 @@ describe('durable async tasks (@task) in Redis', () => {
   })
 
   it('a service with tasks will not serve without Redis, and says which flag', { timeout: 60_000 }, async () => {
-    const r = await bundle(['serve', SERVICE, '--port', String(freePort())], { BUNDLE_REDIS_URL: '' })
+    const r = await bundle(['serve', SERVICE, '--port', '0'], { BUNDLE_REDIS_URL: '' })
     assert.equal(r.code, 2)
     assert.match(r.stderr, /error E_SERVE_CONFIG_INVALID: \/render is a task, which live in Redis: serve with --redis/)
   })

@@ -369,7 +369,7 @@ describe('binding', () => {
     .find((a) => a !== undefined && a.family === 'IPv4' && !a.internal)?.address
 
   const start = async (args: string[]) => {
-    const port = freePort()
+    const port = await freePort()
     const env: NodeJS.ProcessEnv = { ...process.env, BUNDLE_ACCESS_LOG: '0' }
     delete env.HOST
     const child = spawn(process.execPath, [BIN, 'serve', 'examples/greeter/service.ts', '--port', String(port), ...args], { env, stdio: 'ignore' })

@@ -7,7 +7,8 @@ import { fileURLToPath } from 'node:url'
 import sharp from 'sharp'
 import { findChromium, HEADLESS_FLAGS, isLoopback, readNetLog, runChromium, type NetLog } from '../utils/browser.js'
 import { BIN } from '../utils/cli.js'
-import { freePort, until } from '../utils/remote.js'
+import { listeningUrl } from '../utils/port.js'
+import { until } from '../utils/remote.js'
 import { tempDir } from '../utils/tmp.js'
 
 // /docs in a real headless Chromium: Swagger UI runs, fetches /openapi.json and renders every
@@ -31,8 +32,7 @@ const NOT_RENDERED = 'Failed to load API definition'
 
 describe('/docs in real headless Chromium', { skip, timeout: 120_000 }, () => {
   const dir = tempDir()
-  const port = freePort()
-  const origin = `http://${HOST}:${port}`
+  let origin = ''
   let server: ChildProcess | undefined
   let spec: { info: { title: string }; paths: Record<string, Record<string, unknown>> }
   let dom = ''
@@ -40,8 +40,9 @@ describe('/docs in real headless Chromium', { skip, timeout: 120_000 }, () => {
 
   before(async () => {
     assert.ok(chromium, 'chromium is required here (BUNDLE_REQUIRE_BROWSER_TESTS=1)')
-    server = spawn(process.execPath, [BIN, 'serve', QUICKSTART, '--port', String(port)], { env: { ...process.env, BUNDLE_HOME: join(dir, 'home'), BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
-    const local = `http://127.0.0.1:${port}`
+    server = spawn(process.execPath, [BIN, 'serve', QUICKSTART, '--port', '0'], { env: { ...process.env, BUNDLE_HOME: join(dir, 'home'), BUNDLE_ACCESS_LOG: '0' }, stdio: ['ignore', 'pipe', 'ignore'] })
+    const local = await listeningUrl(server)
+    origin = `http://${HOST}:${new URL(local).port}`
     await until('server ready', async () => (await fetch(`${local}/readyz`).catch(() => undefined))?.status === 200, 60_000)
     spec = (await (await fetch(`${local}/openapi.json`)).json()) as typeof spec
 

@@ -57,7 +57,7 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     const w = track(await worker(QUICKSTART, redis.url, env))
     const api = track(await remoteServe(QUICKSTART, redis.url, env))
     await until('remote API ready', async () => (await fetch(`${api.url}/readyz`)).status === 200)
-    const port = freePort()
+    const port = await freePort()
     const local = track({ ...(await (async () => {
       const child = spawn(process.execPath, [BIN, 'serve', QUICKSTART, '--port', String(port)], { env: { ...process.env, ...env, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
       const exited = new Promise<void>((r) => child.once('exit', () => r()))

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { BIN } from '../utils/cli.js'
+import { listeningUrl } from '../utils/port.js'
 import { parsePrometheus } from '../utils/prom.js'
 import { runnerWorkers } from '../utils/procs.js'
 import { tempDir } from '../utils/tmp.js'
@@ -14,13 +15,12 @@ const ROWS = 32
 const body = new Uint8Array(new Float32Array(ROWS * 3 * 48 * 192).fill(0.25).buffer)
 
 async function serve(home: string): Promise<{ child: ChildProcess; url: string; exited: Promise<number | null> }> {
-  const port = 21000 + Math.floor(Math.random() * 20000)
-  const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', String(port)], {
+  const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', '0'], {
     env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0', BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '20000' },
-    stdio: 'ignore',
+    stdio: ['ignore', 'pipe', 'ignore'],
   })
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)))
-  const url = `http://127.0.0.1:${port}`
+  const url = await listeningUrl(child).catch((e: unknown) => (child.kill('SIGKILL'), Promise.reject(e)))
   for (let i = 0; i < 300; i++) {
     if ((await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200) return { child, url, exited }
     await new Promise((r) => setTimeout(r, 100))

@@ -55,7 +55,7 @@ export async function startPrometheus(targets: readonly string[], job = 'modelbu
   writeFileSync(config, `global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ${job}\n    static_configs:\n      - targets: [${targets.map((t) => `'${t}'`).join(', ')}]\n`)
   const check = spawnSync('promtool', ['check', 'config', config], { encoding: 'utf8' })
   assert.equal(check.status, 0, check.stdout + check.stderr)
-  const port = freePort()
+  const port = await freePort()
   const child = spawn('prometheus', [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], { stdio: 'ignore' })
   const stop = owned(child, dir)
   const api = `http://127.0.0.1:${port}/api/v1`

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createConnection } from 'node:net'
 import { BIN } from './cli.js'
+import { freePort } from './port.js'
 
 // Processes for remote-runner tests: `bundle serve --runners remote`, `bundle worker`, and a
 // private redis-server that a test may stop and start again.
@@ -37,14 +38,17 @@ async function waitFor(what: string, ok: () => boolean | Promise<boolean>, p: Pr
   }
 }
 
-export const freePort = () => 21000 + Math.floor(Math.random() * 20000)
+export { freePort } from './port.js'
 
 /** `bundle serve ENTRY --runners remote`; resolves once it listens (ready or not). */
 export async function remoteServe(entry: string, redis: string, env: Record<string, string>, extra: string[] = []): Promise<Proc & { url: string }> {
-  const port = freePort()
-  const p = proc(['serve', entry, '--port', String(port), '--runners', 'remote', '--redis', redis, ...extra], env)
-  const url = `http://127.0.0.1:${port}`
-  await waitFor('serve listening', async () => (await fetch(`${url}/livez`).catch(() => undefined))?.status === 200, p)
+  const p = proc(['serve', entry, '--port', '0', '--runners', 'remote', '--redis', redis, ...extra], env)
+  let url = ''
+  await waitFor('serve listening', () => {
+    const m = /"url":"([^"]+)".*"msg":"listening"/.exec(p.output())
+    if (m) url = m[1]!
+    return m !== null
+  }, p)
   return { ...p, url }
 }
 
@@ -73,7 +77,7 @@ export async function until(what: string, ok: () => boolean | Promise<boolean>, 
 
 /** A redis-server of its own on a free port, which the test may stop and start again. */
 export async function privateRedis(): Promise<{ url: string; start(): Promise<void>; stop(): Promise<void> }> {
-  const port = 30000 + Math.floor(Math.random() * 20000)
+  const port = await freePort()
   let child: ChildProcess | undefined
   const reachable = () =>
     new Promise<boolean>((resolve) => {

@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { BIN } from './cli.js'
-import { freePort, until } from './remote.js'
+import { listeningUrl } from './port.js'
+import { until } from './remote.js'
 
 // A real `bundle serve` for tests that need the server as users run it.
 
@@ -26,20 +27,24 @@ export interface Served {
 }
 
 /**
- * `bundle serve ENTRY [ARGS]` on a free port; resolves once /readyz answers 200. It gets a
+ * `bundle serve ENTRY [ARGS]` on a port the OS picks (--port 0, read back from its log); resolves once /readyz answers 200. It gets a
  * BUNDLE_HOME of its own (removed by stop()) unless `env` names one.
  */
 export async function serveReady(entry: string, args: readonly string[] = [], env: Record<string, string> = {}): Promise<Served> {
   const own = env.BUNDLE_HOME === undefined ? mkdtempSync(join(tmpdir(), 'mb-serve-')) : undefined
-  const port = freePort()
-  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', String(port), ...args], { env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...(own ? { BUNDLE_HOME: own } : {}), ...env }, stdio: 'ignore' })
+  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', '0', ...args], { env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...(own ? { BUNDLE_HOME: own } : {}), ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  // What the server said, for the error if it never gets ready (the last 4 KiB is enough).
+  let said = ''
+  const keep = (c: string) => void (said = (said + c).slice(-4096))
+  child.stderr!.on('data', (c: Buffer) => keep(c.toString()))
   const stop = owned(child, own)
-  const url = `http://127.0.0.1:${port}`
+  let url: string
   try {
+    url = await listeningUrl(child, keep)
     await until('server ready', async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 60_000)
   } catch (e) {
     await stop()
-    throw e
+    throw new Error(`${(e as Error).message}; the server said: ${said}`)
   }
-  return { url, port, pid: child.pid!, stop }
+  return { url, port: Number(new URL(url).port), pid: child.pid!, stop }
 }
