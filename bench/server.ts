@@ -1,6 +1,7 @@
 // Servers under test, each in a process of its own: started, waited for, and named by the URL
 // from their "listening" line (bundle serve's pino line, or the fixtures' own JSON line).
 import { spawn, type ChildProcess } from 'node:child_process'
+import { listeningUrl } from '../test/utils/port.js'
 
 export interface Server {
   child: ChildProcess
@@ -8,23 +9,10 @@ export interface Server {
 }
 
 /** Runs `node ARGS` and resolves with its URL once it logs "listening"; its stdout keeps draining (the access log). */
-export function startServer(args: string[], env: Record<string, string> = {}, stderr: 'inherit' | 'ignore' = 'inherit'): Promise<Server> {
+export async function startServer(args: string[], env: Record<string, string> = {}, stderr: 'inherit' | 'ignore' = 'inherit'): Promise<Server> {
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', stderr], env: { ...process.env, ...env } })
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => (child.kill('SIGKILL'), reject(new Error(`no "listening" line from ${args.join(' ')}`))), 60_000)
-    let buf = ''
-    child.stdout!.on('data', (c) => {
-      buf += c
-      const m = /"url":"([^"]+)".*"msg":"listening"|"msg":"listening","url":"([^"]+)"/.exec(buf)
-      if (m) {
-        clearTimeout(timer)
-        child.stdout!.removeAllListeners('data')
-        child.stdout!.resume()
-        resolve({ child, url: m[1] ?? m[2]! })
-      }
-    })
-    child.on('exit', (code) => (clearTimeout(timer), reject(new Error(`server exited with ${code}`))))
-  })
+  const url = await listeningUrl(child).catch((e: unknown) => (child.kill('SIGKILL'), Promise.reject(e)))
+  return { child, url }
 }
 
 /** Resolves once GET /readyz answers and is not a 5xx (a fixture without /readyz answers 404: it is ready once it listens). */

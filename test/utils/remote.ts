@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createConnection } from 'node:net'
 import { BIN } from './cli.js'
-import { freePort } from './port.js'
+import { freePort, listeningUrl } from './port.js'
 
 // Processes for remote-runner tests: `bundle serve --runners remote`, `bundle worker`, and a
 // private redis-server that a test may stop and start again.
@@ -43,12 +43,7 @@ export { freePort } from './port.js'
 /** `bundle serve ENTRY --runners remote`; resolves once it listens (ready or not). */
 export async function remoteServe(entry: string, redis: string, env: Record<string, string>, extra: string[] = []): Promise<Proc & { url: string }> {
   const p = proc(['serve', entry, '--port', '0', '--runners', 'remote', '--redis', redis, ...extra], env)
-  let url = ''
-  await waitFor('serve listening', () => {
-    const m = /"url":"([^"]+)".*"msg":"listening"/.exec(p.output())
-    if (m) url = m[1]!
-    return m !== null
-  }, p)
+  const url = await listeningUrl(p.child).catch(async (e: unknown) => (await p.stop('SIGKILL'), Promise.reject(e)))
   return { ...p, url }
 }
 
