@@ -4,6 +4,7 @@ import { Dispatcher } from './batching/dispatcher.js'
 import type { RunnerOverrides } from './config.js'
 import type { RunnerMetrics } from './metrics.js'
 import { WorkerPool } from './pool/worker-pool.js'
+import { isLocalPool } from './pool/pool.js'
 import { RemotePool } from './remote/remote-pool.js'
 import type { RemoteTarget } from './remote/target.js'
 import { currentCall } from './call-context.js'
@@ -89,7 +90,7 @@ export class CustomRunner {
   }
 
   restarts(): number {
-    return this.pool?.restarts ?? 0
+    return isLocalPool(this.pool) ? this.pool.restarts : 0
   }
 
   constructor(

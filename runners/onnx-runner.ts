@@ -6,6 +6,7 @@ import type { InferenceModel, TensorSpec } from './inference.js'
 import type { RunnerMetrics } from './metrics.js'
 import { bothObservers, RunnerStats } from './stats.js'
 import { WorkerPool } from './pool/worker-pool.js'
+import { isLocalPool } from './pool/pool.js'
 import { RemotePool } from './remote/remote-pool.js'
 import type { RemoteTarget } from './remote/target.js'
 import { ResponseCache } from './remote/cache.js'
@@ -133,7 +134,7 @@ export class OnnxRunner {
   }
 
   restarts(): number {
-    return this.pool?.restarts ?? 0
+    return isLocalPool(this.pool) ? this.pool.restarts : 0
   }
 
   constructor(

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url'
 import { BundleError, errorFromWire } from '../../errors/index.js'
 import { isGathered, joined, workerTitle, type BackendSpec, type ParentMessage, type WorkerMessage } from './protocol.js'
 import { ShmChannel, shmDir } from './shm.js'
+import type { LocalPool } from './pool.js'
 
 export interface PoolOptions {
   runner: string
@@ -87,7 +88,10 @@ function entry(): { file: string; execArgv: string[] } {
  * worker that dies fails its call at once with E_RUNNER_CRASHED and comes back after a backoff;
  * a call past timeoutMs fails with E_RUNNER_TIMEOUT and its worker is killed and replaced.
  */
-export class WorkerPool {
+export class WorkerPool implements LocalPool {
+  readonly kind = 'process' as const
+  /** Batches reach a worker as pieces written straight into its shared memory. */
+  readonly gathers = true
   private readonly slots: Slot[]
   private readonly waiting: Call[] = []
   private nextId = 1
@@ -108,6 +112,10 @@ export class WorkerPool {
 
   ready(): boolean {
     return !this.stopping && this.slots.every((s) => s.growing || s.state === 'ready')
+  }
+
+  notReadyReason(): string | undefined {
+    return undefined
   }
 
   /** Live workers (starting ones included, retiring ones not). */

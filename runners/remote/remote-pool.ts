@@ -4,6 +4,7 @@ import { BundleError, errorFromWire } from '../../errors/index.js'
 import { announce, capacity } from './capacity.js'
 import type { RedisLink } from './link.js'
 import { pack, TRANSPORT_FAILURE, unpack, type JobData, type JobResult } from './payload.js'
+import type { RemoteLikePool } from '../pool/pool.js'
 
 /** How long a batch waits for a worker while none is live (serve --remote-grace). */
 export const DEFAULT_REMOTE_GRACE_MS = 2_000
@@ -46,7 +47,10 @@ interface Pending {
  * While no worker is live (by heartbeat), a batch waits a short grace for one, then fails with
  * E_REMOTE_NO_WORKERS and is taken off the queue; the runner is not ready meanwhile.
  */
-export class RemotePool {
+export class RemotePool implements RemoteLikePool {
+  readonly kind = 'remote' as const
+  /** Batches travel as one message: tensors are joined before they are sent. */
+  readonly gathers = false
   private queue: Queue | undefined
   private events: QueueEvents | undefined
   private readonly pending = new Map<string, Pending>()
@@ -56,7 +60,6 @@ export class RemotePool {
   private conns: ReturnType<RedisLink['connection']>[] = []
   private live = { workers: 0, slots: 0 }
   private queued = 0
-  readonly restarts = 0
 
   private readonly graceMs: number
 
