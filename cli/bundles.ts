@@ -28,10 +28,7 @@ async function serviceInfo(entry: string): Promise<ServiceInfo> {
     ...(definition.description ? { description: definition.description } : {}),
     exportName,
     apis: definition.apis.map((a) => ({ name: a.name, route: a.route, input: a.input.kind, output: a.output.kind })),
-    runners: definition.runners.map((r) => {
-      const tag = (r as { tag?: unknown }).tag
-      return { name: r.name, kind: (r.effectiveConfig?.().kind as string | undefined) ?? 'custom', ...(typeof tag === 'string' ? { tag } : {}) }
-    }),
+    runners: definition.runners.map((r) => ({ name: r.name, kind: r.kind, ...(r.versions ? { tag: r.versions.tag } : {}) })),
     openapi: openapiDocument(definition),
   }
 }

@@ -42,11 +42,12 @@ export async function loadBundle(dir: string): Promise<{ definition: ServiceDefi
   const definition = definitionOf(mod[manifest.service.export])
   if (definition === undefined) throw new BundleError('E_BUNDLE_INVALID', `bundle ${manifest.name}: ${manifest.service.entry} exports no service named ${manifest.service.export}`)
   for (const runner of definition.runners) {
-    const tag = (runner as { tag?: unknown }).tag
-    if (typeof tag !== 'string' || runner.pin === undefined) continue
+    const versions = runner.versions
+    if (versions === undefined) continue
+    const tag = versions.tag
     const model = manifest.models.find((m) => m.tag === tag || m.requested?.includes(tag))
     if (model === undefined) throw new BundleError('E_BUNDLE_INVALID', `bundle ${manifest.name}: runner ${runner.name} asks for ${tag}, which the bundle does not pin`)
-    runner.pin(model.tag, model.digest)
+    versions.pin(model.tag, model.digest)
   }
   return { definition: await withEnsembles(definition, manifest.ensembles), manifest }
 }

@@ -44,15 +44,15 @@ export async function loadProject(cfg: ResolvedConfig, entry?: string): Promise<
     const listed = await listedModels(store, cfg)
     const served = new Map<string, ModelInfo>()
     for (const runner of definition.runners) {
-      const tag = (runner as { tag?: unknown }).tag
-      if (typeof tag !== 'string') continue
+      const versions = runner.versions
+      if (versions === undefined) continue
+      const tag = versions.tag
       const pinned = modelForRunner(cfg, listed, { name: runner.name, tag })?.model
-      if (pinned && runner.pin === undefined) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${cfg.file}: runner ${runner.name} cannot be pinned to ${pinned.tag}`)
-      if (pinned) runner.pin!(pinned.tag, pinned.digest)
+      if (pinned) versions.pin(pinned.tag, pinned.digest)
       const model = pinned ?? stored(store, tag)
       if (model) served.set(runner.name, model)
     }
-    const runners = definition.runners.map((r) => ({ name: r.name, kind: (r.effectiveConfig?.().kind as string | undefined) ?? 'custom' }))
+    const runners = definition.runners.map((r) => ({ name: r.name, kind: r.kind }))
     checkEnsembles(cfg, runners, (r) => served.get(r), await ensembleChecker())
   } finally {
     store.close()

@@ -27,7 +27,8 @@ export function workerCommand(): Command {
         if (!Number.isInteger(concurrency) || concurrency < 1) throw new BundleError('E_CLI_USAGE', `--concurrency "${opts.concurrency}" must be a whole number ≥ 1`)
       }
       const { definition, scope } = await resolveEntry(entry)
-      const runnable = definition.runners.filter((r) => r.execute !== undefined && r.kind !== 'ensemble')
+      // Runners that can run batches for others (not ensembles: their steps' runners do).
+      const runnable = definition.runners.filter((r) => r.remote !== undefined)
       for (const name of opts.runner) {
         if (!runnable.some((r) => r.name === name)) throw new BundleError('E_CLI_USAGE', `--runner ${name}: ${definition.name} has no such runner (runners: ${runnable.map((r) => r.name).join(', ') || 'none'})`)
       }
@@ -40,7 +41,7 @@ export function workerCommand(): Command {
       const served: { close(): Promise<void> }[] = []
       const stop = async (code: number) => {
         await Promise.all(served.map((s) => s.close().catch(() => undefined)))
-        await Promise.all(chosen.map((r) => r.stop?.().catch(() => undefined)))
+        await Promise.all(chosen.map((r) => r.stop().catch(() => undefined)))
         await link.close()
         process.exit(code)
       }
@@ -51,19 +52,20 @@ export function workerCommand(): Command {
         const instance = definition.create()
         for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
         for (const r of chosen) {
-          r.configure?.(mergeOverrides({}, envOverrides(r.name)))
+          const remote = r.remote
+          if (remote === undefined) continue
+          r.configure(mergeOverrides({}, envOverrides(r.name)))
           r.useRedis?.(link)
-          await r.start?.()
-          const workers = Number((r.effectiveConfig?.() as { workers?: unknown } | undefined)?.workers) || 1
+          await r.start()
+          const workers = r.health().workers || 1
           const queue = queueName(scope, r.name)
-          const digest = (r as { digest?: () => string | undefined }).digest
-          served.push(await serveQueue({ link, queue, runner: { name: r.name, execute: (m, a) => r.execute!(m, a), ...(digest ? { digest: () => digest.call(r) } : {}) }, concurrency: concurrency ?? workers }))
+          served.push(await serveQueue({ link, queue, runner: { name: r.name, execute: (m, a) => remote.execute(m, a), digest: () => remote.digest() }, concurrency: concurrency ?? workers }))
           log.info({ runner: r.name, queue, concurrency: concurrency ?? workers }, 'serving remote batches')
         }
       } catch (err) {
         // A worker that cannot serve everything it was asked to exits, so an orchestrator restarts it.
         await Promise.all(served.map((s) => s.close().catch(() => undefined)))
-        await Promise.all(chosen.map((r) => r.stop?.().catch(() => undefined)))
+        await Promise.all(chosen.map((r) => r.stop().catch(() => undefined)))
         await link.close()
         throw err
       }

@@ -1,41 +1,13 @@
 import { fileURLToPath } from 'node:url'
 import { BundleError } from '../errors/index.js'
-import { Dispatcher } from './batching/dispatcher.js'
-import type { RunnerOverrides } from './config.js'
-import type { RunnerMetrics } from './metrics.js'
+import { Dispatcher, type DispatcherStats } from './batching/dispatcher.js'
+import { mergeOverrides, type RunnerOverrides } from './config.js'
 import { WorkerPool } from './pool/worker-pool.js'
-import { isLocalPool } from './pool/pool.js'
-import { RemotePool } from './remote/remote-pool.js'
-import type { RemoteTarget } from './remote/target.js'
 import { currentCall } from './call-context.js'
-import { resolveBatching, RUNNER_DEFAULTS } from './defaults.js'
-import { notRunning, trackRunner } from './registry.js'
+import { PooledRunner, startPool } from './pooled-runner.js'
+import { customSettings, type CustomRunnerOptions, type CustomSettings, type MethodBatching } from './custom/settings.js'
 
-export interface CustomMethodOptions {
-  /** The worker method takes an array of items and returns one result per item, in order. */
-  batchable?: boolean
-  maxBatchSize?: number
-  /** The batch window (default 10 ms): see onnxRunner's batching.maxDelayMs. */
-  maxDelayMs?: number
-  /** Queue plus run per call (default the runner's deadlineMs, else 10 000 ms). */
-  deadlineMs?: number
-  /** Calls that may wait at once (default 64 × maxBatchSize); past it a call is refused at once. */
-  maxQueueSize?: number
-  /** @deprecated the deadline's old name: use deadlineMs. */
-  maxLatencyMs?: number
-}
-
-export interface CustomRunnerOptions {
-  name: string
-  workers?: number
-  timeoutMs?: number
-  /** Queue plus run for batched calls (default 10 000 ms); a method's own deadlineMs wins. */
-  deadlineMs?: number
-  /** Calls handed to each worker at once (default 2); the worker runs them one after the other. */
-  batchesPerWorker?: number
-  /** Methods to batch; every other method is called as is. */
-  methods?: Record<string, CustomMethodOptions>
-}
+export type { CustomMethodOptions, CustomRunnerOptions } from './custom/settings.js'
 
 /**
  * Arbitrary TypeScript (pre/post-processing, non-ONNX models) in worker processes. The module
@@ -45,132 +17,79 @@ export interface CustomRunnerOptions {
  * const tok = customRunner({ module: new URL('./tokenizer.ts', import.meta.url), export: 'Tokenizer' }, { name: 'tokenizer', methods: { encode: { batchable: true } } })
  * const [ids] = await tok.batch<string, number[]>('encode', ['hello'])
  */
-export class CustomRunner {
-  readonly name: string
-  private pool: WorkerPool | RemotePool | undefined
-  private remote: RemoteTarget | undefined
+export class CustomRunner extends PooledRunner {
+  readonly kind = 'custom' as const
   private readonly dispatchers = new Map<string, Dispatcher<unknown[], unknown[]>>()
   /** Per batchable method: what the server asks before reading a request's body (see OnnxRunner.refusal). */
   private readonly refusers = new Map<string, { refusal(o: { deadline?: number | undefined; priority?: number | undefined }): BundleError | undefined }>()
-  private metrics: RunnerMetrics | undefined
+  /** The operator's overrides (serve config file, environment), layered as configure() receives them. */
+  private overrides: RunnerOverrides = {}
+  /** What the running workers were started with (workers: 0 when they are remote). */
+  private running: CustomSettings | undefined
+
+  constructor(
+    private readonly source: { module: string | URL; export: string },
+    private readonly options: CustomRunnerOptions,
+  ) {
+    super(options.name)
+  }
 
   configure(overrides: RunnerOverrides): void {
-    const deadlineMs = overrides.deadlineMs ?? overrides.batching?.maxLatencyMs
-    this.options = {
-      ...this.options,
-      ...(overrides.workers ? { workers: overrides.workers } : {}),
-      ...(overrides.timeoutMs ? { timeoutMs: overrides.timeoutMs } : {}),
-      ...(overrides.batchesPerWorker ? { batchesPerWorker: overrides.batchesPerWorker } : {}),
-      ...(deadlineMs ? { deadlineMs } : {}),
-    }
-    const b = overrides.batching
-    if (b || deadlineMs) {
-      // An operator's setting applies to every batchable method, over what the code says.
-      this.options.methods = Object.fromEntries(
-        Object.entries(this.options.methods ?? {}).map(([m, o]) => [
-          m,
-          o.batchable
-            ? { ...o, ...(b?.maxBatchSize ? { maxBatchSize: b.maxBatchSize } : {}), ...(b?.maxDelayMs !== undefined ? { maxDelayMs: b.maxDelayMs } : {}), ...(b?.maxQueueSize ? { maxQueueSize: b.maxQueueSize } : {}), ...(deadlineMs ? { deadlineMs, maxLatencyMs: undefined } : {}), ...(b?.enabled === false ? { batchable: false } : {}) }
-            : o,
-        ]),
-      )
-    }
+    this.overrides = mergeOverrides(this.overrides, overrides)
   }
 
+  /** Once started, what the running workers and batchers use; before, what start() would use. */
   effectiveConfig(): Record<string, unknown> {
-    return { kind: 'custom', module: String(this.source.module), export: this.source.export, workers: RUNNER_DEFAULTS.workers, timeoutMs: RUNNER_DEFAULTS.timeoutMs, batchesPerWorker: RUNNER_DEFAULTS.batchesPerWorker, ...this.options }
-  }
-
-  attachMetrics(metrics: RunnerMetrics): void {
-    this.metrics = metrics
+    return { kind: this.kind, name: this.name, module: String(this.source.module), export: this.source.export, ...(this.running ?? customSettings(this.options, this.overrides)) }
   }
 
   queueDepth(): Record<string, number> {
     return Object.fromEntries([...this.dispatchers].map(([m, d]) => [m, d.stats().queuedRows]))
   }
 
-  restarts(): number {
-    return isLocalPool(this.pool) ? this.pool.restarts : 0
-  }
-
-  constructor(
-    private readonly source: { module: string | URL; export: string },
-    private options: CustomRunnerOptions,
-  ) {
-    this.name = options.name
-    trackRunner(this)
-  }
-
-  /** Set by start(): a call before it means the service never declared this runner. */
-  private everStarted = false
-
-  /** Before start: this runner's calls run on remote workers (`bundle serve --runners remote`). */
-  useRemote(target: RemoteTarget): void {
-    this.remote = target
-  }
-
-  /** Runs one call (a formed batch for batchable methods) on this runner's own workers: what a remote worker does with a job. */
-  execute(method: string, args: unknown): Promise<unknown> {
-    if (this.pool === undefined) return Promise.reject(notRunning(this.name, this.everStarted))
-    return this.pool.run(method, args)
-  }
-
-  /** Remote mode: live remote workers and batches waiting for one (metrics). */
-  remoteState(): { workers: number; queued: number } | undefined {
-    return this.pool instanceof RemotePool ? this.pool.state() : undefined
-  }
-
-  /** Why the runner cannot serve now, beyond starting (remote mode: Redis down, or no live worker). */
-  notReadyReason(): string | undefined {
-    return this.pool instanceof RemotePool ? this.pool.notReadyReason() : this.remote?.link.unavailable()
+  /** Per-method batchers have no single state to show. */
+  stats(): DispatcherStats | undefined {
+    return undefined
   }
 
   async start(): Promise<void> {
-    this.everStarted = true
+    this.markStarted()
+    const settings = customSettings(this.options, this.overrides)
     const module = this.source.module instanceof URL ? fileURLToPath(this.source.module) : this.source.module
-    const workers = this.options.workers ?? RUNNER_DEFAULTS.workers
-    const timeoutMs = this.options.timeoutMs ?? RUNNER_DEFAULTS.timeoutMs
-    const depth = this.remote ? 1 : (this.options.batchesPerWorker ?? RUNNER_DEFAULTS.batchesPerWorker)
-    this.pool = this.remote
-      ? new RemotePool({ link: this.remote.link, queue: this.remote.queue, runner: this.name, timeoutMs, ...(this.remote.graceMs !== undefined ? { graceMs: this.remote.graceMs } : {}), onCapacity: (slots) => this.dispatchers.forEach((d) => d.setSlots(slots)) })
-      : new WorkerPool({ runner: this.name, workers, depth, timeoutMs, backend: { kind: 'custom', module, exportName: this.source.export } })
-    try {
-      await this.pool.start()
-    } catch (err) {
-      await this.pool.stop(0) // no worker keeps restarting behind a runner that failed to start
-      throw err
-    }
-    const slots = this.pool instanceof RemotePool ? Math.max(1, this.pool.size) : workers
-    for (const [method, m] of Object.entries(this.options.methods ?? {})) {
-      if (!m.batchable) continue
-      this.refusers.set(method, { refusal: (o) => this.dispatchers.get(method)?.refusal(1, o) })
-      this.dispatchers.set(
-        method,
-        new Dispatcher<unknown[], unknown[]>({ ...resolveMethod(m, this.options), slots, depth, ...(this.metrics ? { observer: this.metrics.observer(this.name, method) } : {}) }, async (slices, _rows, report) => {
-          const items = slices.flatMap((s) => s.payload.slice(s.start, s.start + s.rows))
-          const pool = this.pool!
-          const out = (await (pool instanceof WorkerPool ? pool.run(method, items, report) : pool.run(method, items))) as unknown[]
-          if (!Array.isArray(out) || out.length !== items.length) throw new BundleError('E_INTERNAL', `runner ${this.name}: batchable method ${method} must return one result per item`)
-          let at = 0
-          return slices.map((s) => out.slice(at, (at += s.rows)))
-        }),
-      )
-    }
+    const target = this.target
+    const depth = target ? 1 : settings.batchesPerWorker
+    this.pool = target
+      ? this.remotePool(target, { timeoutMs: settings.timeoutMs, onCapacity: (slots) => this.dispatchers.forEach((d) => d.setSlots(slots)) })
+      : new WorkerPool({ runner: this.name, workers: settings.workers, depth, timeoutMs: settings.timeoutMs, backend: { kind: 'custom', module, exportName: this.source.export } })
+    await startPool(this.pool)
+    this.running = target ? { ...settings, workers: 0 } : settings
+    const slots = target ? Math.max(1, this.pool.size) : settings.workers
+    for (const [method, m] of Object.entries(settings.methods)) if (m.batchable) this.batcher(method, m, slots, depth)
   }
 
-  ready(): boolean {
-    return this.pool?.ready() ?? false
+  /** A batchable method's batcher: concurrent calls' items become one call of the method. */
+  private batcher(method: string, m: MethodBatching, slots: number, depth: number): void {
+    const { batchable: _, ...batching } = m
+    this.refusers.set(method, { refusal: (o) => this.dispatchers.get(method)?.refusal(1, o) })
+    const observer = this.metrics?.observer(this.name, method)
+    const d = new Dispatcher<unknown[], unknown[]>({ ...batching, slots, depth, ...(observer ? { observer } : {}) }, async (slices, _rows, report) => {
+      const items = slices.flatMap((s) => s.payload.slice(s.start, s.start + s.rows))
+      const out = (await this.livePool().run(method, items, report)) as unknown[]
+      if (!Array.isArray(out) || out.length !== items.length) throw new BundleError('E_INTERNAL', `runner ${this.name}: batchable method ${method} must return one result per item`)
+      let at = 0
+      return slices.map((s) => out.slice(at, (at += s.rows)))
+    })
+    this.dispatchers.set(method, d)
   }
 
   /** Calls a method once with `args` (no batching). */
   async call<T = unknown>(method: string, args?: unknown): Promise<T> {
-    if (this.pool === undefined) throw notRunning(this.name, this.everStarted)
-    return (await this.pool.run(method, args)) as T
+    return (await this.livePool().run(method, args)) as T
   }
 
   /** Sends `items` through a batchable method; concurrent calls are merged into batches. */
   async batch<I, O>(method: string, items: I[]): Promise<O[]> {
-    if (this.pool === undefined) throw notRunning(this.name, this.everStarted)
+    if (this.pool === undefined) throw this.notRunning()
     const d = this.dispatchers.get(method)
     if (d === undefined) throw new BundleError('E_SERVICE_DEFINITION', `runner ${this.name}: ${method} is not declared batchable (methods: { ${method}: { batchable: true } })`)
     if (items.length === 0) return []
@@ -185,12 +104,6 @@ export class CustomRunner {
     await Promise.all([...this.dispatchers.values()].map((d) => d.drain()))
     await this.pool?.stop()
   }
-}
-
-/** A batchable method's batching: its own settings, then the runner's, then the defaults. */
-function resolveMethod(m: CustomMethodOptions, r: CustomRunnerOptions): { maxBatchSize: number; maxDelayMs: number; deadlineMs: number; maxQueueSize: number } {
-  const b = resolveBatching({ deadlineMs: m.deadlineMs ?? m.maxLatencyMs ?? r.deadlineMs, batching: { maxBatchSize: m.maxBatchSize, maxDelayMs: m.maxDelayMs, maxQueueSize: m.maxQueueSize } })
-  return { maxBatchSize: b.maxBatchSize, maxDelayMs: b.maxDelayMs, deadlineMs: b.deadlineMs, maxQueueSize: b.maxQueueSize }
 }
 
 export const customRunner = (source: { module: string | URL; export: string }, options: CustomRunnerOptions): CustomRunner => new CustomRunner(source, options)

@@ -16,6 +16,8 @@ export const RUNNER_DEFAULTS = {
   /** Batches handed to each worker at once: the next is there when the current one ends. */
   batchesPerWorker: 2,
   workers: 1,
+  /** How often the autoscaler decides, between minWorkers and maxWorkers. */
+  scaleIntervalMs: 2_000,
 } as const
 
 /** Requests that may wait per runner method, for a batch size (memory bound). */

@@ -1,5 +1,6 @@
 import { BundleError } from '../errors/index.js'
 import type { InferenceModel, TensorSpec } from './inference.js'
+import type { Runner, RunnerHealth } from './runner.js'
 import { RunnerStats } from './stats.js'
 import type { RunnerTensor } from './tensor.js'
 
@@ -143,8 +144,8 @@ export function wireEnsemble(name: string, planned: Plan | EnsembleOptions, reso
  * through the step model's own runner and batcher. Served as its own /v2 model with platform
  * `ensemble`; `run()` calls it from code. List it in the service's runners after its models.
  */
-export class Ensemble {
-  readonly kind = 'ensemble'
+export class Ensemble implements Runner {
+  readonly kind = 'ensemble' as const
   readonly description?: string
   readonly inferenceStats = new RunnerStats()
   private readonly plan: Plan
@@ -190,8 +191,31 @@ export class Ensemble {
     }
   }
 
+  /** A step that is not ready says why itself (its runner is the service's too). */
+  notReadyReason(): string | undefined {
+    return undefined
+  }
+
+  /** An ensemble has no workers or batcher of its own: runner overrides are its step models'. */
+  configure(): void {}
+
+  /** Its calls are counted by its step models' runners. */
+  attachMetrics(): void {}
+
+  queueDepth(): Record<string, number> {
+    return {}
+  }
+
+  stats(): undefined {
+    return undefined
+  }
+
+  health(): RunnerHealth {
+    return { loaded: this.specs !== undefined, idleUnloads: 0, workers: 0, restarts: 0 }
+  }
+
   effectiveConfig(): Record<string, unknown> {
-    return { kind: 'ensemble', steps: this.plan.steps.map((s) => ({ model: s.model, ...(s.version ? { version: s.version } : {}), inputMap: s.inputMap, outputMap: s.outputMap })), inputs: this.plan.inputs, outputs: this.plan.outputs }
+    return { kind: this.kind, steps: this.plan.steps.map((s) => ({ model: s.model, ...(s.version ? { version: s.version } : {}), inputMap: s.inputMap, outputMap: s.outputMap })), inputs: this.plan.inputs, outputs: this.plan.outputs }
   }
 
   /** Runs the pipeline: inputs by ensemble tensor name → the ensemble's outputs. */

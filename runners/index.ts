@@ -1,6 +1,7 @@
 // Runners: models in worker processes behind adaptive batching. May import store/ and errors/.
 export { onnxRunner, OnnxRunner, type OnnxRunnerOptions, type BatchingOptions } from './onnx-runner.js'
 export { customRunner, CustomRunner, type CustomRunnerOptions, type CustomMethodOptions } from './custom-runner.js'
+export { isVersioned, type Runner, type RunnerHealth, type RunnerKind, type RunnerRemote, type RunnerVersions, type VersionedRunner } from './runner.js'
 export { Dispatcher, refusalPace, type DispatcherOptions, type Slice } from './batching/dispatcher.js'
 export { LatencyModel } from './batching/latency-model.js'
 export { WorkerPool, type PoolOptions } from './pool/worker-pool.js'

@@ -5,21 +5,26 @@ import type { DispatchObserver, RejectReason } from './batching/dispatcher.js'
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 const TIME_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
-/** What a runner exposes so the server can publish it: per method, a dispatcher and its stats. */
+/** A runner's live state as metrics publish it, read at scrape time. */
+export interface RunnerHealth {
+  /** Whether the model is in memory now (false while unloaded for idleness, or stopped). */
+  loaded: boolean
+  /** Times the model was unloaded for idleness. */
+  idleUnloads: number
+  /** Live workers (the autoscaler moves it; in remote mode, remote workers by their heartbeats). */
+  workers: number
+  /** Workers restarted after a crash or a timeout. */
+  restarts: number
+  /** Remote mode: live remote workers and batches waiting in Redis for one. */
+  remote?: { workers: number; queued: number }
+}
+
+/** What metrics read of a runner at scrape time: its queues and its health (every Runner is one). */
 export interface RunnerMetricsSource {
   readonly name: string
-  /** Queue depth (rows) per method, read at scrape time. */
+  /** Rows waiting per method. */
   queueDepth(): Record<string, number>
-  /** Worker restarts since start, read at scrape time. */
-  restarts(): number
-  /** Whether the model is in memory (false while unloaded for idleness). */
-  loaded?(): boolean
-  /** Times the model was unloaded for idleness. */
-  idleUnloads?(): number
-  /** Live worker processes (autoscaling moves it). */
-  workers?(): number
-  /** Remote mode: live remote workers and batches waiting in Redis for one. */
-  remote?(): { workers: number; queued: number } | undefined
+  health(): RunnerHealth
 }
 
 type Labels = 'service' | 'runner' | 'method'
@@ -69,7 +74,7 @@ export class RunnerMetrics {
       labelNames: ['service', 'runner'],
       registers: r,
       collect() {
-        for (const s of sources()) if (s.workers) this.set({ service: svc, runner: s.name }, s.workers())
+        for (const s of sources()) this.set({ service: svc, runner: s.name }, s.health().workers)
       },
     })
     new Gauge({
@@ -79,7 +84,7 @@ export class RunnerMetrics {
       registers: r,
       collect() {
         for (const s of sources()) {
-          const remote = s.remote?.()
+          const remote = s.health().remote
           if (remote) this.set({ service: svc, runner: s.name }, remote.workers)
         }
       },
@@ -91,7 +96,7 @@ export class RunnerMetrics {
       registers: r,
       collect() {
         for (const s of sources()) {
-          const remote = s.remote?.()
+          const remote = s.health().remote
           if (remote) this.set({ service: svc, runner: s.name }, remote.queued)
         }
       },
@@ -102,7 +107,7 @@ export class RunnerMetrics {
       labelNames: ['service', 'runner'],
       registers: r,
       collect() {
-        for (const s of sources()) if (s.loaded) this.set({ service: svc, runner: s.name }, s.loaded() ? 1 : 0)
+        for (const s of sources()) this.set({ service: svc, runner: s.name }, s.health().loaded ? 1 : 0)
       },
     })
     new Gauge({
@@ -111,7 +116,7 @@ export class RunnerMetrics {
       labelNames: ['service', 'runner'],
       registers: r,
       collect() {
-        for (const s of sources()) if (s.idleUnloads) this.set({ service: svc, runner: s.name }, s.idleUnloads())
+        for (const s of sources()) this.set({ service: svc, runner: s.name }, s.health().idleUnloads)
       },
     })
     new Gauge({
@@ -120,7 +125,7 @@ export class RunnerMetrics {
       labelNames: ['service', 'runner'],
       registers: r,
       collect() {
-        for (const s of sources()) this.set({ service: svc, runner: s.name }, s.restarts())
+        for (const s of sources()) this.set({ service: svc, runner: s.name }, s.health().restarts)
       },
     })
   }

@@ -3,18 +3,16 @@ import { ModelStore, saveCommand, type ModelInfo } from '../store/index.js'
 import { Dispatcher, type DispatcherStats, type Slice } from './batching/dispatcher.js'
 import { mergeOverrides, type RunnerOverrides } from './config.js'
 import type { InferenceModel, TensorSpec } from './inference.js'
-import type { RunnerMetrics } from './metrics.js'
 import { bothObservers, RunnerStats } from './stats.js'
-import { WorkerPool } from './pool/worker-pool.js'
-import { isLocalPool } from './pool/pool.js'
-import { RemotePool } from './remote/remote-pool.js'
+import { isLocalPool, type Pool } from './pool/pool.js'
 import type { RemoteTarget } from './remote/target.js'
 import { ResponseCache } from './remote/cache.js'
 import type { RedisLink } from './remote/link.js'
 import { autoscale } from './autoscaler.js'
 import { resolveBatching, RUNNER_DEFAULTS } from './defaults.js'
 import { currentCall } from './call-context.js'
-import { notRunning, trackRunner } from './registry.js'
+import { PooledRunner, startPool } from './pooled-runner.js'
+import type { RunnerVersions, VersionedRunner } from './runner.js'
 import { concatRows, fromWire, sliceRows, toWire, type RunnerTensor } from './tensor.js'
 import type { OnnxRunnerOptions } from './onnx/options.js'
 import { batchDims } from './onnx/warmup.js'
@@ -35,17 +33,13 @@ type Outputs = Record<string, RunnerTensor>
  * const cls = onnxRunner('ocr-cls:latest', { batching: { maxBatchSize: 32, maxLatencyMs: 50 }, workers: 1 })
  * const { 'softmax_0.tmp_0': probs } = await cls.run({ x })
  */
-export class OnnxRunner {
-  readonly name: string
+export class OnnxRunner extends PooledRunner implements VersionedRunner {
+  readonly kind = 'onnx' as const
   model: ModelInfo | undefined
-  private pool: WorkerPool | RemotePool | undefined
-  /** Set by the server before start: batches go to remote workers through Redis. */
-  private remote: RemoteTarget | undefined
+  readonly versions: RunnerVersions = this
   private dispatcher: Dispatcher<Request, Request> | undefined
-  private metrics: RunnerMetrics | undefined
-  /** What warm-up does, once started (shown by GET /runners). */
-  private warmupPlan: unknown
-  private resolvedWorkers: number | undefined
+  /** What the serving generation runs with: the options it started from, its workers and warm-up. */
+  private running: { options: OnnxRunnerOptions; workers: number; warmup: unknown } | undefined
 
   private pinned: { tag: string; digest: string } | undefined
   private lastUsed = Date.now()
@@ -53,17 +47,10 @@ export class OnnxRunner {
   /** Set while the model is unloaded for idleness; the next run() loads it again. */
   private suspended = false
   private resuming: Promise<void> | undefined
-  /** Times the model was unloaded for idleness (a metric). */
-  idleUnloads = 0
   private stopScaling: (() => void) | undefined
   /** Open Inference Protocol statistics (requests, queue and compute time, per batch size). */
   readonly inferenceStats = new RunnerStats()
   private signature: { inputs: TensorSpec[]; outputs: TensorSpec[] } | undefined
-
-  /** Before start: this runner's batches run on remote workers (`bundle serve --runners remote`). */
-  useRemote(target: RemoteTarget): void {
-    this.remote = target
-  }
 
   private redis: RedisLink | undefined
   private cache: ResponseCache | undefined
@@ -73,20 +60,13 @@ export class OnnxRunner {
     this.redis = link
   }
 
-  /**
-   * Runs one batch the way the batcher would, on this runner's own worker processes: what a
-   * remote worker does with a job. `args` is the call as the batcher sends it.
-   */
-  async execute(method: string, args: unknown): Promise<unknown> {
-    // Remote batches count as use: an idle-unloaded model loads again for them.
+  /** Every call counts as use, remote batches too: an idle-unloaded model loads again for it. */
+  protected override wake(): Promise<void> | undefined {
     this.lastUsed = Date.now()
-    if (this.suspended) await this.resume()
-    if (this.pool === undefined) throw notRunning(this.name, this.everStarted)
-    return this.pool.run(method, args)
+    return this.suspended ? this.resume() : undefined
   }
 
-  /** The content digest of the model it serves (remote workers check batches against it). */
-  digest(): string | undefined {
+  override digest(): string | undefined {
     return this.model?.digest
   }
 
@@ -100,28 +80,27 @@ export class OnnxRunner {
     this.options = mergeOverrides(this.options, overrides)
   }
 
-  /** The options this runner runs with, after overrides; the model version once started. */
+  /**
+   * Once started, what the serving generation really runs with (its model, the workers it
+   * started, its batching and warm-up); before, what start() would use. Overrides given after
+   * start show once a load or swap applies them.
+   */
   effectiveConfig(): Record<string, unknown> {
-    const { home: _home, ...options } = this.options
+    const { home: _home, ...options } = this.running?.options ?? this.options
     const { maxLatencyMs: _old, ...batchingOptions } = options.batching ?? {}
     const b = resolveBatching(options)
     return {
-      kind: 'onnx',
+      kind: this.kind,
       tag: this.tag,
       ...(this.model ? { model: this.model.tag, digest: this.model.digest } : {}),
       ...options,
       timeoutMs: b.timeoutMs,
       deadlineMs: b.deadlineMs,
       batchesPerWorker: b.batchesPerWorker,
-      workers: this.resolvedWorkers ?? options.workers ?? RUNNER_DEFAULTS.workers,
+      workers: this.running?.workers ?? options.minWorkers ?? options.workers ?? RUNNER_DEFAULTS.workers,
       batching: { ...batchingOptions, enabled: b.enabled, maxBatchSize: b.maxBatchSize, maxDelayMs: b.maxDelayMs, maxQueueSize: b.maxQueueSize },
-      warmup: this.warmupPlan ?? options.warmup ?? 'auto',
+      warmup: this.running?.warmup ?? options.warmup ?? 'auto',
     }
-  }
-
-  /** Called by the server before start: batches, waits and rejections feed its /metrics. */
-  attachMetrics(metrics: RunnerMetrics): void {
-    this.metrics = metrics
   }
 
   /** The batcher's state: queue, batches running, the batch size it aims for, batches timed. */
@@ -133,23 +112,15 @@ export class OnnxRunner {
     return { run: this.dispatcher?.stats().queuedRows ?? 0 }
   }
 
-  restarts(): number {
-    return isLocalPool(this.pool) ? this.pool.restarts : 0
-  }
-
   constructor(
     readonly tag: string,
     private options: OnnxRunnerOptions = {},
   ) {
-    this.name = options.name ?? tag.split(/[:@]/)[0]!
-    trackRunner(this)
+    super(options.name ?? tag.split(/[:@]/)[0]!)
   }
 
-  /** Set by start(): a call before it means the service never declared this runner. */
-  private everStarted = false
-
   async start(): Promise<void> {
-    this.everStarted = true
+    this.markStarted()
     const c = this.options.cache
     if (c) {
       if (this.redis === undefined) throw new BundleError('E_SERVE_CONFIG_INVALID', `runner ${this.name} keeps a response cache, which lives in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL), or drop its cache option`)
@@ -162,23 +133,18 @@ export class OnnxRunner {
     this.watchLoad()
   }
 
-  /** Live workers (the autoscaler changes it). */
-  workerCount(): number {
-    return this.pool?.size ?? 0
-  }
-
   /** Worker autoscaling between minWorkers and maxWorkers (see autoscaler.ts); CPU runners only. */
   private watchLoad(): void {
     this.stopScaling?.()
     this.stopScaling = undefined
-    const min = this.options.minWorkers ?? this.options.workers ?? 1
+    const min = this.options.minWorkers ?? this.options.workers ?? RUNNER_DEFAULTS.workers
     const max = this.options.maxWorkers
-    if (max === undefined || max <= min || this.options.resources?.gpu || this.remote) return
-    this.stopScaling = autoscale({ dispatcher: () => this.dispatcher, pool: () => (this.pool instanceof WorkerPool ? this.pool : undefined) }, { min, max, intervalMs: this.options.scaleIntervalMs ?? 2_000 })
+    if (max === undefined || max <= min || this.options.resources?.gpu || this.target) return
+    this.stopScaling = autoscale({ dispatcher: () => this.dispatcher, pool: () => (isLocalPool(this.pool) ? this.pool : undefined) }, { min, max, intervalMs: this.options.scaleIntervalMs ?? RUNNER_DEFAULTS.scaleIntervalMs })
   }
 
   /** Whether the model is in memory now (false while unloaded for idleness or stopped). */
-  loaded(): boolean {
+  override loaded(): boolean {
     return !this.suspended && this.pool !== undefined && this.dispatcher !== undefined
   }
 
@@ -225,7 +191,7 @@ export class OnnxRunner {
    * If the new model cannot start, nothing changes.
    */
   async swap(tag: string): Promise<void> {
-    if (this.remote) throw new BundleError('E_INPUT_INVALID', `runner ${this.name} runs on remote workers: change its version by deploying API servers and workers of a new bundle`)
+    if (this.target) throw new BundleError('E_INPUT_INVALID', `runner ${this.name} runs on remote workers: change its version by deploying API servers and workers of a new bundle`)
     const next = await this.prepare(tag, undefined)
     const previous = { dispatcher: this.dispatcher, pool: this.pool }
     this.apply(next)
@@ -236,18 +202,23 @@ export class OnnxRunner {
   }
 
   /** Switches to a prepared generation in one synchronous step: no request sees half of it. */
-  private apply(g: Generation): void {
+  private apply(g: Generation & { options: OnnxRunnerOptions }): void {
     this.suspended = false
     this.model = g.model
     this.signature = g.signature
-    this.warmupPlan = g.warmupPlan
-    this.resolvedWorkers = g.workers
+    this.running = { options: g.options, workers: g.workers, warmup: g.warmupPlan }
     this.pool = g.pool
     this.dispatcher = g.dispatcher
   }
 
-  private async prepare(tag: string, pinned: { tag: string; digest: string } | undefined): Promise<Generation> {
-    const store = ModelStore.open(this.options.home ? { home: this.options.home } : {})
+  /** Starts a generation of `tag` with the options as they are now (it keeps them: see effectiveConfig). */
+  private async prepare(tag: string, pinned: { tag: string; digest: string } | undefined): Promise<Generation & { options: OnnxRunnerOptions }> {
+    const options = this.options
+    return { ...(await this.prepareWith(options, tag, pinned)), options }
+  }
+
+  private async prepareWith(options: OnnxRunnerOptions, tag: string, pinned: { tag: string; digest: string } | undefined): Promise<Generation> {
+    const store = ModelStore.open(options.home ? { home: options.home } : {})
     try {
       let info
       try {
@@ -260,32 +231,22 @@ export class OnnxRunner {
       if (pinned && info.digest !== pinned.digest) throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag} with digest ${pinned.digest}, the store has ${info.digest}`)
       const onnx = info.files.find((f) => f.path.endsWith('.onnx'))
       if (onnx === undefined) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `model ${tag} has no .onnx file`)
-      if (this.remote) return await this.prepareRemote(info, onnx.path, this.remote)
+      if (this.target) return await this.prepareRemote(options, info, onnx.path, this.target)
       const { model, files } = await store.paths(tag)
-      return await startLocal({ name: this.name, options: this.options, model, onnxPath: onnx.path, modelFile: files[onnx.path]!, newDispatcher: (slots, pool, depth) => this.newDispatcher(slots, pool, depth) })
+      return await startLocal({ name: this.name, options, model, onnxPath: onnx.path, modelFile: files[onnx.path]!, newDispatcher: (slots, pool, depth) => this.newDispatcher(options, slots, pool, depth) })
     } finally {
       store.close()
     }
   }
 
-  /** Remote mode: live remote workers and batches waiting for one (metrics). */
-  remoteState(): { workers: number; queued: number } | undefined {
-    return this.pool instanceof RemotePool ? this.pool.state() : undefined
-  }
-
-  /** Why the runner cannot serve now, beyond starting (remote mode: Redis down, or no live worker). */
-  notReadyReason(): string | undefined {
-    return this.pool instanceof RemotePool ? this.pool.notReadyReason() : this.remote?.link.unavailable()
-  }
-
-  ready(): boolean {
+  override ready(): boolean {
     // Unloaded for idleness still counts as ready: the next request loads it.
-    return this.suspended || (this.pool?.ready() ?? false)
+    return this.suspended || super.ready()
   }
 
   /** The batcher of one generation: batches go to `pool()` (set once the pool exists). */
-  private newDispatcher(slots: number, pool: () => WorkerPool | RemotePool, depth: number): Dispatcher<Request, Request> {
-    const b = resolveBatching(this.options)
+  private newDispatcher(options: OnnxRunnerOptions, slots: number, pool: () => Pool, depth: number): Dispatcher<Request, Request> {
+    const b = resolveBatching(options)
     return new Dispatcher<Request, Request>(
       { maxBatchSize: b.maxBatchSize, maxDelayMs: b.maxDelayMs, deadlineMs: b.deadlineMs, maxQueueSize: b.maxQueueSize, slots, depth, batching: b.enabled, observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()) },
       (slices, rows, report) => this.runBatch(pool(), slices, rows, report),
@@ -293,23 +254,20 @@ export class OnnxRunner {
   }
 
   /** A generation whose batches go to remote workers: no model files or processes here. */
-  private async prepareRemote(model: ModelInfo, onnxPath: string, remote: RemoteTarget): Promise<Generation> {
-    let pool: RemotePool | undefined
-    const dispatcher = this.newDispatcher(1, () => pool!, 1)
+  private async prepareRemote(options: OnnxRunnerOptions, model: ModelInfo, onnxPath: string, target: RemoteTarget): Promise<Generation> {
     // The batcher sends as many batches at once as the live workers take.
-    pool = new RemotePool({ link: remote.link, queue: remote.queue, runner: this.name, timeoutMs: this.options.timeoutMs ?? 30_000, digest: model.digest, ...(remote.graceMs !== undefined ? { graceMs: remote.graceMs } : {}), onCapacity: (slots) => dispatcher.setSlots(slots) })
-    await pool.start()
+    const dispatcher = this.newDispatcher(options, 1, () => pool, 1)
+    const pool = await startPool(this.remotePool(target, { timeoutMs: resolveBatching(options).timeoutMs, digest: model.digest, onCapacity: (slots) => dispatcher.setSlots(slots) }))
     return { model, signature: signatureOf(model, onnxPath), warmupPlan: 'on the remote workers', workers: 0, pool, dispatcher }
   }
 
   /** Concatenates the slices along the batch dimension, runs one batch, splits the outputs back. */
-
-  private async runBatch(pool: WorkerPool | RemotePool, slices: readonly Slice<Request>[], _rows: number, report: (ms: number) => void): Promise<Request[]> {
+  private async runBatch(pool: Pool, slices: readonly Slice<Request>[], _rows: number, report: (ms: number) => void): Promise<Request[]> {
     const [inDim, outDim] = batchDims(this.options)
     const names = Object.keys(slices[0]!.payload)
-    // Along dimension 0 a local worker gets the requests' rows as they are, written one after
-    // another into its shared memory: no batch buffer in between.
-    const gather = inDim === 0 && pool instanceof WorkerPool
+    // Along dimension 0 a pool that gathers gets the requests' rows as they are (a process
+    // worker's are written one after another into its shared memory): no batch buffer in between.
+    const gather = inDim === 0 && pool.gathers
     const inputs = Object.fromEntries(
       names.map((n) => {
         const parts = slices.map((s) => sliceRows(s.payload[n]!, s.start, s.rows, inDim))
@@ -318,7 +276,7 @@ export class OnnxRunner {
         return [n, { dtype: parts[0]!.dtype, shape, parts: parts.map((p) => p.data) } satisfies GatheredTensor]
       }),
     )
-    const out = (await (pool instanceof WorkerPool ? pool.run('run', { inputs }, report) : pool.run('run', { inputs }))) as Request
+    const out = (await pool.run('run', { inputs }, report)) as Request
     let at = 0
     return slices.map((s) => {
       const part = Object.fromEntries(
@@ -374,9 +332,9 @@ export class OnnxRunner {
   }
 
   private async submit(inputs: Inputs): Promise<Outputs> {
-    this.lastUsed = Date.now()
-    if (this.suspended) await this.resume()
-    if (this.dispatcher === undefined) throw notRunning(this.name, this.everStarted)
+    const waking = this.wake()
+    if (waking) await waking
+    if (this.dispatcher === undefined) throw this.notRunning()
     const [inDim, outDim] = batchDims(this.options)
     const wire = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toWire(t)]))
     const entries = Object.entries(wire)
@@ -405,8 +363,8 @@ export class OnnxRunner {
       name: this.name,
       model: this.model,
       signature: this.signature,
-      options: this.options,
-      instances: () => this.pool?.size ?? this.resolvedWorkers ?? this.options.workers ?? 1,
+      options: this.running?.options ?? this.options,
+      instances: () => this.pool?.size ?? this.running?.workers ?? RUNNER_DEFAULTS.workers,
       ready: () => this.ready(),
       run: (inputs) => this.run(inputs),
       stats: this.inferenceStats,

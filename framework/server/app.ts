@@ -120,20 +120,9 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   const metrics = createMetrics(definition.name, definition.apis.map((a) => a.name))
   // Runner series cover the service's runners and the models loaded at run time (/v2/repository).
   let repository: ModelRepository | undefined
-  const runnerMetrics = new RunnerMetrics(metrics.registry, definition.name, () =>
-    [...definition.runners.filter((r) => r.attachMetrics !== undefined), ...(repository?.loaded() ?? [])].map((r) => {
-      const x = r as { loaded?: () => boolean; idleUnloads?: number; workerCount?: () => number; remoteState?: () => { workers: number; queued: number } | undefined }
-      return {
-        name: r.name,
-        queueDepth: () => r.queueDepth?.() ?? {},
-        restarts: () => r.restarts?.() ?? 0,
-        ...(x.loaded ? { loaded: () => x.loaded!(), idleUnloads: () => x.idleUnloads ?? 0 } : {}),
-        ...(x.workerCount ? { workers: () => x.workerCount!() } : {}),
-        ...(x.remoteState ? { remote: () => x.remoteState!() } : {}),
-      }
-    }),
-  )
-  for (const r of definition.runners) r.attachMetrics?.(runnerMetrics)
+  // Ensembles have no queue or workers of their own: their steps' runners publish them.
+  const runnerMetrics = new RunnerMetrics(metrics.registry, definition.name, () => [...definition.runners.filter((r) => r.kind !== 'ensemble'), ...(repository?.loaded() ?? [])])
+  for (const r of definition.runners) r.attachMetrics(runnerMetrics)
   repository = new ModelRepository(definition.runners, { ...(options.storeHome ? { home: options.storeHome } : {}), attach: (r) => r.attachMetrics(runnerMetrics) })
   const checkKey = options.apiKey ? keyChecker(options.apiKey) : undefined
   const accessLogOn = options.accessLog ?? process.env.BUNDLE_ACCESS_LOG !== '0'
@@ -192,9 +181,9 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   }
 
   const runnersReady = (): string | undefined => {
-    const r = definition.runners.find((x) => x.ready !== undefined && !x.ready())
+    const r = definition.runners.find((x) => !x.ready())
     if (r === undefined) return undefined
-    const why = r.notReadyReason?.()
+    const why = r.notReadyReason()
     return why ? `${r.name} (${why})` : r.name
   }
 
@@ -214,7 +203,12 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     return c.json({ status: phase === 'ready' ? 'not ready' : phase, reason: waiting ?? reason }, 503)
   })
   app.get('/runners', (c) =>
-    c.json(definition.runners.map((r) => ({ name: r.name, ready: r.ready?.() ?? true, config: r.effectiveConfig?.() ?? {}, ...(r.stats?.() ? { batcher: r.stats() } : {}) }))),
+    c.json(
+      definition.runners.map((r) => {
+        const batcher = r.stats()
+        return { name: r.name, ready: r.ready(), config: r.effectiveConfig(), ...(batcher ? { batcher } : {}) }
+      }),
+    ),
   )
   app.get('/metrics', async (c) => c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType }))
   const openapi = JSON.stringify(openapiDocument(definition, options.version))
@@ -448,7 +442,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     const layers = definition.runners.map((r) => [r, mergeOverrides({}, options.runnerConfig?.[r.name] ?? {}, envOverrides(r.name))] as const)
     if (taskApis.length && tasks === undefined) throw new BundleError('E_SERVE_CONFIG_INVALID', `${taskApis.map((a) => a.route).join(', ')} ${taskApis.length > 1 ? 'are tasks' : 'is a task'}, which live in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL)`)
     // Every layer parsed before any runner changes: a bad variable leaves every runner as it was.
-    for (const [r, overrides] of layers) r.configure?.(overrides)
+    for (const [r, overrides] of layers) r.configure(overrides)
     configured = true
   }
 
@@ -467,18 +461,18 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
           const redis = options.redis ?? options.remote?.link
           if (redis) for (const r of definition.runners) r.useRedis?.(redis)
           const remote = options.remote
-          if (remote) for (const r of definition.runners) r.useRemote?.({ link: remote.link, queue: queueName(remote.scope, r.name), ...(remote.graceMs !== undefined ? { graceMs: remote.graceMs } : {}) })
+          if (remote) for (const r of definition.runners) r.remote?.useRemote({ link: remote.link, queue: queueName(remote.scope, r.name), ...(remote.graceMs !== undefined ? { graceMs: remote.graceMs } : {}) })
           instance = definition.create()
           for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
           // Ensembles check their steps against the models, so they start after every runner.
-          for (const r of definition.runners) if (r.kind !== 'ensemble') await r.start?.()
-          for (const r of definition.runners) if (r.kind === 'ensemble') await r.start?.()
+          for (const r of definition.runners) if (r.kind !== 'ensemble') await r.start()
+          for (const r of definition.runners) if (r.kind === 'ensemble') await r.start()
           await tasks?.start(instance)
           // A SIGTERM during start-up wins: the service never turns ready.
           if (phase !== 'starting') return
           phase = 'ready'
           reason = ''
-          if (definition.runners.length) log.info({ runners: Object.fromEntries(definition.runners.map((r) => [r.name, r.effectiveConfig?.() ?? {}])) }, 'runner configuration')
+          if (definition.runners.length) log.info({ runners: Object.fromEntries(definition.runners.map((r) => [r.name, r.effectiveConfig()])) }, 'runner configuration')
           // A runner the service's code uses but does not declare is never started: say so now,
           // not on the first request that calls it.
           for (const r of undeclaredRunners(definition.runners)) {
@@ -520,7 +514,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       // Tasks stop first: they may still use what the shutdown hooks release.
       await attempt('tasks', () => tasks?.stop())
       if (instance) for (const hook of definition.onShutdown) await attempt(`shutdown hook ${hook}`, () => (instance![hook] as () => unknown).call(instance))
-      for (const r of definition.runners) await attempt(`runner ${r.name}`, () => r.stop?.())
+      for (const r of definition.runners) await attempt(`runner ${r.name}`, () => r.stop())
       await attempt('models loaded at run time', () => repository!.stopAll())
       phase = 'stopped'
       if (failure !== undefined) throw failure

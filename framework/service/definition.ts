@@ -1,5 +1,5 @@
 import { BundleError } from '../../errors/index.js'
-import type { InferenceModel, RedisLink, RemoteTarget, RunnerMetrics, RunnerOverrides } from '../../runners/index.js'
+import type { Runner } from '../../runners/index.js'
 import type { HeaderReader, IODescriptor } from '../io/types.js'
 
 export interface TrafficOptions {
@@ -18,40 +18,10 @@ export interface ApiContext {
 }
 
 /**
- * A runner as a service declares it. The runners issue fills this in (worker pools, batching);
- * the server only needs a name and a way to ask whether it is ready.
+ * A runner as a service declares it: the runners' one contract (runners/runner.ts), which the
+ * server, the /v2 repository, metrics and the CLI use as it is.
  */
-export interface RunnerDeclaration {
-  readonly name: string
-  /** 'ensemble' for a pipeline of other runners' models: it starts after them and is bound to the server's models. */
-  readonly kind?: string
-  /** Ensembles: the server hands over how to find the models it hosts. */
-  bind?(resolver: (name: string, version?: string) => InferenceModel): void
-  start?(): Promise<void>
-  stop?(): Promise<void>
-  ready?(): boolean
-  /** Runners that publish bundle_runner_* series get the server's metrics before start. */
-  attachMetrics?(metrics: RunnerMetrics): void
-  /** Operator overrides from a serve config file and BUNDLE_RUNNER_* variables, before start. */
-  configure?(overrides: RunnerOverrides): void
-  effectiveConfig?(): Record<string, unknown>
-  /** Before start: send batches to remote workers through Redis (`bundle serve --runners remote`). */
-  useRemote?(target: RemoteTarget): void
-  /** Before start: the server's Redis (--redis), for runners that keep a response cache. */
-  useRedis?(link: RedisLink): void
-  /** Runs one formed batch on the runner's own workers: what `bundle worker` does with a job. */
-  execute?(method: string, args: unknown): Promise<unknown>
-  /** Why it is not ready, beyond starting up (e.g. Redis unreachable); shown by /readyz. */
-  notReadyReason?(): string | undefined
-  /** A bundle pins the runner's model to an exact tag and content digest, before start. */
-  pin?(tag: string, digest: string): void
-  queueDepth?(): Record<string, number>
-  restarts?(): number
-  /** The runner's model as the Open Inference Protocol (/v2) serves it, once started. */
-  inference?(): InferenceModel | undefined
-  /** The batcher's live state (queue, in flight, the batch size it aims for), for GET /runners. */
-  stats?(): object | undefined
-}
+export type RunnerDeclaration = Runner
 
 export interface ApiDefinition {
   /** Method name on the service instance. */

@@ -1,8 +1,7 @@
 import { BundleError, isBundleError } from '../../../errors/index.js'
-import { OnnxRunner, validateOverrides, type InferenceModel, type RunnerOverrides } from '../../../runners/index.js'
+import { isVersioned, OnnxRunner, validateOverrides, type InferenceModel, type Runner, type RunnerOverrides, type VersionedRunner } from '../../../runners/index.js'
 import { ModelStore } from '../../../store/index.js'
 import { redactPaths } from '../error-response.js'
-import type { RunnerDeclaration } from '../../service/definition.js'
 
 /** What a load request may say (the repository extension's `parameters`). */
 export interface LoadRequest {
@@ -16,34 +15,31 @@ export interface LoadRequest {
 
 interface Entry {
   /** The runner unversioned requests go to; a swap replaces its model in place. */
-  primary: OnnxRunner
+  primary: VersionedRunner
   /** Other versions loaded side by side (load with keep). */
-  others: Map<string, OnnxRunner>
+  others: Map<string, VersionedRunner>
   declared: boolean
   state: 'READY' | 'LOADING' | 'UNLOADING' | 'UNAVAILABLE'
   reason?: string
 }
 
-// Duck-typed, not instanceof: a service loaded through tsx gets its own copy of the runner classes.
-const isOnnx = (r: RunnerDeclaration): r is RunnerDeclaration & OnnxRunner => typeof (r as Partial<OnnxRunner>).swap === 'function' && typeof r.inference === 'function'
-
 /**
  * The models a server hosts and their versions, for the Open Inference Protocol and its
- * repository extension: the service's own onnx runners, plus any model of the store loaded at
+ * repository extension: the service's own runners with versions (onnx), plus any model of the store loaded at
  * run time. Loading a newer version of a serving model swaps it without failing a request
- * (OnnxRunner.swap); `keep` loads it next to the old one instead. Loads and unloads of one
+ * (`versions.swap`); `keep` loads it next to the old one instead. Loads and unloads of one
  * model run one after the other.
  */
 export class ModelRepository {
   private readonly entries = new Map<string, Entry>()
-  private readonly ensembles = new Map<string, RunnerDeclaration>()
+  private readonly ensembles = new Map<string, Runner>()
   private readonly locks = new Map<string, Promise<unknown>>()
 
   constructor(
-    declared: readonly RunnerDeclaration[],
-    private readonly o: { home?: string; attach: (r: OnnxRunner) => void },
+    declared: readonly Runner[],
+    private readonly o: { home?: string; attach: (r: Runner) => void },
   ) {
-    for (const r of declared) if (isOnnx(r)) this.entries.set(r.name, { primary: r, others: new Map(), declared: true, state: 'READY' })
+    for (const r of declared) if (isVersioned(r)) this.entries.set(r.name, { primary: r, others: new Map(), declared: true, state: 'READY' })
     for (const r of declared) {
       if (r.kind !== 'ensemble' || r.bind === undefined) continue
       if (this.entries.has(r.name)) throw new BundleError('E_SERVICE_DEFINITION', `ensemble "${r.name}" has the name of one of the service's runners`)
@@ -112,7 +108,7 @@ export class ModelRepository {
     }
     return this.serially(name, async () => {
       const entry = this.entries.get(name)
-      const modelName = entry?.primary.model?.name ?? entry?.primary.tag.split(/[:@]/)[0] ?? name
+      const modelName = entry?.primary.versions.model?.name ?? entry?.primary.versions.tag.split(/[:@]/)[0] ?? name
       const tag = this.resolve(modelName, req.version)
       if (entry === undefined) {
         const runner = new OnnxRunner(tag, { name, ...(this.o.home ? { home: this.o.home } : {}) })
@@ -135,11 +131,9 @@ export class ModelRepository {
         // Unloaded earlier: start it again (on the requested version).
         entry.state = 'LOADING'
         try {
-          if (entry.primary.model?.tag === tag || entry.primary.model === undefined) await entry.primary.start()
-          else {
-            await entry.primary.start()
-            await entry.primary.swap(tag)
-          }
+          const current = entry.primary.versions.model
+          await entry.primary.start()
+          if (current !== undefined && current.tag !== tag) await entry.primary.versions.swap(tag)
           entry.state = 'READY'
           entry.reason = undefined
         } catch (err) {
@@ -150,7 +144,7 @@ export class ModelRepository {
         }
         return entry.primary.inference()!
       }
-      if (entry.primary.model?.tag === tag || entry.others.has(tag.split(':')[1]!)) return this.find(name, tag.split(':')[1])
+      if (entry.primary.versions.model?.tag === tag || entry.others.has(tag.split(':')[1]!)) return this.find(name, tag.split(':')[1])
       if (req.keep) {
         const other = new OnnxRunner(tag, { name, ...(this.o.home ? { home: this.o.home } : {}), ...(config ?? {}) })
         this.o.attach(other)
@@ -163,7 +157,7 @@ export class ModelRepository {
         entry.others.set(other.model!.version, other)
         return other.inference()!
       }
-      await entry.primary.swap(tag)
+      await entry.primary.versions.swap(tag)
       return entry.primary.inference()!
     })
   }
@@ -174,7 +168,7 @@ export class ModelRepository {
     return this.serially(name, async () => {
       const entry = this.entries.get(name)
       if (entry === undefined || entry.state === 'UNAVAILABLE') throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" is not loaded`)
-      if (version !== undefined && version !== entry.primary.model?.version) {
+      if (version !== undefined && version !== entry.primary.versions.model?.version) {
         const other = entry.others.get(version)
         if (other === undefined) throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" has no version "${version}" loaded`)
         entry.others.delete(version)
@@ -205,22 +199,22 @@ export class ModelRepository {
     for (const m of stored) rows.set(`${m.name}:${m.version}`, { name: m.name, version: m.version, state: 'UNAVAILABLE' })
     for (const [name, e] of this.entries) {
       for (const r of [e.primary, ...e.others.values()]) {
-        const version = r.model?.version ?? ''
-        const idle = e.state === 'READY' && !r.loaded()
+        const version = r.versions.model?.version ?? ''
+        const idle = e.state === 'READY' && !r.health().loaded
         const state = idle ? 'UNAVAILABLE' : r === e.primary ? e.state : 'READY'
         const reason = idle ? 'unloaded while idle; loads on the next request' : r === e.primary ? e.reason : undefined
         rows.set(`${name}:${version}`, { name, version, state, ...(reason ? { reason } : {}) })
       }
     }
     for (const [name, e] of this.ensembles) {
-      const ready = e.ready?.() ?? false
+      const ready = e.ready()
       rows.set(`${name}:1`, { name, version: '1', state: ready ? 'READY' : 'UNAVAILABLE', ...(ready ? {} : { reason: 'a step model is not ready' }) })
     }
     return [...rows.values()].sort((a, b) => (a.name === b.name ? (a.version < b.version ? -1 : 1) : a.name < b.name ? -1 : 1))
   }
 
   /** Dynamically loaded runners (for metrics sources and shutdown). */
-  loaded(): OnnxRunner[] {
+  loaded(): VersionedRunner[] {
     return [...this.entries.values()].flatMap((e) => [...(e.declared ? [] : [e.primary]), ...e.others.values()])
   }
 

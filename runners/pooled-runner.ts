@@ -1,0 +1,134 @@
+import type { BundleError } from '../errors/index.js'
+import type { DispatcherStats } from './batching/dispatcher.js'
+import type { RunnerOverrides } from './config.js'
+import type { RunnerMetrics } from './metrics.js'
+import { isLocalPool, isRemotePool, type Pool } from './pool/pool.js'
+import { RemotePool } from './remote/remote-pool.js'
+import type { RemoteTarget } from './remote/target.js'
+import { notRunning, trackRunner } from './registry.js'
+import type { Runner, RunnerHealth, RunnerRemote } from './runner.js'
+
+/**
+ * The life every runner with workers shares, whatever runs in them (onnx, custom TypeScript):
+ * its pool (local workers or remote ones through Redis), whether it ever started (a call to one
+ * that never did means the service forgot to declare it), readiness and why not, restarts, and
+ * running a remote worker's batch on its own workers. A new kind of runner extends this and
+ * adds only what it does with a call.
+ */
+export abstract class PooledRunner implements Runner, RunnerRemote {
+  abstract readonly kind: 'onnx' | 'custom'
+  /** The pool batches go to now (replaced by a version swap, cleared by an idle unload). */
+  protected pool: Pool | undefined
+  /** Set by the server before start: batches go to remote workers through Redis. */
+  protected target: RemoteTarget | undefined
+  protected metrics: RunnerMetrics | undefined
+  /** Set by start(): a call before it means the service never declared this runner. */
+  private everStarted = false
+  /** Times the model was unloaded for idleness (a metric; only runners that unload count it). */
+  idleUnloads = 0
+  readonly remote: RunnerRemote = this
+
+  constructor(readonly name: string) {
+    trackRunner(this)
+  }
+
+  abstract start(): Promise<void>
+  abstract stop(): Promise<void>
+  abstract configure(overrides: RunnerOverrides): void
+  abstract effectiveConfig(): Record<string, unknown>
+  abstract queueDepth(): Record<string, number>
+  abstract stats(): DispatcherStats | undefined
+
+  /** Before start: this runner's batches run on remote workers (`bundle serve --runners remote`). */
+  useRemote(target: RemoteTarget): void {
+    this.target = target
+  }
+
+  /** Runs one call (a formed batch for batchable methods) on this runner's own workers: what a remote worker does with a job. */
+  async execute(method: string, args: unknown): Promise<unknown> {
+    const waking = this.wake()
+    if (waking) await waking
+    return this.livePool().run(method, args)
+  }
+
+  /** The content digest of the model it serves (remote workers check batches against it). */
+  digest(): string | undefined {
+    return undefined
+  }
+
+  /** Called by the server before start: batches, waits and rejections feed its /metrics. */
+  attachMetrics(metrics: RunnerMetrics): void {
+    this.metrics = metrics
+  }
+
+  ready(): boolean {
+    return this.pool?.ready() ?? false
+  }
+
+  /** Why the runner cannot serve now, beyond starting (remote mode: Redis down, or no live worker). */
+  notReadyReason(): string | undefined {
+    return isRemotePool(this.pool) ? this.pool.notReadyReason() : this.target?.link.unavailable()
+  }
+
+  restarts(): number {
+    return isLocalPool(this.pool) ? this.pool.restarts : 0
+  }
+
+  /** Live workers (the autoscaler changes it; in remote mode, the remote workers' heartbeats). */
+  workerCount(): number {
+    return this.pool?.size ?? 0
+  }
+
+  /** Remote mode: live remote workers and batches waiting for one (metrics). */
+  remoteState(): { workers: number; queued: number } | undefined {
+    return isRemotePool(this.pool) ? this.pool.state() : undefined
+  }
+
+  /** Whether the model is in memory now (false before start, while unloaded for idleness). */
+  loaded(): boolean {
+    return this.pool !== undefined
+  }
+
+  health(): RunnerHealth {
+    const remote = this.remoteState()
+    return { loaded: this.loaded(), idleUnloads: this.idleUnloads, workers: this.workerCount(), restarts: this.restarts(), ...(remote ? { remote } : {}) }
+  }
+
+  /**
+   * Before a call reaches the pool: a promise while it must wait (an idle-unloaded model loads
+   * again), else nothing — no promise hop, so a call made before stop() is queued before it.
+   */
+  protected wake(): Promise<void> | undefined {
+    return undefined
+  }
+
+  protected markStarted(): void {
+    this.everStarted = true
+  }
+
+  /** The error for a call while there is no pool: never started (undeclared) or stopped. */
+  protected notRunning(): BundleError {
+    return notRunning(this.name, this.everStarted)
+  }
+
+  protected livePool(): Pool {
+    if (this.pool === undefined) throw this.notRunning()
+    return this.pool
+  }
+
+  /** The pool of a runner in remote mode: its batches become jobs on its queue in Redis. */
+  protected remotePool(target: RemoteTarget, o: { timeoutMs: number; digest?: string; onCapacity: (slots: number) => void }): RemotePool {
+    return new RemotePool({ link: target.link, queue: target.queue, runner: this.name, ...o, ...(target.graceMs !== undefined ? { graceMs: target.graceMs } : {}) })
+  }
+}
+
+/** Starts a pool; one that cannot start is stopped at once, so no worker keeps restarting behind it. */
+export async function startPool<P extends Pool>(pool: P): Promise<P> {
+  try {
+    await pool.start()
+  } catch (err) {
+    await pool.stop(0)
+    throw err
+  }
+  return pool
+}
