@@ -4,6 +4,8 @@ import type { GpuRequest } from './gpu/placement.js'
 /** Every runner option an operator may override without touching code. */
 export interface RunnerOverrides {
   workers?: number
+  /** Where workers run: 'process' (default, crash isolation) or 'thread' (in the API process). */
+  isolation?: 'process' | 'thread'
   minWorkers?: number
   maxWorkers?: number
   timeoutMs?: number
@@ -41,9 +43,13 @@ function only(where: string, obj: Record<string, unknown>, keys: readonly string
 export function validateOverrides(where: string, raw: unknown): RunnerOverrides {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw bad(`${where} must be a mapping of runner options`)
   const o = raw as Record<string, unknown>
-  only(where, o, ['workers', 'minWorkers', 'maxWorkers', 'timeoutMs', 'deadlineMs', 'batchesPerWorker', 'idleUnloadMs', 'intraOpThreads', 'executionProviders', 'batching', 'resources', 'warmup'])
+  only(where, o, ['workers', 'isolation', 'minWorkers', 'maxWorkers', 'timeoutMs', 'deadlineMs', 'batchesPerWorker', 'idleUnloadMs', 'intraOpThreads', 'executionProviders', 'batching', 'resources', 'warmup'])
   const out: RunnerOverrides = {}
   if (o.workers !== undefined) out.workers = positiveInt(`${where}.workers`, o.workers)
+  if (o.isolation !== undefined) {
+    if (o.isolation !== 'process' && o.isolation !== 'thread') throw bad(`${where}.isolation must be process or thread, got ${JSON.stringify(o.isolation)}`)
+    out.isolation = o.isolation
+  }
   if (o.minWorkers !== undefined) out.minWorkers = positiveInt(`${where}.minWorkers`, o.minWorkers)
   if (o.maxWorkers !== undefined) out.maxWorkers = positiveInt(`${where}.maxWorkers`, o.maxWorkers)
   if (out.minWorkers !== undefined && out.maxWorkers !== undefined && out.minWorkers > out.maxWorkers) throw bad(`${where}: minWorkers ${out.minWorkers} is above maxWorkers ${out.maxWorkers}`)
@@ -146,6 +152,7 @@ export function envOverrides(runner: string, env: NodeJS.ProcessEnv = process.en
   const raw: Record<string, unknown> = {}
   const batching: Record<string, unknown> = {}
   if (get('WORKERS') !== undefined) raw.workers = num('WORKERS')
+  if (get('ISOLATION') !== undefined) raw.isolation = get('ISOLATION')!.trim().toLowerCase()
   if (get('MIN_WORKERS') !== undefined) raw.minWorkers = num('MIN_WORKERS')
   if (get('MAX_WORKERS') !== undefined) raw.maxWorkers = num('MAX_WORKERS')
   if (get('TIMEOUT_MS') !== undefined) raw.timeoutMs = num('TIMEOUT_MS')

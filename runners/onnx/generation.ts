@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os'
+import { BundleError } from '../../errors/index.js'
 import type { ModelInfo } from '../../store/index.js'
 import type { Dispatcher } from '../batching/dispatcher.js'
 import { batchSizes } from '../batching/latency-model.js'
@@ -63,7 +64,11 @@ export async function startLocal(o: {
   const sizes = batching ? batchSizes(maxBatchSize) : [1]
   const rounds = (o.options.warmup || {}).rounds ?? 1
   const warmupPlan = rowShapes ? { rounds, sizes, shapes: Object.fromEntries(rowShapes.map((r) => [r.name, r.shape])) } : o.options.warmup === false || rounds < 1 ? false : 'off: the model has variable non-batch dimensions; set warmup.shapes'
+  const isolation = o.options.isolation ?? 'process'
+  // CUDA_VISIBLE_DEVICES is read once per process: GPU placement needs a process per worker.
+  if (isolation === 'thread' && placement) throw new BundleError('E_SERVE_CONFIG_INVALID', `runner ${o.name}: isolation 'thread' runs workers inside the API process, where each cannot see only its own GPUs; use isolation 'process' with resources.gpu`)
   pool = new WorkerPool({
+    isolation,
     depth: b.batchesPerWorker,
     ...(placement ? { env: (i: number) => ({ CUDA_VISIBLE_DEVICES: placement[i]!.join(',') }) } : {}),
     runner: o.name,

@@ -41,6 +41,14 @@ export interface OnnxRunnerOptions {
    */
   batchesPerWorker?: number
   workers?: number
+  /**
+   * Where the workers run. 'process' (default): child processes — a crash, a leak or a runaway
+   * native call takes only the worker, which restarts. 'thread': worker threads of the API
+   * process — no process wake-up and no socket between the batcher and the model (tensors move
+   * instead of being copied), at the cost of that isolation: a native crash takes the server.
+   * See docs/operations.md ("Processes or threads").
+   */
+  isolation?: 'process' | 'thread'
   /** A batch running longer than this fails with 504 and its worker is recycled (default 30 s). */
   timeoutMs?: number
   /**

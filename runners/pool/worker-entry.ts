@@ -1,6 +1,8 @@
-// The runner worker process: loads one backend, then answers 'run' messages one at a time.
-// Not exported: the pool starts it with `node worker-entry.js <title>`.
+// The runner worker: loads one backend, then answers 'run' messages one at a time. It runs as a
+// child process (`node worker-entry.js <title>`, IPC) or as a thread of the API process
+// (messages over its port); see transport.ts. Not exported.
 import { pathToFileURL } from 'node:url'
+import { isMainThread, parentPort } from 'node:worker_threads'
 import { errorToWire } from '../../errors/index.js'
 import { encodeStrings, fromWire } from '../tensor.js'
 import type { BackendSpec, ParentMessage, WireTensor, WorkerMessage } from './protocol.js'
@@ -8,8 +10,29 @@ import { ShmChannel } from './shm.js'
 
 type Methods = Record<string, (args: unknown) => unknown>
 
+const inThread = !isMainThread && parentPort !== null
+
 const send = (m: WorkerMessage): void => {
-  process.send!(m)
+  if (!inThread) return void process.send!(m)
+  try {
+    parentPort!.postMessage(m, transfers(m))
+  } catch {
+    parentPort!.postMessage(m) // a buffer that cannot move (memory a native library owns) is copied
+  }
+}
+
+/**
+ * A thread's results move to the API thread without a copy: buffers a result owns whole are
+ * transferred. (A process's go through the shared-memory file or the IPC socket.)
+ */
+function transfers(m: WorkerMessage): ArrayBuffer[] {
+  if (m.type !== 'result' || typeof m.value !== 'object' || m.value === null) return []
+  const out = new Set<ArrayBuffer>()
+  for (const t of Object.values(m.value as Record<string, unknown>)) {
+    const data = (t as WireTensor | undefined)?.data
+    if (data instanceof Uint8Array && data.buffer instanceof ArrayBuffer && data.byteOffset === 0 && data.byteLength === data.buffer.byteLength) out.add(data.buffer)
+  }
+  return [...out]
 }
 
 async function load(spec: BackendSpec): Promise<Methods> {
@@ -81,9 +104,10 @@ let turn: Promise<unknown> = Promise.resolve()
 let shm: ShmChannel | undefined
 let reuseInputs = false
 
-process.on('message', (msg: ParentMessage) => {
+function onMessage(msg: ParentMessage): void {
   if (msg.type === 'init') {
-    process.title = `bundle-runner-worker ${msg.runner}#${msg.index}`
+    // A thread shares the API process's title; only a process of its own is renamed.
+    if (!inThread) process.title = `bundle-runner-worker ${msg.runner}#${msg.index}`
     if (msg.shm !== undefined) {
       try {
         shm = ShmChannel.open(msg.shm)
@@ -117,9 +141,15 @@ process.on('message', (msg: ParentMessage) => {
         (err: unknown) => send({ type: 'error', id: msg.id, ...errorToWire(err) }),
       )
   } else if (msg.type === 'shutdown') {
-    process.disconnect?.()
+    // In a thread, process.exit ends the thread only.
+    if (!inThread) process.disconnect?.()
     process.exit(0)
   }
-})
-// The parent going away ends the worker: no orphan processes.
-process.on('disconnect', () => process.exit(0))
+}
+
+if (inThread) parentPort!.on('message', onMessage)
+else {
+  process.on('message', onMessage)
+  // The parent going away ends the worker: no orphan processes.
+  process.on('disconnect', () => process.exit(0))
+}

@@ -62,6 +62,8 @@ export class RemotePool implements RemoteLikePool {
   private queued = 0
 
   private readonly graceMs: number
+  /** Set while stop() waits for the batches in flight to be answered. */
+  private drained: (() => void) | undefined
 
   constructor(private readonly o: RemotePoolOptions) {
     this.graceMs = o.graceMs ?? DEFAULT_REMOTE_GRACE_MS
@@ -184,6 +186,7 @@ export class RemotePool implements RemoteLikePool {
     clearTimeout(p.timer)
     clearTimeout(p.grace)
     this.pending.delete(jobId)
+    if (this.pending.size === 0) this.drained?.()
     return p
   }
 
@@ -264,8 +267,12 @@ export class RemotePool implements RemoteLikePool {
   }
 
   async stop(graceMs = 10_000): Promise<void> {
-    const until = Date.now() + graceMs
-    while (this.pending.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10))
+    if (this.pending.size > 0) {
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([new Promise<void>((resolve) => (this.drained = resolve)), new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))])
+      clearTimeout(timer)
+      this.drained = undefined
+    }
     clearInterval(this.poll)
     this.offLink?.()
     await this.unannounce?.()

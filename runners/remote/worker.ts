@@ -132,9 +132,10 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
       // answers back, so it waits no longer than a lock lasts (others run those batches anyway).
       const finished = worker.close().catch(() => undefined)
       const cap = new Promise<void>((resolve) => {
-        const t = setInterval(() => o.link.unavailable() !== undefined && setTimeout(resolve, lockMs + 1_000).unref(), 500)
-        t.unref()
-        void finished.then(() => clearInterval(t))
+        const giveUp = () => setTimeout(resolve, lockMs + 1_000).unref()
+        if (o.link.unavailable() !== undefined) return void giveUp()
+        const off = o.link.onChange((up) => !up && giveUp())
+        void finished.then(off)
       })
       await Promise.race([finished, cap])
     },

@@ -1,0 +1,245 @@
+import { BundleError, errorFromWire } from '../../errors/index.js'
+import { isGathered, joined, type BackendSpec, type ParentMessage, type WorkerMessage } from './protocol.js'
+import { ShmChannel } from './shm.js'
+import type { Transport } from './transport.js'
+
+/** One call on its way to a worker and back. */
+export interface Call {
+  id: number
+  method: string
+  args: unknown
+  /** Told how long the call ran inside the worker. */
+  timing?: ((ms: number) => void) | undefined
+  /** The part of the worker's shared-memory file its tensors use (one per call in flight). */
+  region?: number
+  resolve: (v: unknown) => void
+  reject: (e: unknown) => void
+  timer?: NodeJS.Timeout
+}
+
+/**
+ * Warm-up: for each size, ascending, `method` runs once untimed — paying for lazy
+ * initialisation (memory arenas, kernel selection per shape) — then `rounds` times timed, the
+ * timings going to `observe` (they seed the batcher's latency model). `enough` may end it early:
+ * sizes past one that is already too slow to be useful are not worth the start-up time.
+ */
+export interface Warmup {
+  method: string
+  sizes: readonly number[]
+  rounds: number
+  args: (rows: number) => unknown
+  observe?: (rows: number, ms: number) => void
+  /** true: skip the sizes after this one (given its last timed run). */
+  enough?: (rows: number, ms: number) => boolean
+}
+
+export interface PoolWorkerOptions {
+  runner: string
+  index: number
+  backend: BackendSpec
+  transport: Transport
+  /** Tensor bytes through a shared-memory file in this folder (processes only); absent: inline. */
+  shmDir?: string | undefined
+  /**
+   * A thread: buffers made for a call move to it instead of being copied, and a timeout does not
+   * wait for it to end (it cannot end inside a native call).
+   */
+  thread?: boolean
+  timeoutMs?: number | undefined
+  warmup?: Warmup | undefined
+  /** A call ended: the pool may hand over the next. */
+  onFree: () => void
+}
+
+/**
+ * The life of one runner worker, from spawn to exit: its messages, the calls it holds, its
+ * shared memory, its warm-up and its timeouts. Scheduling across workers and restarts belong
+ * to the pool (worker-pool.ts); a restart is a new PoolWorker.
+ */
+export class PoolWorker {
+  /** warming: running warm-up calls; neither ready nor available to callers. */
+  state: 'starting' | 'warming' | 'ready' | 'down' = 'starting'
+  /** Calls handed to the worker and not answered yet, by id. */
+  readonly calls = new Map<number, Call>()
+  /** Settles when the worker is gone, with how it went ("killed by SIGKILL"); never rejects. */
+  readonly exited: Promise<{ detail: string; timedOut: boolean }>
+  private shm: ShmChannel | undefined
+  private killedFor: BundleError | undefined
+  private killedCall: number | undefined
+  private idleWaiters: (() => void)[] = []
+  private nextId = 1
+  private readonly t: Transport
+
+  constructor(private readonly o: PoolWorkerOptions) {
+    this.t = o.transport
+    this.started.catch(() => undefined) // the pool awaits it; a restart nobody awaits must not be unhandled
+    const file = ShmChannel.create(o.shmDir, `${o.runner}-${o.index}`)
+    this.exited = new Promise((resolve) => (this.gone = (detail) => resolve(this.onExit(detail, file))))
+    this.t.onExit((detail) => this.gone(detail))
+    this.t.onMessage((m) => this.onMessage(m, file))
+    const msg: ParentMessage = { type: 'init', runner: o.runner, index: o.index, backend: o.backend, ...(file ? { shm: file.path } : {}) }
+    this.t.send(msg)
+  }
+
+  get pid(): number | undefined {
+    return this.t.pid
+  }
+
+  private startWaiter: { resolve: () => void; reject: (e: Error) => void } | undefined
+  /** Resolves once the worker has loaded its backend and run its warm-up; rejects if it cannot. */
+  readonly started: Promise<void> = new Promise((resolve, reject) => (this.startWaiter = { resolve, reject }))
+
+  private onMessage(m: WorkerMessage, file: ShmChannel | undefined): void {
+    if (m.type === 'ready') {
+      // Both sides hold the file open now: its name can go (no leftovers after a SIGKILL).
+      file?.unlink()
+      if (m.shm && file !== undefined) this.shm = file
+      else file?.close()
+      this.state = 'warming'
+      this.warm().then(
+        () => {
+          if (this.state !== 'warming') return
+          this.state = 'ready'
+          this.startWaiter?.resolve()
+        },
+        (err: Error) => {
+          // A warm-up that fails on a live worker is a configuration problem: say so.
+          if (this.state === 'down') return
+          this.startWaiter?.reject(new BundleError('E_RUNNER_CRASHED', `runner ${this.o.runner} worker #${this.o.index} failed its warm-up: ${err.message}`))
+          this.t.kill()
+        },
+      )
+    } else if (m.type === 'init-error') {
+      // A coded failure (no GPU, a model the backend could not find) keeps its code.
+      this.startWaiter?.reject(new BundleError(m.code ?? 'E_RUNNER_CRASHED', `runner ${this.o.runner} worker #${this.o.index} could not start: ${m.message}`, m.details === undefined ? {} : { details: m.details }))
+      this.t.kill()
+    } else if (m.type === 'result' || m.type === 'error') {
+      const call = this.calls.get(m.id)
+      if (call === undefined) return
+      clearTimeout(call.timer)
+      this.calls.delete(m.id)
+      if (m.type === 'error') call.reject(errorFromWire(m))
+      else {
+        // Read shared-memory outputs now: the next call to use this region overwrites them.
+        try {
+          const value = this.shm ? this.shm.decode(m.value) : m.value
+          call.timing?.(m.ms)
+          call.resolve(value)
+        } catch (err) {
+          call.reject(err)
+        }
+      }
+      this.freed()
+    }
+  }
+
+  /** Ends this worker's life here: called by its exit, or by a timeout that cannot wait for one. */
+  private gone: (detail: string) => void = () => undefined
+  private over = false
+
+  private onExit(detail: string, file: ShmChannel | undefined): { detail: string; timedOut: boolean } {
+    if (this.over) return { detail, timedOut: false }
+    this.over = true
+    file?.unlink()
+    file?.close()
+    this.shm = undefined
+    this.state = 'down'
+    const calls = [...this.calls.values()]
+    this.calls.clear()
+    for (const call of calls) {
+      clearTimeout(call.timer)
+      // The call that timed out says so; the ones queued behind it in the worker were lost with it.
+      call.reject(this.killedFor && call.id === this.killedCall ? this.killedFor : new BundleError('E_RUNNER_CRASHED', `runner ${this.o.runner} worker #${this.o.index} ${detail} while running ${call.method}`))
+    }
+    this.startWaiter?.reject(new BundleError('E_RUNNER_CRASHED', `runner ${this.o.runner} worker #${this.o.index} ${detail} during start-up`))
+    this.freed()
+    return { detail, timedOut: this.killedFor !== undefined }
+  }
+
+  private freed(): void {
+    if (this.calls.size === 0) for (const w of this.idleWaiters.splice(0)) w()
+    this.o.onFree()
+  }
+
+  /** Resolves when the worker holds no call (at once if it holds none). */
+  idle(): Promise<void> {
+    if (this.calls.size === 0) return Promise.resolve()
+    return new Promise((resolve) => this.idleWaiters.push(resolve))
+  }
+
+  /** Hands `call` to the worker, under the timeout; the pool decides when it may. */
+  send(call: Call): void {
+    // A region of the shared-memory file no other call in flight on this worker uses.
+    const used = new Set([...this.calls.values()].map((c) => c.region))
+    let region = 0
+    while (used.has(region)) region++
+    call.region = region
+    this.calls.set(call.id, call)
+    const timeoutMs = this.o.timeoutMs
+    if (timeoutMs !== undefined) {
+      // Counted from the call's turn in the worker: the calls ahead of it there may take their own time.
+      call.timer = setTimeout(() => {
+        this.killedFor = new BundleError('E_RUNNER_TIMEOUT', `runner ${this.o.runner} took longer than ${timeoutMs} ms on ${call.method}; the worker was recycled`)
+        this.killedCall = call.id
+        this.t.kill()
+        // A thread inside a native call ends only when that call returns, which may be never:
+        // its calls fail now and the pool replaces it now; the thread goes whenever it can.
+        if (this.o.thread) this.gone('was terminated after a timeout')
+      }, timeoutMs * this.calls.size)
+    }
+    const transfer: ArrayBuffer[] = []
+    let args: unknown
+    try {
+      args = this.shm ? this.shm.encode(call.args, region) : joinAll(call.args, this.o.thread ? transfer : undefined)
+    } catch {
+      args = joinAll(call.args, this.o.thread ? transfer : undefined) // the bytes go inline
+    }
+    this.t.send({ type: 'run', id: call.id, method: call.method, args, region }, transfer)
+  }
+
+  /** Runs the warm-up calls, timed inside the worker (compute, as batches are). */
+  private async warm(): Promise<void> {
+    const w = this.o.warmup
+    if (w === undefined || w.rounds < 1) return
+    const call = (rows: number) =>
+      new Promise<number>((resolve, reject) => {
+        let ms = 0
+        this.send({ id: -this.nextId++, method: w.method, args: w.args(rows), timing: (t) => (ms = t), resolve: () => resolve(ms), reject })
+      })
+    for (const rows of w.sizes) {
+      await call(rows)
+      let ms = 0
+      for (let round = 0; round < w.rounds; round++) {
+        ms = await call(rows)
+        w.observe?.(rows, ms)
+      }
+      if (w.enough?.(rows, ms)) return
+    }
+  }
+
+  kill(): void {
+    this.t.kill()
+  }
+
+  /** Asks the worker to exit (ends it after 2 s); resolves once it is gone. */
+  async shutDown(): Promise<void> {
+    await this.t.shutDown()
+    await this.exited
+  }
+}
+
+/**
+ * `args` with every gathered tensor joined into one buffer (what goes inline). With `transfer`,
+ * each joined buffer is new and listed there, so it can move to a thread without a copy.
+ */
+function joinAll(v: unknown, transfer: ArrayBuffer[] | undefined, depth = 0): unknown {
+  if (isGathered(v)) {
+    if (transfer === undefined) return joined(v)
+    const t = v.parts.length === 1 ? { ...joined(v), data: v.parts[0]!.slice() } : joined(v)
+    transfer.push(t.data.buffer as ArrayBuffer)
+    return t
+  }
+  if (depth > 4 || typeof v !== 'object' || v === null || ArrayBuffer.isView(v)) return v
+  if (Array.isArray(v)) return v.map((x) => joinAll(x, transfer, depth + 1))
+  return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, joinAll(x, transfer, depth + 1)]))
+}

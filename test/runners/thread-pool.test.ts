@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict'
+import { fileURLToPath } from 'node:url'
+import { describe, it } from 'node:test'
+import type { BundleError } from '../../errors/index.js'
+import { WorkerPool } from '../../runners/pool/worker-pool.js'
+import type { GatheredTensor } from '../../runners/pool/protocol.js'
+
+const ECHO = fileURLToPath(new URL('../fixtures/echo-runner.ts', import.meta.url))
+const pool = (extra: Partial<ConstructorParameters<typeof WorkerPool>[0]> = {}) =>
+  new WorkerPool({ runner: 'echo', workers: 2, isolation: 'thread', backend: { kind: 'custom', module: ECHO, exportName: 'EchoRunner' }, backoffMs: { min: 50, max: 400 }, ...extra })
+
+const until = async (cond: () => boolean, what: string): Promise<void> => {
+  for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 50))
+  assert.ok(cond(), what)
+}
+
+describe('WorkerPool with isolation: thread (real worker threads)', () => {
+  it('runs calls in threads of this process; typed arrays cross; the process keeps its title', { timeout: 60_000 }, async () => {
+    const p = pool()
+    await p.start()
+    try {
+      assert.equal(p.kind, 'thread')
+      assert.equal(p.ready(), true)
+      assert.deepEqual(p.pids(), [process.pid, process.pid])
+      const out = (await p.run('double', { data: new Float32Array([1, 2, 3]) })) as { data: Float32Array }
+      assert.ok(out.data instanceof Float32Array)
+      assert.deepEqual([...out.data], [2, 4, 6])
+      assert.equal(await p.run('title', null), process.title, 'a thread must not rename the API process')
+      await assert.rejects(p.run('fail', null), /the model said no/)
+    } finally {
+      await p.stop()
+    }
+  })
+
+  it("a batch gathered from requests' bytes arrives whole, and the requests' own memory is left as it was", { timeout: 60_000 }, async () => {
+    const p = pool({ workers: 1 })
+    await p.start()
+    try {
+      // Two requests' rows living inside one larger buffer, as request bodies do in node's pool.
+      const slab = new Uint8Array(64)
+      slab.set([1, 2, 3, 4], 8)
+      slab.set([5, 6, 7, 8], 40)
+      const gathered: GatheredTensor = { dtype: 'uint8', shape: [2, 4], parts: [slab.subarray(8, 12), slab.subarray(40, 44)] }
+      const single: GatheredTensor = { dtype: 'uint8', shape: [1, 4], parts: [slab.subarray(8, 12)] }
+      const out = (await p.run('echo', { inputs: { x: gathered } })) as { inputs: { x: { shape: number[]; data: Uint8Array } } }
+      assert.deepEqual(out.inputs.x.shape, [2, 4])
+      assert.deepEqual([...out.inputs.x.data], [1, 2, 3, 4, 5, 6, 7, 8])
+      const one = (await p.run('echo', { inputs: { x: single } })) as { inputs: { x: { data: Uint8Array } } }
+      assert.deepEqual([...one.inputs.x.data], [1, 2, 3, 4])
+      // Only buffers made for the call move to the thread: the slab is still whole here.
+      assert.equal(slab.byteLength, 64)
+      assert.deepEqual([...slab.subarray(8, 12)], [1, 2, 3, 4])
+    } finally {
+      await p.stop()
+    }
+  })
+
+  it('a thread that exits fails its call at once with E_RUNNER_CRASHED, the other goes on, and it is restarted', { timeout: 60_000 }, async () => {
+    const events: string[] = []
+    const p = pool({ onEvent: (e) => events.push(e.type) })
+    await p.start()
+    try {
+      const other = p.run('slow', 300)
+      await assert.rejects(p.run('crash', null), (e: BundleError) => e.code === 'E_RUNNER_CRASHED' && /exited with code 3/.test(e.message))
+      assert.equal(await other, 300)
+      await until(() => p.ready() && p.restarts === 1, 'restarted within 10 s')
+      assert.deepEqual(events, ['crash', 'restart'])
+      assert.deepEqual([...((await p.run('double', { data: new Float32Array([5]) })) as { data: Float32Array }).data], [10])
+    } finally {
+      await p.stop()
+    }
+  })
+
+  it('a call past the timeout fails with E_RUNNER_TIMEOUT and its thread is replaced; stop() ends every thread', { timeout: 60_000 }, async () => {
+    const p = pool({ workers: 1, timeoutMs: 200 })
+    await p.start()
+    await assert.rejects(p.run('slow', 5_000), (e: BundleError) => e.code === 'E_RUNNER_TIMEOUT')
+    await until(() => p.ready() && p.restarts === 1, 'replaced within 10 s')
+    assert.equal(await p.run('echo', 'after'), 'after')
+    await p.stop()
+    assert.deepEqual(p.pids(), [], 'no thread left running')
+    await assert.rejects(p.run('echo', 1), (e: BundleError) => e.code === 'E_RUNNER_STOPPED')
+  })
+})
