@@ -4,6 +4,12 @@ import { describe, it } from 'node:test'
 import type { BundleError } from '../../errors/index.js'
 import { WorkerPool } from '../../runners/pool/worker-pool.js'
 import type { GatheredTensor } from '../../runners/pool/protocol.js'
+import { join } from 'node:path'
+import ort from 'onnxruntime-node'
+import { OnnxRunner } from '../../runners/onnx-runner.js'
+import { ModelStore } from '../../store/index.js'
+import { MODELS } from '../utils/models.js'
+import { tempDir } from '../utils/tmp.js'
 
 const ECHO = fileURLToPath(new URL('../fixtures/echo-runner.ts', import.meta.url))
 const pool = (extra: Partial<ConstructorParameters<typeof WorkerPool>[0]> = {}) =>
@@ -80,5 +86,37 @@ describe('WorkerPool with isolation: thread (real worker threads)', () => {
     await p.stop()
     assert.deepEqual(p.pids(), [], 'no thread left running')
     await assert.rejects(p.run('echo', 1), (e: BundleError) => e.code === 'E_RUNNER_STOPPED')
+  })
+})
+
+describe('OnnxRunner with isolation: thread (the real cls model)', () => {
+  it('batched runs in a worker thread give what onnxruntime gives on its own', { timeout: 120_000 }, async () => {
+    const home = join(tempDir(), 'home')
+    const store = ModelStore.open({ home })
+    await store.save({ name: 'ocr-cls', version: '1.0.0', paths: [MODELS.cls] })
+    store.close()
+    const session = await ort.InferenceSession.create(MODELS.cls)
+    const input = (rows: number, seed: number) => {
+      const data = new Float32Array(rows * 3 * 48 * 192)
+      for (let i = 0; i < data.length; i++) data[i] = Math.sin(i * 0.001 + seed)
+      return { dtype: 'float32' as const, shape: [rows, 3, 48, 192], data }
+    }
+    const runner = new OnnxRunner('ocr-cls:latest', { home, workers: 1, isolation: 'thread', batching: { maxBatchSize: 4 } })
+    await runner.start()
+    try {
+      const requests = [input(1, 1), input(2, 2), input(1, 3)]
+      const results = await Promise.all(requests.map((x) => runner.run({ x })))
+      for (const [i, r] of results.entries()) {
+        const expected = Object.values(await session.run({ x: new ort.Tensor('float32', requests[i]!.data, requests[i]!.shape) }))[0]!.data as Float32Array
+        const got = Object.values(r)[0]!
+        assert.deepEqual(got.shape, [requests[i]!.shape[0], 2])
+        for (const [j, v] of (got.data as Float32Array).entries()) assert.ok(Math.abs(v - expected[j]!) < 1e-5, `request ${i} value ${j}: ${v} vs ${expected[j]}`)
+      }
+      // The caller's tensors are still whole: only buffers made for the batch moved.
+      assert.equal(requests[0]!.data.length, 3 * 48 * 192)
+      assert.equal((runner.effectiveConfig() as { isolation?: string }).isolation, 'thread')
+    } finally {
+      await runner.stop()
+    }
   })
 })
