@@ -27,6 +27,16 @@ export interface RunnerMetricsSource {
   health(): RunnerHealth
 }
 
+/** Per-runner gauges read from health() at scrape time; undefined: no sample for that runner. */
+const HEALTH_GAUGES: readonly (readonly [name: string, help: string, read: (h: RunnerHealth) => number | undefined])[] = [
+  ['bundle_runner_workers', 'Live worker processes of the runner (autoscaling between minWorkers and maxWorkers moves it)', (h) => h.workers],
+  ['bundle_runner_remote_workers', 'Remote workers (bundle worker) serving the runner queue, by their heartbeats', (h) => h.remote?.workers],
+  ['bundle_runner_remote_queue_depth', 'Batches waiting in Redis for a remote worker', (h) => h.remote?.queued],
+  ['bundle_runner_loaded', 'Whether the runner model is in memory (0 while unloaded for idleness or stopped)', (h) => (h.loaded ? 1 : 0)],
+  ['bundle_runner_idle_unloads', 'Times the runner model was unloaded after being idle (it loads again on the next request)', (h) => h.idleUnloads],
+  ['bundle_runner_worker_restarts', 'Runner worker processes restarted after a crash or timeout', (h) => h.restarts],
+]
+
 type Labels = 'service' | 'runner' | 'method'
 
 /**
@@ -68,66 +78,20 @@ export class RunnerMetrics {
         for (const s of sources()) for (const [method, depth] of Object.entries(s.queueDepth())) this.set({ service: svc, runner: s.name, method }, depth)
       },
     })
-    new Gauge({
-      name: 'bundle_runner_workers',
-      help: 'Live worker processes of the runner (autoscaling between minWorkers and maxWorkers moves it)',
-      labelNames: ['service', 'runner'],
-      registers: r,
-      collect() {
-        for (const s of sources()) this.set({ service: svc, runner: s.name }, s.health().workers)
-      },
-    })
-    new Gauge({
-      name: 'bundle_runner_remote_workers',
-      help: 'Remote workers (bundle worker) serving the runner queue, by their heartbeats',
-      labelNames: ['service', 'runner'],
-      registers: r,
-      collect() {
-        for (const s of sources()) {
-          const remote = s.health().remote
-          if (remote) this.set({ service: svc, runner: s.name }, remote.workers)
-        }
-      },
-    })
-    new Gauge({
-      name: 'bundle_runner_remote_queue_depth',
-      help: 'Batches waiting in Redis for a remote worker',
-      labelNames: ['service', 'runner'],
-      registers: r,
-      collect() {
-        for (const s of sources()) {
-          const remote = s.health().remote
-          if (remote) this.set({ service: svc, runner: s.name }, remote.queued)
-        }
-      },
-    })
-    new Gauge({
-      name: 'bundle_runner_loaded',
-      help: 'Whether the runner model is in memory (0 while unloaded for idleness or stopped)',
-      labelNames: ['service', 'runner'],
-      registers: r,
-      collect() {
-        for (const s of sources()) this.set({ service: svc, runner: s.name }, s.health().loaded ? 1 : 0)
-      },
-    })
-    new Gauge({
-      name: 'bundle_runner_idle_unloads',
-      help: 'Times the runner model was unloaded after being idle (it loads again on the next request)',
-      labelNames: ['service', 'runner'],
-      registers: r,
-      collect() {
-        for (const s of sources()) this.set({ service: svc, runner: s.name }, s.health().idleUnloads)
-      },
-    })
-    new Gauge({
-      name: 'bundle_runner_worker_restarts',
-      help: 'Runner worker processes restarted after a crash or timeout',
-      labelNames: ['service', 'runner'],
-      registers: r,
-      collect() {
-        for (const s of sources()) this.set({ service: svc, runner: s.name }, s.health().restarts)
-      },
-    })
+    for (const [name, help, read] of HEALTH_GAUGES) {
+      new Gauge({
+        name,
+        help,
+        labelNames: ['service', 'runner'],
+        registers: r,
+        collect() {
+          for (const s of sources()) {
+            const v = read(s.health())
+            if (v !== undefined) this.set({ service: svc, runner: s.name }, v)
+          }
+        },
+      })
+    }
   }
 
   /** A response-cache lookup: answered from the cache, or not. */
