@@ -1,7 +1,6 @@
 import { existsSync, statSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import type { ResolvedConfig } from '../builder/index.js'
-import { BundleError } from '../errors/index.js'
 import type { ServiceDefinition } from '../framework/index.js'
 import type { ModelInfo } from '../store/index.js'
 import { ensembleChecker } from './ensemble-check.js'
