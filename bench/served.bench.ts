@@ -162,6 +162,19 @@ try {
     const over = one.a.p50Ms - one.b.p50Ms
     line(`\`/${route}\`, 1 connection: p50`, `${fmt(one.a.p50Ms, 2)} ms`, `${fmt(one.b.p50Ms, 2)} ms`, `${over >= 0 ? '+' : ''}${fmt(over, 2)} ms`, '≤ +1 ms', over <= 1)
   }
+  // The same runner in worker threads of the API process (isolation: 'thread', an opt-in).
+  const mbt = await start([BIN, 'serve', QUICKSTART, '--port', '0'], { BUNDLE_RUNNER_OCR_CLS_ISOLATION: 'thread' })
+  await ready(mbt.url)
+  const tp32 = await pair(`${mbt.url}/classify`, `${naive.url}/classify`, IMAGE, 32)
+  line("PNG `/classify`, 32 connections, `isolation: 'thread'`: goodput", good(tp32.a), good(tp32.b), `${fmt(tp32.ratio, 2)}×`, '≥ 1.0×, zero refusals', tp32.ratio >= 1 && tp32.a.refused === 0)
+  const tt32 = await pair(`${mbt.url}/classifyTensor`, `${naive.url}/classifyTensor`, TENSOR, 32)
+  line("tensor `/classifyTensor`, 32 connections, `isolation: 'thread'`: goodput", good(tt32.a), good(tt32.b), `${fmt(tt32.ratio, 2)}×`, '≥ 1.15×', tt32.ratio >= 1.15)
+  for (const [route, load] of [['classify', IMAGE], ['classifyTensor', TENSOR]] as const) {
+    const one = await pair(`${mbt.url}/${route}`, `${naive.url}/${route}`, load, 1)
+    const over = one.a.p50Ms - one.b.p50Ms
+    line(`\`/${route}\`, 1 connection, \`isolation: 'thread'\`: p50`, `${fmt(one.a.p50Ms, 2)} ms`, `${fmt(one.b.p50Ms, 2)} ms`, `${over >= 0 ? '+' : ''}${fmt(over, 2)} ms`, '≤ +1 ms', over <= 1)
+  }
+  mbt.child.kill('SIGTERM')
   naive.child.kill('SIGTERM')
 
   // Forced shedding: deadlines the 32 resending clients cannot all make, against the default.
@@ -211,6 +224,6 @@ const table = `| measure | modelbundle | hand-written / reference | ratio | targ
 const breakdown = stages ? `\n\n### Where the time of one request goes\n\nThe quickstart served with \`BUNDLE_SERVER_TIMING=1\` (each answer's Server-Timing header gives its stages); one request at a time from this process (fetch), against the hand-written server the same way.\n\n${stageTable(stages)}\n` : ''
 writeSection(
   'served',
-  `## The served path against the hand-written server (\`npm run bench:served\`)\n\n${machine()}. wrk (keep-alive, closed loop: each connection resends the moment it is answered, refused or not) in a process of its own, on the same cores as the servers; goodput counts 2xx answers only. ${SECONDS} s windows after a 2 s warm-up, ${ROUNDS} rounds per pair run interleaved; each cell is the median round, each ratio the median of per-round ratios. The hand-written server is bench/fixtures/naive-onnx-server.ts (hono, sharp, session.run per request in the HTTP process); modelbundle is \`bundle serve examples/quickstart/service.ts\` with \`npm start\`'s defaults (access log on).\n\n${table}\n${breakdown}`,
+  `## The served path against the hand-written server (\`npm run bench:served\`)\n\n${machine()}. wrk (keep-alive, closed loop: each connection resends the moment it is answered, refused or not) in a process of its own, on the same cores as the servers; goodput counts 2xx answers only. ${SECONDS} s windows after a 2 s warm-up, ${ROUNDS} rounds per pair run interleaved; each cell is the median round, each ratio the median of per-round ratios. The hand-written server is bench/fixtures/naive-onnx-server.ts (hono, sharp, session.run per request in the HTTP process); modelbundle is \`bundle serve examples/quickstart/service.ts\` with \`npm start\`'s defaults (access log on); rows marked \`isolation: 'thread'\` run the same runner in worker threads of the API process (\`BUNDLE_RUNNER_OCR_CLS_ISOLATION=thread\`).\n\n${table}\n${breakdown}`,
 )
 console.log(table + breakdown)

@@ -4,7 +4,8 @@ import { Dispatcher, type DispatcherStats } from './batching/dispatcher.js'
 import { mergeOverrides, type RunnerOverrides } from './config.js'
 import { WorkerPool } from './pool/worker-pool.js'
 import { currentCall } from './call-context.js'
-import { PooledRunner, startPool } from './pooled-runner.js'
+import { PooledRunner } from './pooled-runner.js'
+import { startPool } from './pool/pool.js'
 import { customSettings, type CustomRunnerOptions, type CustomSettings, type MethodBatching } from './custom/settings.js'
 
 export type { CustomMethodOptions, CustomRunnerOptions } from './custom/settings.js'
@@ -60,7 +61,7 @@ export class CustomRunner extends PooledRunner {
     const depth = target ? 1 : settings.batchesPerWorker
     this.pool = target
       ? this.remotePool(target, { timeoutMs: settings.timeoutMs, onCapacity: (slots) => this.dispatchers.forEach((d) => d.setSlots(slots)) })
-      : new WorkerPool({ runner: this.name, workers: settings.workers, depth, timeoutMs: settings.timeoutMs, backend: { kind: 'custom', module, exportName: this.source.export } })
+      : new WorkerPool({ runner: this.name, workers: settings.workers, isolation: settings.isolation, depth, timeoutMs: settings.timeoutMs, backend: { kind: 'custom', module, exportName: this.source.export } })
     await startPool(this.pool)
     this.running = target ? { ...settings, workers: 0 } : settings
     const slots = target ? Math.max(1, this.pool.size) : settings.workers

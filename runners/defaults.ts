@@ -16,6 +16,8 @@ export const RUNNER_DEFAULTS = {
   /** Batches handed to each worker at once: the next is there when the current one ends. */
   batchesPerWorker: 2,
   workers: 1,
+  /** Workers as child processes: a crash takes only the worker (threads are an opt-in). */
+  isolation: 'process',
   /** How often the autoscaler decides, between minWorkers and maxWorkers. */
   scaleIntervalMs: 2_000,
 } as const

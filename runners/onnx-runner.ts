@@ -11,7 +11,8 @@ import type { RedisLink } from './remote/link.js'
 import { autoscale } from './autoscaler.js'
 import { resolveBatching, RUNNER_DEFAULTS } from './defaults.js'
 import { currentCall } from './call-context.js'
-import { PooledRunner, startPool } from './pooled-runner.js'
+import { PooledRunner } from './pooled-runner.js'
+import { startPool } from './pool/pool.js'
 import type { RunnerVersions, VersionedRunner } from './runner.js'
 import { concatRows, fromWire, sliceRows, toWire, type RunnerTensor } from './tensor.js'
 import type { OnnxRunnerOptions } from './onnx/options.js'
@@ -98,6 +99,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
       deadlineMs: b.deadlineMs,
       batchesPerWorker: b.batchesPerWorker,
       workers: this.running?.workers ?? options.minWorkers ?? options.workers ?? RUNNER_DEFAULTS.workers,
+      isolation: this.target ? 'remote' : (options.isolation ?? RUNNER_DEFAULTS.isolation),
       batching: { ...batchingOptions, enabled: b.enabled, maxBatchSize: b.maxBatchSize, maxDelayMs: b.maxDelayMs, maxQueueSize: b.maxQueueSize },
       warmup: this.running?.warmup ?? options.warmup ?? 'auto',
     }

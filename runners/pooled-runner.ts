@@ -121,14 +121,3 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
     return new RemotePool({ link: target.link, queue: target.queue, runner: this.name, ...o, ...(target.graceMs !== undefined ? { graceMs: target.graceMs } : {}) })
   }
 }
-
-/** Starts a pool; one that cannot start is stopped at once, so no worker keeps restarting behind it. */
-export async function startPool<P extends Pool>(pool: P): Promise<P> {
-  try {
-    await pool.start()
-  } catch (err) {
-    await pool.stop(0)
-    throw err
-  }
-  return pool
-}

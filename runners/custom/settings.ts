@@ -18,6 +18,8 @@ export interface CustomMethodOptions {
 export interface CustomRunnerOptions {
   name: string
   workers?: number
+  /** Child processes (default) or threads of the API process: see onnxRunner's `isolation`. */
+  isolation?: 'process' | 'thread'
   timeoutMs?: number
   /** Queue plus run for batched calls (default 10 000 ms); a method's own deadlineMs wins. */
   deadlineMs?: number
@@ -39,6 +41,7 @@ export interface MethodBatching {
 /** What a custom runner runs with: its code's options under the operator's overrides, defaults filled in. */
 export interface CustomSettings {
   workers: number
+  isolation: 'process' | 'thread'
   timeoutMs: number
   batchesPerWorker: number
   /** The runner's own deadline, when code or operator set one (methods fall back to it). */
@@ -62,6 +65,7 @@ export function customSettings(code: CustomRunnerOptions, operator: RunnerOverri
   const ob = operator.batching ?? {}
   return {
     workers: r.workers ?? RUNNER_DEFAULTS.workers,
+    isolation: r.isolation ?? RUNNER_DEFAULTS.isolation,
     timeoutMs: b.timeoutMs,
     batchesPerWorker: b.batchesPerWorker,
     ...(deadlineMs !== undefined ? { deadlineMs } : {}),

@@ -3,13 +3,13 @@ import { BundleError } from '../../errors/index.js'
 import type { ModelInfo } from '../../store/index.js'
 import type { Dispatcher } from '../batching/dispatcher.js'
 import { batchSizes } from '../batching/latency-model.js'
-import { resolveBatching } from '../defaults.js'
+import { resolveBatching, RUNNER_DEFAULTS } from '../defaults.js'
 import { gpuDevices } from '../gpu/devices.js'
 import { placeWorkers, type GpuRequest } from '../gpu/placement.js'
 import type { TensorSpec } from '../inference.js'
 import type { WireTensor } from '../pool/protocol.js'
 import { WorkerPool } from '../pool/worker-pool.js'
-import type { RemotePool } from '../remote/remote-pool.js'
+import { startPool, type Pool } from '../pool/pool.js'
 import { zeros } from '../tensor.js'
 import { signatureOf } from './inference.js'
 import type { OnnxRunnerOptions } from './options.js'
@@ -24,7 +24,7 @@ export interface Generation {
   signature: { inputs: TensorSpec[]; outputs: TensorSpec[] }
   warmupPlan: unknown
   workers: number
-  pool: WorkerPool | RemotePool
+  pool: Pool
   dispatcher: Dispatcher<Request, Request>
 }
 
@@ -43,11 +43,11 @@ export async function startLocal(o: {
   onnxPath: string
   /** The checked-out .onnx file. */
   modelFile: string
-  newDispatcher: (slots: number, pool: () => WorkerPool | RemotePool, depth: number) => Dispatcher<Request, Request>
+  newDispatcher: (slots: number, pool: () => Pool, depth: number) => Dispatcher<Request, Request>
 }): Promise<Generation> {
   const model = o.model
   const cpu = o.options.resources?.cpu
-  const workers = o.options.minWorkers ?? o.options.workers ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : 1)
+  const workers = o.options.minWorkers ?? o.options.workers ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : RUNNER_DEFAULTS.workers)
   const threads = o.options.intraOpThreads ?? (cpu ? Math.max(1, Math.ceil(cpu)) : undefined)
   // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
   const placement = placeWorkers(workers, o.options.resources?.gpu, devicesFor(o.options.resources?.gpu))
@@ -64,7 +64,7 @@ export async function startLocal(o: {
   const sizes = batching ? batchSizes(maxBatchSize) : [1]
   const rounds = (o.options.warmup || {}).rounds ?? 1
   const warmupPlan = rowShapes ? { rounds, sizes, shapes: Object.fromEntries(rowShapes.map((r) => [r.name, r.shape])) } : o.options.warmup === false || rounds < 1 ? false : 'off: the model has variable non-batch dimensions; set warmup.shapes'
-  const isolation = o.options.isolation ?? 'process'
+  const isolation = o.options.isolation ?? RUNNER_DEFAULTS.isolation
   // CUDA_VISIBLE_DEVICES is read once per process: GPU placement needs a process per worker.
   if (isolation === 'thread' && placement) throw new BundleError('E_SERVE_CONFIG_INVALID', `runner ${o.name}: isolation 'thread' runs workers inside the API process, where each cannot see only its own GPUs; use isolation 'process' with resources.gpu`)
   pool = new WorkerPool({
@@ -91,11 +91,6 @@ export async function startLocal(o: {
         }
       : {}),
   })
-  try {
-    await pool.start()
-  } catch (err) {
-    await pool.stop(0) // no worker keeps restarting behind a runner that failed to start
-    throw err
-  }
+  await startPool(pool)
   return { model, signature, warmupPlan, workers, pool, dispatcher }
 }

@@ -47,3 +47,14 @@ export interface RemoteLikePool extends Pool {
 
 export const isLocalPool = (p: Pool | undefined): p is LocalPool => p !== undefined && p.kind !== 'remote'
 export const isRemotePool = (p: Pool | undefined): p is RemoteLikePool => p?.kind === 'remote'
+
+/** Starts a pool; one that cannot start is stopped at once, so no worker keeps restarting behind it. */
+export async function startPool<P extends Pool>(pool: P): Promise<P> {
+  try {
+    await pool.start()
+  } catch (err) {
+    await pool.stop(0)
+    throw err
+  }
+  return pool
+}

@@ -7,6 +7,7 @@ import type { GatheredTensor } from '../../runners/pool/protocol.js'
 import { join } from 'node:path'
 import ort from 'onnxruntime-node'
 import { OnnxRunner } from '../../runners/onnx-runner.js'
+import { customRunner } from '../../runners/custom-runner.js'
 import { ModelStore } from '../../store/index.js'
 import { MODELS } from '../utils/models.js'
 import { tempDir } from '../utils/tmp.js'
@@ -115,6 +116,23 @@ describe('OnnxRunner with isolation: thread (the real cls model)', () => {
       // The caller's tensors are still whole: only buffers made for the batch moved.
       assert.equal(requests[0]!.data.length, 3 * 48 * 192)
       assert.equal((runner.effectiveConfig() as { isolation?: string }).isolation, 'thread')
+    } finally {
+      await runner.stop()
+    }
+  })
+})
+
+describe('CustomRunner with isolation: thread', () => {
+  it('batches a batchable method in a worker thread and says where it runs', { timeout: 60_000 }, async () => {
+    const runner = customRunner({ module: ECHO, export: 'EchoRunner' }, { name: 'echo-thread', isolation: 'thread', methods: { upper: { batchable: true, maxDelayMs: 50 } } })
+    await runner.start()
+    try {
+      const out = await Promise.all([runner.batch<string, string>('upper', ['a']), runner.batch<string, string>('upper', ['b', 'c'])])
+      // One batch of three items, in the thread: each item says how big its batch was.
+      assert.deepEqual(out.flat().map((s) => s.split('/')[0]), ['A', 'B', 'C'])
+      assert.equal(await runner.call('title'), process.title)
+      assert.equal(runner.effectiveConfig().isolation, 'thread')
+      assert.equal(runner.health().workers, 1)
     } finally {
       await runner.stop()
     }
