@@ -18,7 +18,7 @@ import { concatRows, fromWire, sliceRows, toWire, type RunnerTensor } from './te
 import type { OnnxRunnerOptions } from './onnx/options.js'
 import { batchDims } from './onnx/warmup.js'
 import { startLocal, type Generation, type Request } from './onnx/generation.js'
-import type { GatheredTensor } from './pool/protocol.js'
+import { ONNX_RUN, type GatheredTensor, type OnnxRunArgs, type OnnxRunResult } from './pool/protocol.js'
 import { inferenceModel, signatureOf } from './onnx/inference.js'
 
 export type { BatchingOptions, OnnxRunnerOptions, WarmupOptions } from './onnx/options.js'
@@ -278,7 +278,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
         return [n, { dtype: parts[0]!.dtype, shape, parts: parts.map((p) => p.data) } satisfies GatheredTensor]
       }),
     )
-    const out = (await pool.run('run', { inputs }, report)) as Request
+    const out = (await pool.run(ONNX_RUN, { inputs } satisfies OnnxRunArgs, report)) as OnnxRunResult
     let at = 0
     return slices.map((s) => {
       const part = Object.fromEntries(

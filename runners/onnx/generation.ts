@@ -7,7 +7,7 @@ import { resolveBatching, RUNNER_DEFAULTS } from '../defaults.js'
 import { gpuDevices } from '../gpu/devices.js'
 import { placeWorkers, type GpuRequest } from '../gpu/placement.js'
 import type { TensorSpec } from '../inference.js'
-import type { WireTensor } from '../pool/protocol.js'
+import { ONNX_RUN, type OnnxRunArgs, type WireTensor } from '../pool/protocol.js'
 import { WorkerPool } from '../pool/worker-pool.js'
 import { startPool, type Pool } from '../pool/pool.js'
 import { zeros } from '../tensor.js'
@@ -78,7 +78,7 @@ export async function startLocal(o: {
     ...(rowShapes
       ? {
           warmup: {
-            method: 'run',
+            method: ONNX_RUN,
             sizes,
             rounds,
             args: (rows: number) => ({ inputs: Object.fromEntries(rowShapes.map(({ name, dtype, shape }) => [name, zeros(dtype, [...shape.slice(0, inDim), rows, ...shape.slice(inDim)])])) }),

@@ -1,5 +1,5 @@
 import { BundleError, errorFromWire } from '../../errors/index.js'
-import { isGathered, joined, type BackendSpec, type ParentMessage, type WorkerMessage } from './protocol.js'
+import { isGathered, joined, type BackendSpec, type ParentMessage, type ShmSlot, type WorkerMessage } from './protocol.js'
 import { ShmChannel } from './shm.js'
 import type { Transport } from './transport.js'
 
@@ -122,7 +122,7 @@ export class PoolWorker {
       else {
         // Read shared-memory outputs now: the next call to use this region overwrites them.
         try {
-          const value = this.shm ? this.shm.decode(m.value) : m.value
+          const value = this.shm ? this.shm.decode(m.value, m.shm) : m.value
           call.timing?.(m.ms)
           call.resolve(value)
         } catch (err) {
@@ -189,12 +189,15 @@ export class PoolWorker {
     }
     const transfer: ArrayBuffer[] = []
     let args: unknown
+    let shm: ShmSlot[] = []
     try {
-      args = this.shm ? this.shm.encode(call.args, region) : joinAll(call.args, this.o.thread ? transfer : undefined)
+      if (this.shm) ({ value: args, slots: shm } = this.shm.encode(call.args, region))
+      else args = joinAll(call.args, this.o.thread ? transfer : undefined)
     } catch {
-      args = joinAll(call.args, this.o.thread ? transfer : undefined) // the bytes go inline
+      args = joinAll(call.args, undefined) // the bytes go inline
+      shm = []
     }
-    this.t.send({ type: 'run', id: call.id, method: call.method, args, region }, transfer)
+    this.t.send({ type: 'run', id: call.id, method: call.method, args, region, ...(shm.length ? { shm } : {}) }, transfer)
   }
 
   /** Runs the warm-up calls, timed inside the worker (compute, as batches are). */

@@ -3,8 +3,9 @@ import type { WireError } from '../../errors/index.js'
 /**
  * The messages between the API process and a runner worker, as one typed union each way
  * (child_process IPC with the 'advanced' serializer, so tensors travel as raw bytes — typed
- * arrays — never as JSON number arrays). Tensors of 64 KiB or more travel through a
- * shared-memory file instead; the message then holds a reference where their bytes were.
+ * arrays — never as JSON number arrays; a worker thread gets the same messages by postMessage).
+ * Tensors of 64 KiB or more travel through a shared-memory file instead; the message then
+ * lists where their bytes are (ShmSlot).
  */
 
 /** A dense tensor on the wire: `data` holds the raw little-endian bytes. */
@@ -40,6 +41,28 @@ export function joined(t: GatheredTensor): WireTensor {
   return { dtype: t.dtype, shape: t.shape, data }
 }
 
+/**
+ * Where one tensor's bytes sit in the worker's shared-memory file. `path` leads to the tensor
+ * inside the message's args (or value); its `data` is empty there until the receiver reads them.
+ */
+export interface ShmSlot {
+  path: (string | number)[]
+  offset: number
+  length: number
+}
+
+/**
+ * The ONNX backend's method (ONNX_RUN): one batch's input tensors by name, optionally the
+ * outputs to compute (all by default); it answers every output as a WireTensor. A local pool
+ * may be handed GatheredTensors, which reach the worker as WireTensors.
+ */
+export const ONNX_RUN = 'run'
+export interface OnnxRunArgs {
+  inputs: Record<string, WireTensor | GatheredTensor>
+  outputs?: string[]
+}
+export type OnnxRunResult = Record<string, WireTensor>
+
 /** What a worker loads. */
 export type BackendSpec =
   | { kind: 'custom'; module: string; exportName: string }
@@ -48,8 +71,11 @@ export type BackendSpec =
 export type ParentMessage =
   /** `shm`: the shared-memory file tensor bytes travel through (see shm.ts); absent: all inline. */
   | { type: 'init'; runner: string; index: number; backend: BackendSpec; shm?: string }
-  /** `region`: where in the shared-memory file this call's tensors go (one region per call in flight). */
-  | { type: 'run'; id: number; method: string; args: unknown; region?: number }
+  /**
+   * `region`: where in the shared-memory file this call's tensors go (one region per call in
+   * flight); `shm`: the tensors of `args` whose bytes are there.
+   */
+  | { type: 'run'; id: number; method: string; args: unknown; region?: number; shm?: ShmSlot[] }
   | { type: 'shutdown' }
 
 export type WorkerMessage =
@@ -58,7 +84,7 @@ export type WorkerMessage =
   /** A coded error (catalog code, details) keeps its code across the boundary; see errors/wire.ts. */
   | ({ type: 'init-error' } & WireError)
   /** `ms`: how long the call ran in the worker (the batcher learns compute time from it, not the round trip). */
-  | { type: 'result'; id: number; value: unknown; ms: number }
+  | { type: 'result'; id: number; value: unknown; ms: number; shm?: ShmSlot[] }
   | ({ type: 'error'; id: number } & WireError)
 
 /** The command line a worker runs under; `ps` shows which runner it serves. */

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { closeSync, openSync, readSync, statSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
-import { isGathered, joined } from './protocol.js'
+import { isGathered, joined, type ShmSlot } from './protocol.js'
 
 /**
  * Tensor bytes between the API process and one worker through a shared-memory file (tmpfs,
@@ -12,7 +12,8 @@ import { isGathered, joined } from './protocol.js'
  * cannot go in one write, and in a server that is also answering HTTP each extra wake-up shows —
  * the quickstart's 110 KB input took 1.15 ms there and back inline, 0.78 ms through the file
  * (bench:served, one connection). Only the tensors' bytes move this way; the message itself
- * still goes over IPC and carries `{ __shm: [offset, length] }` where the bytes were.
+ * still goes over IPC, each such tensor's `data` empty, with a list of where their bytes are
+ * (`shm`: ShmSlot[], each the tensor's path in the message, its offset and its length).
  *
  * Each call in flight on a worker has a region of its own (calls may be handed to a worker before
  * the previous one is answered: WorkerPool's depth), so the file needs no locking: the API process
@@ -45,18 +46,13 @@ interface TensorLike {
   data: Uint8Array
 }
 
-interface TensorRef {
-  dtype: string
-  shape: number[]
-  __shm: [number, number]
-}
-
 const isTensor = (v: unknown): v is TensorLike =>
   typeof v === 'object' && v !== null && typeof (v as TensorLike).dtype === 'string' && Array.isArray((v as TensorLike).shape) && (v as TensorLike).data instanceof Uint8Array
 
-const isRef = (v: unknown): v is TensorRef => typeof v === 'object' && v !== null && Array.isArray((v as TensorRef).__shm)
-
 const isPlain = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)
+
+/** Stands where a tensor's bytes were: they are in the file, at the place its ShmSlot says. */
+const MOVED = new Uint8Array(0)
 
 /** How deep into a message tensors are looked for (args.inputs.x sits at depth 2). */
 const MAX_DEPTH = 4
@@ -97,10 +93,15 @@ export class ShmChannel {
     this.fd = undefined
   }
 
-  /** A copy of `value` whose tensors of SHM_MIN_BYTES or more are written to `region` of the file and replaced by references. */
-  encode(value: unknown, region = 0): unknown {
+  /**
+   * A copy of `value` whose tensors of SHM_MIN_BYTES or more are written to `region` of the file;
+   * their `data` is left empty in the copy and `slots` says where each one's bytes went (the
+   * message carries both, so the other side reads exactly those — it never guesses from shapes).
+   */
+  encode(value: unknown, region = 0): { value: unknown; slots: ShmSlot[] } {
     const base = region * REGION_BYTES
-    return this.walkOut(value, { offset: base, end: base + REGION_BYTES }, 0)
+    const slots: ShmSlot[] = []
+    return { value: this.walkOut(value, { offset: base, end: base + REGION_BYTES }, [], slots), slots }
   }
 
   /**
@@ -110,8 +111,17 @@ export class ShmChannel {
    * Reading into memory already touched is ~20× faster here than into fresh memory, whose
    * page faults dominate the copy.
    */
-  decode(value: unknown, reuse = false): unknown {
-    return this.walkIn(value, 0, reuse ? { offset: 0 } : undefined)
+  decode<T>(value: T, slots: readonly ShmSlot[] | undefined, reuse = false): T {
+    if (slots === undefined || slots.length === 0) return value
+    const at = reuse ? { offset: 0 } : undefined
+    for (const slot of slots) {
+      // `value` is the message as it arrived (a copy of its own): its tensors are filled in place.
+      let holder: unknown = value
+      for (const key of slot.path) holder = (holder as Record<string | number, unknown> | undefined)?.[key]
+      if (typeof holder !== 'object' || holder === null) throw new Error(`shared-memory tensor at ${slot.path.join('.')} is not in the message`)
+      ;(holder as { data: Uint8Array }).data = this.read(slot, at)
+    }
+    return value
   }
 
   private scratch: Buffer | undefined
@@ -127,7 +137,7 @@ export class ShmChannel {
     return new Uint8Array(this.scratch.buffer, start, length)
   }
 
-  private walkOut(v: unknown, at: { offset: number; end: number }, depth: number): unknown {
+  private walkOut(v: unknown, at: { offset: number; end: number }, path: (string | number)[], slots: ShmSlot[]): unknown {
     if (isGathered(v)) {
       const length = v.parts.reduce((n, p) => n + p.byteLength, 0)
       if (length < SHM_MIN_BYTES || this.fd === undefined || at.offset + length > at.end) return joined(v)
@@ -138,7 +148,8 @@ export class ShmChannel {
         pos += p.byteLength
       }
       at.offset = offset + Math.ceil(length / 8) * 8
-      return { dtype: v.dtype, shape: v.shape, __shm: [offset, length] } satisfies TensorRef
+      slots.push({ path: [...path], offset, length })
+      return { dtype: v.dtype, shape: v.shape, data: MOVED }
     }
     if (isTensor(v)) {
       // Past the region's end the bytes go inline (they would overwrite another call's).
@@ -147,39 +158,31 @@ export class ShmChannel {
       if (!this.write(v.data, offset)) return v
       // 8-byte alignment keeps every typed array view of the next tensor valid.
       at.offset = offset + Math.ceil(v.data.byteLength / 8) * 8
-      return { dtype: v.dtype, shape: v.shape, __shm: [offset, v.data.byteLength] } satisfies TensorRef
+      slots.push({ path: [...path], offset, length: v.data.byteLength })
+      return { ...v, data: MOVED }
     }
-    if (depth >= MAX_DEPTH) return v
-    if (Array.isArray(v)) return v.some((x) => typeof x === 'object' && x !== null) ? v.map((x) => this.walkOut(x, at, depth + 1)) : v
+    if (path.length >= MAX_DEPTH) return v
+    if (Array.isArray(v)) return v.some((x) => typeof x === 'object' && x !== null) ? v.map((x, i) => this.walkOut(x, at, [...path, i], slots)) : v
     if (isPlain(v)) {
       const out: Record<string, unknown> = {}
-      for (const [k, x] of Object.entries(v)) out[k] = this.walkOut(x, at, depth + 1)
+      for (const [k, x] of Object.entries(v)) out[k] = this.walkOut(x, at, [...path, k], slots)
       return out
     }
     return v
   }
 
-  private walkIn(v: unknown, depth: number, at: { offset: number } | undefined): unknown {
-    if (isRef(v)) {
-      const [offset, length] = v.__shm
-      // Not zero-filled (every byte is read next); aligned for any dtype either way.
-      const data = at ? this.scratchBytes(at, length) : new Uint8Array(Buffer.allocUnsafeSlow(length).buffer, 0, length)
-      let done = 0
-      while (done < length) {
-        const n = readSync(this.fd!, data, done, length - done, offset + done)
-        if (n === 0) throw new Error(`shared-memory tensor truncated at ${done} of ${length} bytes`)
-        done += n
-      }
-      return { dtype: v.dtype, shape: v.shape, data }
+  /** One tensor's bytes from the file: into fresh memory, or into the scratch buffer at `at`. */
+  private read(slot: ShmSlot, at: { offset: number } | undefined): Uint8Array {
+    const { offset, length } = slot
+    // Not zero-filled (every byte is read next); aligned for any dtype either way.
+    const data = at ? this.scratchBytes(at, length) : new Uint8Array(Buffer.allocUnsafeSlow(length).buffer, 0, length)
+    let done = 0
+    while (done < length) {
+      const n = readSync(this.fd!, data, done, length - done, offset + done)
+      if (n === 0) throw new Error(`shared-memory tensor truncated at ${done} of ${length} bytes`)
+      done += n
     }
-    if (depth >= MAX_DEPTH) return v
-    if (Array.isArray(v)) return v.some((x) => typeof x === 'object' && x !== null) ? v.map((x) => this.walkIn(x, depth + 1, at)) : v
-    if (isPlain(v)) {
-      const out: Record<string, unknown> = {}
-      for (const [k, x] of Object.entries(v)) out[k] = this.walkIn(x, depth + 1, at)
-      return out
-    }
-    return v
+    return data
   }
 
   /** false when the bytes did not fit (ENOSPC): the caller sends them inline. */

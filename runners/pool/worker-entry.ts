@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url'
 import { isMainThread, parentPort } from 'node:worker_threads'
 import { errorToWire } from '../../errors/index.js'
 import { encodeStrings, fromWire } from '../tensor.js'
-import type { BackendSpec, ParentMessage, WireTensor, WorkerMessage } from './protocol.js'
+import { ONNX_RUN, type BackendSpec, type OnnxRunArgs, type OnnxRunResult, type ParentMessage, type WireTensor, type WorkerMessage } from './protocol.js'
 import { ShmChannel } from './shm.js'
 
 type Methods = Record<string, (args: unknown) => unknown>
@@ -80,12 +80,13 @@ async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<M
     return new ort.Tensor(t.dtype as never, t.data as never, t.shape)
   }
   return {
-    async run(args: unknown) {
-      const { inputs, outputs } = args as { inputs: Record<string, WireTensor>; outputs?: string[] }
+    async [ONNX_RUN](args: unknown): Promise<OnnxRunResult> {
+      // A worker gets every tensor whole (gathered ones were written or joined on the way).
+      const { inputs, outputs } = args as OnnxRunArgs & { inputs: Record<string, WireTensor> }
       const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toOrt(t)]))
       const result = outputs ? await session.run(feeds, outputs) : await session.run(feeds)
       return Object.fromEntries(
-        Object.entries(result).map(([k, t]) => {
+        Object.entries(result).map(([k, t]): [string, WireTensor] => {
           if (t.type === 'string') return [k, { dtype: 'string', shape: [...t.dims], data: encodeStrings(t.data as string[]) } satisfies WireTensor]
           const view = t.data as ArrayBufferView
           return [k, { dtype: t.type, shape: [...t.dims], data: new Uint8Array(view.buffer, view.byteOffset, view.byteLength) } satisfies WireTensor]
@@ -132,12 +133,17 @@ function onMessage(msg: ParentMessage): void {
     turn = turn
       // onnxruntime is done with its inputs when run() resolves: they may live in reused memory.
       .then(() => {
-        const args = shm ? shm.decode(msg.args, reuseInputs) : msg.args
+        const args = shm ? shm.decode(msg.args, msg.shm, reuseInputs) : msg.args
         started = performance.now()
         return fn(args)
       })
       .then(
-        (value) => send({ type: 'result', id: msg.id, value: shm ? shm.encode(value, msg.region ?? 0) : value, ms: performance.now() - started }),
+        (value) => {
+          const ms = performance.now() - started
+          if (shm === undefined) return send({ type: 'result', id: msg.id, value, ms })
+          const out = shm.encode(value, msg.region ?? 0)
+          send({ type: 'result', id: msg.id, value: out.value, ms, ...(out.slots.length ? { shm: out.slots } : {}) })
+        },
         (err: unknown) => send({ type: 'error', id: msg.id, ...errorToWire(err) }),
       )
   } else if (msg.type === 'shutdown') {
