@@ -79,6 +79,6 @@ await inlinePool.stop()
 
 writeSection(
   'ipc',
-  `## Worker round trip (\`npm run bench:ipc\`)\n\n${machine()}. One worker process echoing what it gets; latency in ms. The issue's target for 100 KB is < 0.3 ms; the 100 KiB row minus the 4 B row is the cost of the bytes themselves. Tensors of 64 KiB or more go through the worker's shared-memory file (/dev/shm) by default; inline, they travel inside the IPC message. A worker thread in the API process, its tensor copied out of the request's memory and moved there and back as a transferable, is the floor a thread runner would have (docs/operations.md, "Why runners are processes"). The three paths are measured interleaved.\n\n| payload | path | p50 | p99 |\n|---|---|---|---|\n${rows.join('\n')}`,
+  `## Worker round trip (\`npm run bench:ipc\`)\n\n${machine()}. One worker process echoing what it gets; latency in ms. The issue's target for 100 KB is < 0.3 ms; the 100 KiB row minus the 4 B row is the cost of the bytes themselves. Tensors of 64 KiB or more go through the worker's shared-memory file (/dev/shm) by default; inline, they travel inside the IPC message. A worker thread in the API process, its tensor copied out of the request's memory and moved there and back as a transferable, is the floor of a thread runner (\`isolation: 'thread'\`; docs/operations.md, "Processes or threads"). The three paths are measured interleaved.\n\n| payload | path | p50 | p99 |\n|---|---|---|---|\n${rows.join('\n')}`,
 )
 console.log(rows.join('\n'))
