@@ -9,7 +9,7 @@ import { HOST } from './fs-util.js'
 import { collectInputs } from './inputs.js'
 import { validateLabels, type Labels } from './labels.js'
 import type { ModelStore } from './model-store.js'
-import { resolveIn, resolveTag, type Kind } from './resolve.js'
+import { resolveIn, resolveMany, resolveTag, type Kind } from './resolve.js'
 import { formatTag, parseTag, validateName, validateVersion } from './tag.js'
 import type { BundleInfo, BundleModelRef } from './types.js'
 import { generateVersion } from './version-id.js'
@@ -135,23 +135,12 @@ export class BundleStore {
     if (tags.length === 0) throw new BundleError('E_STORE_TAG_INVALID', 'no tag given to delete')
     for (const t of tags) parseTag(t)
     const deleted = this.store.write(() => {
-      const targets = new Map<number, StoredBundle>()
-      for (const tag of tags) {
-        if (options.allVersions) {
-          const q = parseTag(tag)
-          const all = this.index.versions(q.name)
-          if (all.length === 0) throw new BundleError('E_BUNDLE_NOT_FOUND', `no bundle named "${q.name}" is stored`)
-          for (const v of all) targets.set(v.id, this.index.byId(v.id)!)
-          continue
-        }
-        const b = resolveIn(this.index, tag, BUNDLE)
-        targets.set(b.id, b)
-      }
-      for (const b of targets.values()) {
+      const targets = resolveMany(this.index, tags, BUNDLE, options.allVersions)
+      for (const b of targets) {
         this.store.index.removeRefsTo('bundle', b.tag)
         this.index.remove(b.id)
       }
-      return [...targets.values()]
+      return targets
     })
     try {
       this.store.collect(

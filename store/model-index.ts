@@ -27,6 +27,9 @@ export interface StoredModel extends ModelInfo {
   id: number
 }
 
+/** The row id stays inside the store: callers name models by tag. */
+export const strip = ({ id: _id, ...info }: StoredModel): ModelInfo => info
+
 export interface NewModel {
   name: string
   version: string

@@ -20,7 +20,7 @@ export interface Kind {
   notFound: ErrorCode
 }
 
-const MODEL: Kind = { noun: 'model', notFound: 'E_STORE_MODEL_NOT_FOUND' }
+export const MODEL: Kind = { noun: 'model', notFound: 'E_STORE_MODEL_NOT_FOUND' }
 
 /**
  * Resolves a tag to one stored model:
@@ -65,4 +65,24 @@ export function resolveIn<T>(index: TagIndex<T>, tag: string, kind: Kind): T {
   }
   const id = semverVersions.find((v) => v.version === best)!.id
   return index.byId(id)!
+}
+
+/**
+ * The rows `tags` name, each once, for a delete; with `allVersions` a tag names every version of
+ * its name. Throws on the first tag that names nothing, so that nothing is deleted.
+ */
+export function resolveMany<T extends { id: number }>(index: TagIndex<T>, tags: readonly string[], kind: Kind, allVersions = false): T[] {
+  const targets = new Map<number, T>()
+  for (const tag of tags) {
+    if (allVersions) {
+      const q = parseTag(tag)
+      const all = index.versions(q.name)
+      if (all.length === 0) throw new BundleError(kind.notFound, `no ${kind.noun} named "${q.name}" is stored`)
+      for (const v of all) targets.set(v.id, index.byId(v.id)!)
+    } else {
+      const m = resolveIn(index, tag, kind)
+      targets.set(m.id, m)
+    }
+  }
+  return [...targets.values()]
 }
