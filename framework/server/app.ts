@@ -20,7 +20,8 @@ import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
 import { RequestPipeline } from './pipeline.js'
 import { frameworkVersion, headerOf, SANE_REQUEST_ID } from './request.js'
-import { TaskService } from './tasks.js'
+import { TaskService } from './tasks/queue.js'
+import { mountTaskRoutes } from './tasks/routes.js'
 import { ModelRepository } from './v2/repository.js'
 import { mountV2, v2Error } from './v2/routes.js'
 
@@ -196,7 +197,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     track: (fn) => pipeline.track(fn),
   })
 
-  tasks?.mount(app, {
+  if (tasks) mountTaskRoutes(app, tasks, {
     decode: async (c, a) => {
       if (lifecycle.phase !== 'ready' || lifecycle.instance === undefined) throw lifecycle.notServing()
       const ex = honoExchange(c)

@@ -2,7 +2,7 @@ import type { Logger } from 'pino'
 import { BundleError, isBundleError } from '../../errors/index.js'
 import { envOverrides, mergeOverrides, queueName, undeclaredRunners, type RedisLink, type RunnerOverrides } from '../../runners/index.js'
 import type { ApiDefinition, ServiceDefinition } from '../service/definition.js'
-import type { TaskService } from './tasks.js'
+import type { TaskService } from './tasks/queue.js'
 import type { ModelRepository } from './v2/repository.js'
 
 export type Phase = 'starting' | 'ready' | 'draining' | 'stopped' | 'failed'

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq'
-import type { Context, Hono } from 'hono'
 import type { Logger } from 'pino'
-import { BundleError, isBundleError } from '../../errors/index.js'
-import { isTransportError, pack, RUN_RETRY_MS, unpack, type Packed, type RedisLink } from '../../runners/index.js'
-import type { ApiDefinition } from '../service/definition.js'
+import { BundleError, isBundleError } from '../../../errors/index.js'
+import { isTransportError, pack, RUN_RETRY_MS, unpack, type Packed, type RedisLink } from '../../../runners/index.js'
+import type { ApiDefinition } from '../../service/definition.js'
 
 // Durable async tasks (@task): each task API has a BullMQ queue in Redis, so a task is seen by
 // every replica and outlives the server that took it; every replica also runs some of them.
@@ -46,6 +45,11 @@ export class TaskService {
   private stopping = false
 
   constructor(private readonly o: TaskOptions) {}
+
+  /** The task APIs this service runs: the routes mount one set per API. */
+  get apis(): readonly ApiDefinition[] {
+    return this.o.apis
+  }
 
   private queueName(a: ApiDefinition): string {
     return `${this.o.scope}.task.${a.name}`.replace(/[^A-Za-z0-9._-]/g, '-')
@@ -198,45 +202,5 @@ export class TaskService {
     this.subscriber?.disconnect()
     this.workers.length = 0
     this.queues.clear()
-  }
-
-  /** The routes of every task API: submit, status, result, cancel, retry (the app checks the API key before them: none is open). */
-  mount(app: Hono<any>, h: { decode: (c: Context, a: ApiDefinition) => Promise<unknown>; respond: (c: Context, err: unknown) => Response }): void {
-    const taskId = (c: Context): string => {
-      const id = c.req.query('taskId')
-      if (!id) throw new BundleError('E_INPUT_INVALID', 'taskId is missing: add ?taskId=… (the id submit returned)')
-      if (!/^[A-Za-z0-9-]{1,64}$/.test(id)) throw new BundleError('E_TASK_NOT_FOUND', `no task ${id.slice(0, 64)}`)
-      return id
-    }
-    const route = (fn: (c: Context) => Promise<Response>) => async (c: Context) => {
-      try {
-        return await fn(c)
-      } catch (err) {
-        return h.respond(c, err)
-      }
-    }
-    for (const a of this.o.apis) {
-      app.post(`${a.route}/submit`, route(async (c) => {
-        const id = await this.submit(a, await h.decode(c, a))
-        return c.json({ taskId: id, status: 'pending' }, 202)
-      }))
-      app.get(`${a.route}/status`, route(async (c) => {
-        return c.json(await this.status(a, taskId(c)))
-      }))
-      app.get(`${a.route}/result`, route(async (c) => {
-        const r = await this.result(a, taskId(c))
-        return c.body(Buffer.from(r.body, 'base64') as never, 200, { 'content-type': r.contentType, ...(r.headers ?? {}) })
-      }))
-      app.post(`${a.route}/cancel`, route(async (c) => {
-        const id = taskId(c)
-        await this.cancel(a, id)
-        return c.json({ taskId: id, status: 'cancelled' })
-      }))
-      app.post(`${a.route}/retry`, route(async (c) => {
-        const id = taskId(c)
-        await this.retry(a, id)
-        return c.json({ taskId: id, status: 'pending' })
-      }))
-    }
   }
 }
