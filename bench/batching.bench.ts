@@ -23,7 +23,10 @@ async function raw(model: string, shape: number[], batches: number[], seconds = 
   const session = await ort.InferenceSession.create(model)
   const out = new Map<number, number>()
   for (const n of batches) {
-    const x = new ort.Tensor('float32', new Float32Array(n * shape.reduce((a, b) => a * b, 1)).fill(0.25), [n, ...shape])
+    const x = new ort.Tensor('float32', new Float32Array(n * shape.reduce((a, b) => a * b, 1)).fill(0.25), [
+      n,
+      ...shape,
+    ])
     for (let i = 0; i < 3; i++) await session.run({ x })
     let items = 0
     const t = performance.now()
@@ -38,7 +41,14 @@ async function raw(model: string, shape: number[], batches: number[], seconds = 
 }
 
 const load = (url: string, concurrency: number): Promise<LoadResult> =>
-  runLoad({ url: `${url}/classifyTensor`, headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,192' }, body, concurrency, warmupMs: 2000, durationMs: 6000 })
+  runLoad({
+    url: `${url}/classifyTensor`,
+    headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,192' },
+    body,
+    concurrency,
+    warmupMs: 2000,
+    durationMs: 6000,
+  })
 
 async function server(label: string, args: string[], env: Record<string, string>): Promise<Map<number, LoadResult>> {
   const s = await startServer(args, env, 'ignore')
@@ -59,11 +69,15 @@ try {
   const best = [...clsRaw].reduce((a, b) => (b[1] > a[1] ? b : a))
   const naive = await server('naive', ['--import', 'tsx', NAIVE], { MODEL: MODELS.cls })
   const env = { BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }
-  const off = await server('bundle batching off', [BIN, 'serve', QUICKSTART, '--port', '0'], { ...env, BUNDLE_RUNNER_OCR_CLS_BATCHING_ENABLED: 'false' })
+  const off = await server('bundle batching off', [BIN, 'serve', QUICKSTART, '--port', '0'], {
+    ...env,
+    BUNDLE_RUNNER_OCR_CLS_BATCHING_ENABLED: 'false',
+  })
   const on = await server('bundle batching on', [BIN, 'serve', QUICKSTART, '--port', '0'], env)
   const recRaw = await raw(MODELS.rec, [3, 48, 320], [1, 2, 4, 8, 16, 32])
 
-  const row = (name: string, c: number, r: LoadResult) => `| ${name} | ${c} | ${fmt(r.okRps, 0)} | ${fmt(r.rps - r.okRps, 0)} | ${fmt(r.okP50, 1)} | ${fmt(r.okP99, 1)} | ${fmt(r.p99, 1)} |`
+  const row = (name: string, c: number, r: LoadResult) =>
+    `| ${name} | ${c} | ${fmt(r.okRps, 0)} | ${fmt(r.rps - r.okRps, 0)} | ${fmt(r.okP50, 1)} | ${fmt(r.okP99, 1)} | ${fmt(r.p99, 1)} |`
   const rows: string[] = []
   for (const c of CONCURRENCY) {
     rows.push(row('(b) naive hono + session.run', c, naive.get(c)!))

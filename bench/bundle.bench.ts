@@ -16,7 +16,11 @@ const env = { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }
 /** ms from spawn to the first /readyz 200. */
 async function coldStart(target: string, port: number): Promise<number> {
   const t0 = performance.now()
-  const child = spawn(process.execPath, [BIN, 'serve', target, '--port', String(port)], { env, stdio: 'ignore', cwd: tmpdir() })
+  const child = spawn(process.execPath, [BIN, 'serve', target, '--port', String(port)], {
+    env,
+    stdio: 'ignore',
+    cwd: tmpdir(),
+  })
   const exited = new Promise((r) => child.on('exit', r))
   try {
     for (;;) {
@@ -35,7 +39,10 @@ try {
   const builds: number[] = []
   for (let i = 0; i < 3; i++) {
     const t = performance.now()
-    const r = spawnSync(process.execPath, [BIN, 'build', QUICKSTART, '--version', `1.0.${i}`], { env, encoding: 'utf8' })
+    const r = spawnSync(process.execPath, [BIN, 'build', QUICKSTART, '--version', `1.0.${i}`], {
+      env,
+      encoding: 'utf8',
+    })
     if (r.status !== 0) throw new Error(r.stderr)
     builds.push(performance.now() - t)
   }

@@ -28,7 +28,12 @@ function cli(args: string[]): { stdout: string; stderr: string } {
 
 try {
   cli(['build', join(REPO, 'examples/quickstart'), '--version', '1.0.0'])
-  const base = process.env.BENCH_BASE_IMAGE ?? execFileSync(join(REPO, 'docker/local-base-image.sh'), ['-t', BENCH_BASE, join(REPO, 'node_modules')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+  const base =
+    process.env.BENCH_BASE_IMAGE ??
+    execFileSync(join(REPO, 'docker/local-base-image.sh'), ['-t', BENCH_BASE, join(REPO, 'node_modules')], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim()
   const t0 = performance.now()
   const built = cli(['containerize', 'quickstart:1.0.0', '-t', image, '--backend', 'podman', '--base-image', base])
   const seconds = (performance.now() - t0) / 1000

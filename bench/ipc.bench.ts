@@ -58,7 +58,8 @@ async function roundTrips(pools: Echo[], bytes: number, iterations: number): Pro
   })
 }
 
-const echo = () => new WorkerPool({ runner: 'echo', workers: 1, backend: { kind: 'custom', module: ECHO, exportName: 'EchoRunner' } })
+const echo = () =>
+  new WorkerPool({ runner: 'echo', workers: 1, backend: { kind: 'custom', module: ECHO, exportName: 'EchoRunner' } })
 const shmPool = echo()
 await shmPool.start()
 process.env.BUNDLE_IPC_SHM = '0'
@@ -67,11 +68,21 @@ await inlinePool.start()
 const thread = threadEcho()
 const rows: string[] = []
 for (const bytes of [4, 100 * 1024, 1024 * 1024, 4096 * 1024]) {
-  const [viaShm, inline, viaThread] = await roundTrips([shmPool, inlinePool, thread], bytes, bytes > 500_000 ? 300 : 2000)
+  const [viaShm, inline, viaThread] = await roundTrips(
+    [shmPool, inlinePool, thread],
+    bytes,
+    bytes > 500_000 ? 300 : 2000,
+  )
   const size = bytes >= 1024 ? `${bytes / 1024} KiB` : `${bytes} B`
-  rows.push(`| ${size} tensor, to the worker and back | default${bytes >= 64 * 1024 ? ' (shared memory)' : ' (inline)'} | ${fmt(viaShm!.p50, 3)} | ${fmt(viaShm!.p99, 3)} |`)
-  rows.push(`| ${size} tensor, to the worker and back | BUNDLE_IPC_SHM=0 (inline) | ${fmt(inline!.p50, 3)} | ${fmt(inline!.p99, 3)} |`)
-  rows.push(`| ${size} tensor, to the worker and back | a worker thread (the floor of a thread runner) | ${fmt(viaThread!.p50, 3)} | ${fmt(viaThread!.p99, 3)} |`)
+  rows.push(
+    `| ${size} tensor, to the worker and back | default${bytes >= 64 * 1024 ? ' (shared memory)' : ' (inline)'} | ${fmt(viaShm!.p50, 3)} | ${fmt(viaShm!.p99, 3)} |`,
+  )
+  rows.push(
+    `| ${size} tensor, to the worker and back | BUNDLE_IPC_SHM=0 (inline) | ${fmt(inline!.p50, 3)} | ${fmt(inline!.p99, 3)} |`,
+  )
+  rows.push(
+    `| ${size} tensor, to the worker and back | a worker thread (the floor of a thread runner) | ${fmt(viaThread!.p50, 3)} | ${fmt(viaThread!.p99, 3)} |`,
+  )
 }
 await thread.stop()
 await shmPool.stop()

@@ -29,7 +29,8 @@ export interface LoadResult {
   okP99: number
 }
 
-const pct = (sorted: number[], p: number): number => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN)
+const pct = (sorted: number[], p: number): number =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN
 
 /**
  * A fixed-concurrency load generator: `concurrency` loops each send a request, wait for the
@@ -51,10 +52,20 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
 
   const once = (): Promise<number> =>
     new Promise((resolve) => {
-      const req = request({ hostname: target.hostname, port: target.port, path: target.pathname + target.search, method: o.method ?? 'POST', headers, agent }, (res) => {
-        res.on('data', () => undefined)
-        res.on('end', () => resolve(res.statusCode ?? 0))
-      })
+      const req = request(
+        {
+          hostname: target.hostname,
+          port: target.port,
+          path: target.pathname + target.search,
+          method: o.method ?? 'POST',
+          headers,
+          agent,
+        },
+        (res) => {
+          res.on('data', () => undefined)
+          res.on('end', () => resolve(res.statusCode ?? 0))
+        },
+      )
       req.on('error', () => resolve(0))
       req.end(body)
     })
@@ -86,7 +97,10 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     p90: pct(sorted, 90),
     p99: pct(sorted, 99),
     mean: sorted.reduce((a, b) => a + b, 0) / (sorted.length || 1),
-    okP50: pct(okLatencies.sort((a, b) => a - b), 50),
+    okP50: pct(
+      okLatencies.sort((a, b) => a - b),
+      50,
+    ),
     okP99: pct(okLatencies, 99),
   }
 }

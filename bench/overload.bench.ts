@@ -29,7 +29,10 @@ const store = ModelStore.open({ home })
 await store.save({ name: 'ocr-rec', version: '4.0.0', paths: [MODELS.rec] })
 store.close()
 const port = 30000 + Math.floor(Math.random() * 20000)
-const child = spawn(process.execPath, [BIN, 'serve', SERVICE, '--port', String(port)], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
+const child = spawn(process.execPath, [BIN, 'serve', SERVICE, '--port', String(port)], {
+  env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' },
+  stdio: 'ignore',
+})
 const url = `http://127.0.0.1:${port}`
 try {
   for (let i = 0; (await fetch(`${url}/readyz`).catch(() => undefined))?.status !== 200; i++) {
@@ -37,12 +40,21 @@ try {
     await new Promise((r) => setTimeout(r, 100))
   }
   // Capacity: a closed loop of 8 clients (each waits for its answer) after a warm-up.
-  const capacity = (await runLoad({ url: `${url}/read`, headers, body, concurrency: 8, warmupMs: 2000, durationMs: 5000 })).okRps
+  const capacity = (
+    await runLoad({ url: `${url}/read`, headers, body, concurrency: 8, warmupMs: 2000, durationMs: 5000 })
+  ).okRps
   const rows: string[] = []
   for (const factor of FACTORS) {
     const rate = factor * capacity
     const rssBefore = rssMiB(child.pid!)
-    const { sent, answers } = await openLoop({ url: `${url}/read`, headers, body, rate, durationMs: SECONDS * 1000, timeoutMs: 15_000 })
+    const { sent, answers } = await openLoop({
+      url: `${url}/read`,
+      headers,
+      body,
+      rate,
+      durationMs: SECONDS * 1000,
+      timeoutMs: 15_000,
+    })
     const ok = answers.filter((a) => a.status === 200).map((a) => a.ms)
     const shed = answers.filter((a) => a.status === 503 || a.status === 429).map((a) => a.ms)
     const other = answers.length - ok.length - shed.length

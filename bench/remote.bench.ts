@@ -21,7 +21,10 @@ const redis = `redis://127.0.0.1:${redisPort}`
 const children: ChildProcess[] = []
 
 function start(args: string[], env: Record<string, string> = {}): { child: ChildProcess; out: () => string } {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let out = ''
   child.stdout!.on('data', (c) => (out += c))
   child.stderr!.on('data', (c) => (out += c))
@@ -45,7 +48,10 @@ async function stop(child: ChildProcess): Promise<void> {
 }
 
 async function serve(entry: string, port: number, remote: boolean, env: Record<string, string>): Promise<ChildProcess> {
-  const p = start(['serve', entry, '--port', String(port), ...(remote ? ['--runners', 'remote', '--redis', redis] : [])], env)
+  const p = start(
+    ['serve', entry, '--port', String(port), ...(remote ? ['--runners', 'remote', '--redis', redis] : [])],
+    env,
+  )
   // A remote API server is ready once a worker is live; before that it says it waits for one.
   await until(`serve ${entry}`, async () => {
     const r = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined)
@@ -56,7 +62,11 @@ async function serve(entry: string, port: number, remote: boolean, env: Record<s
   return p.child
 }
 
-const ready = (port: number) => until(`ready on ${port}`, async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200)
+const ready = (port: number) =>
+  until(
+    `ready on ${port}`,
+    async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200,
+  )
 
 async function workers(entry: string, n: number, env: Record<string, string>): Promise<ChildProcess[]> {
   const ws = Array.from({ length: n }, () => start(['worker', entry, '--redis', redis], env))
@@ -64,10 +74,20 @@ async function workers(entry: string, n: number, env: Record<string, string>): P
   return ws.map((w) => w.child)
 }
 
-const load = (url: string, body: string | Uint8Array, concurrency: number, type = 'application/json', durationMs = 8_000): Promise<LoadResult> =>
+const load = (
+  url: string,
+  body: string | Uint8Array,
+  concurrency: number,
+  type = 'application/json',
+  durationMs = 8_000,
+): Promise<LoadResult> =>
   runLoad({ url, headers: { 'content-type': type }, body, concurrency, warmupMs: 2_000, durationMs })
 
-const redisServer = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+const redisServer = spawn(
+  'redis-server',
+  ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+  { stdio: 'ignore' },
+)
 try {
   await new Promise((r) => setTimeout(r, 300))
   const sections: string[] = []
@@ -79,7 +99,11 @@ try {
   let ws: ChildProcess[] = []
   for (const n of [1, 2, 4]) {
     ws.push(...(await workers(SERVICE, n - ws.length, delay)))
-    await until(`${n} workers seen`, async () => new RegExp(`bundle_runner_remote_workers\\{[^}]*\\} ${n}\\b`).test(await (await fetch('http://127.0.0.1:24100/metrics')).text()))
+    await until(`${n} workers seen`, async () =>
+      new RegExp(`bundle_runner_remote_workers\\{[^}]*\\} ${n}\\b`).test(
+        await (await fetch('http://127.0.0.1:24100/metrics')).text(),
+      ),
+    )
     scale.push({ n, r: await load('http://127.0.0.1:24100/double', '{"x":1}', 64) })
   }
   await Promise.all([stop(api), ...ws.map(stop)])
@@ -87,7 +111,12 @@ try {
   const x4 = scale[2]!.r.okRps / base
   sections.push(
     `### Scale-out: a 200 ms batch (simulated accelerator, maxBatchSize 16), c=64\n\n| remote workers | ok req/s | × one worker | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n` +
-      scale.map(({ n, r }) => `| ${n} | ${fmt(r.okRps)} | ${fmt(r.okRps / base, 2)} | ${fmt(r.okP50, 0)} | ${fmt(r.okP99, 0)} | ${r.errors} |`).join('\n') +
+      scale
+        .map(
+          ({ n, r }) =>
+            `| ${n} | ${fmt(r.okRps)} | ${fmt(r.okRps / base, 2)} | ${fmt(r.okP50, 0)} | ${fmt(r.okP99, 0)} | ${r.errors} |`,
+        )
+        .join('\n') +
       `\n\nTarget ≥ 3.5× from 1 to 4 workers — ${x4 >= 3.5 ? 'met' : 'missed'} (${fmt(x4, 2)}×). The ceiling is 16 rows per 200 ms per worker: ${16 * 5} req/s each.`,
   )
 
@@ -107,26 +136,47 @@ try {
   )
 
   // 3. The quickstart model, local vs one remote worker.
-  const png = new Uint8Array(await (await import('node:fs/promises')).readFile(new URL('../test/fixtures/images/hello-0.png', import.meta.url)))
+  const png = new Uint8Array(
+    await (await import('node:fs/promises')).readFile(new URL('../test/fixtures/images/hello-0.png', import.meta.url)),
+  )
   const rows: string[] = []
   // The quickstart's 50 ms latency bound leaves no room for a network hop; both sides get 200 ms.
   const bound = { BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '200' }
   const q = await serve(QUICKSTART, 24300, false, bound)
-  const ql = [await load('http://127.0.0.1:24300/classify', png, 1, 'image/png'), await load('http://127.0.0.1:24300/classify', png, 8, 'image/png')]
+  const ql = [
+    await load('http://127.0.0.1:24300/classify', png, 1, 'image/png'),
+    await load('http://127.0.0.1:24300/classify', png, 8, 'image/png'),
+  ]
   await stop(q)
   ws = await workers(QUICKSTART, 1, bound)
   const qr = await serve(QUICKSTART, 24301, true, bound)
   await ready(24301)
-  const qrr = [await load('http://127.0.0.1:24301/classify', png, 1, 'image/png'), await load('http://127.0.0.1:24301/classify', png, 8, 'image/png')]
+  const qrr = [
+    await load('http://127.0.0.1:24301/classify', png, 1, 'image/png'),
+    await load('http://127.0.0.1:24301/classify', png, 8, 'image/png'),
+  ]
   await Promise.all([stop(qr), ...ws.map(stop)])
   for (const [i, c] of [1, 8].entries()) {
-    rows.push(`| local | ${c} | ${fmt(ql[i]!.okRps)} | ${fmt(ql[i]!.okP50, 1)} | ${fmt(ql[i]!.okP99, 1)} | ${ql[i]!.errors} |`)
-    rows.push(`| one remote worker | ${c} | ${fmt(qrr[i]!.okRps)} | ${fmt(qrr[i]!.okP50, 1)} | ${fmt(qrr[i]!.okP99, 1)} | ${qrr[i]!.errors} |`)
+    rows.push(
+      `| local | ${c} | ${fmt(ql[i]!.okRps)} | ${fmt(ql[i]!.okP50, 1)} | ${fmt(ql[i]!.okP99, 1)} | ${ql[i]!.errors} |`,
+    )
+    rows.push(
+      `| one remote worker | ${c} | ${fmt(qrr[i]!.okRps)} | ${fmt(qrr[i]!.okP50, 1)} | ${fmt(qrr[i]!.okP99, 1)} | ${qrr[i]!.errors} |`,
+    )
   }
-  sections.push(`### Quickstart (real model) over one remote worker\n\n| runner | c | ok req/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n${rows.join('\n')}\n\nPNG in, \`/classify\` (decode and resize in the API server, 3 × 48 × 192 float32 = 110 KiB per row to the model), maxLatencyMs 200 on both sides.`)
+  sections.push(
+    `### Quickstart (real model) over one remote worker\n\n| runner | c | ok req/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n${rows.join('\n')}\n\nPNG in, \`/classify\` (decode and resize in the API server, 3 × 48 × 192 float32 = 110 KiB per row to the model), maxLatencyMs 200 on both sides.`,
+  )
 
-  writeSection('remote', `## Remote runners (\`npm run bench:remote\`)\n\n${machine()}. API server, workers and redis-server on this machine, over loopback; closed loop, 8 s after 2 s of warm-up.\n\n${sections.join('\n\n')}`)
-  console.log({ scale: scale.map(({ n, r }) => [n, r.okRps]), hop: { local: l.okP50, remote: rr.okP50 }, quickstart: { local: ql.map((r) => r.okRps), remote: qrr.map((r) => r.okRps) } })
+  writeSection(
+    'remote',
+    `## Remote runners (\`npm run bench:remote\`)\n\n${machine()}. API server, workers and redis-server on this machine, over loopback; closed loop, 8 s after 2 s of warm-up.\n\n${sections.join('\n\n')}`,
+  )
+  console.log({
+    scale: scale.map(({ n, r }) => [n, r.okRps]),
+    hop: { local: l.okP50, remote: rr.okP50 },
+    quickstart: { local: ql.map((r) => r.okRps), remote: qrr.map((r) => r.okRps) },
+  })
 } finally {
   await Promise.all(children.map(stop))
   redisServer.kill('SIGKILL')

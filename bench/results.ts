@@ -12,7 +12,9 @@ export function writeSection(name: string, markdown: string): void {
   const start = `<!-- ${name}:start -->`
   const end = `<!-- ${name}:end -->`
   const block = `${start}\n${markdown.trim()}\n${end}`
-  let doc = existsSync(FILE) ? readFileSync(FILE, 'utf8') : '# Benchmark results\n\nWritten by `npm run bench`; each section by its own bench. Numbers are from one run on a shared, noisy machine: compare ratios within a section, not across runs.\n'
+  let doc = existsSync(FILE)
+    ? readFileSync(FILE, 'utf8')
+    : '# Benchmark results\n\nWritten by `npm run bench`; each section by its own bench. Numbers are from one run on a shared, noisy machine: compare ratios within a section, not across runs.\n'
   const re = new RegExp(`${start}[\\s\\S]*?${end}`)
   doc = re.test(doc) ? doc.replace(re, block) : `${doc.trimEnd()}\n\n${block}\n`
   writeFileSync(FILE, doc)

@@ -45,16 +45,25 @@ writeFileSync(itemFile, JSON.stringify({ x: 1 }))
 
 const start = (args: string[], env: Record<string, string> = {}) => startServer(args, { BUNDLE_HOME: home, ...env })
 
-const TENSOR = { bodyFile: tensorFile, headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,192' } }
+const TENSOR = {
+  bodyFile: tensorFile,
+  headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,192' },
+}
 const IMAGE = { bodyFile: PNG, headers: { 'content-type': 'image/png' } }
 const JSON_BODY = (file: string) => ({ bodyFile: file, headers: { 'content-type': 'application/json' } })
 
 type Load = { bodyFile: string; headers: Record<string, string> }
-const run = (url: string, load: Load, connections: number, seconds = SECONDS) => wrk({ url, ...load, connections, seconds, threads: connections >= 16 ? 2 : 1 })
+const run = (url: string, load: Load, connections: number, seconds = SECONDS) =>
+  wrk({ url, ...load, connections, seconds, threads: connections >= 16 ? 2 : 1 })
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 /** Rounds of A then B (and back), after a short warm-up of each: the median of each side, and the median of per-round ratios. */
-async function pair(a: string, b: string, load: Load, connections: number): Promise<{ a: WrkResult; b: WrkResult; ratio: number }> {
+async function pair(
+  a: string,
+  b: string,
+  load: Load,
+  connections: number,
+): Promise<{ a: WrkResult; b: WrkResult; ratio: number }> {
   await run(a, load, connections, 2)
   await run(b, load, connections, 2)
   const as: WrkResult[] = []
@@ -104,7 +113,11 @@ async function stagesOf(url: string, naiveUrl: string, load: Load, n = 400): Pro
     }
     naive.push((await once(naiveUrl)).ms)
   }
-  return { server: Object.fromEntries([...byStage].map(([k, v]) => [k, median(v)])), clientMs: median(client), naiveMs: median(naive) }
+  return {
+    server: Object.fromEntries([...byStage].map(([k, v]) => [k, median(v)])),
+    clientMs: median(client),
+    naiveMs: median(naive),
+  }
 }
 
 /** µs per call of `fn`, over many calls. */
@@ -123,7 +136,8 @@ function stageTable(st: Record<'classify' | 'classifyTensor', Stages>): string {
   const logUs = perCall((i) => line('POST', '/classify', 200, i / 100, 'dd94fd4f-146f-4cd6-83ab-810531119cb6'))
   sink.end()
   const us = (ms: number | undefined) => (ms === undefined ? '–' : fmt(ms * 1000, 0))
-  const row = (what: string, f: (s: Stages) => number | undefined) => `| ${what} | ${us(f(st.classify))} | ${us(f(st.classifyTensor))} |`
+  const row = (what: string, f: (s: Stages) => number | undefined) =>
+    `| ${what} | ${us(f(st.classify))} | ${us(f(st.classifyTensor))} |`
   const rest = (s: Stages) => s.server.method! - s.server.queue! - s.server.transfer! - s.server.compute!
   return [
     '| stage (µs, median of 400 sequential requests) | `/classify` (PNG) | `/classifyTensor` |',
@@ -144,8 +158,10 @@ function stageTable(st: Record<'classify' | 'classifyTensor', Stages>): string {
 }
 
 const rows: string[] = []
-const line = (measure: string, ours: string, theirs: string, ratio: string, target: string, met: boolean) => rows.push(`| ${measure} | ${ours} | ${theirs} | ${ratio} | ${target} | ${met ? 'met' : '**missed**'} |`)
-const good = (r: WrkResult) => `${fmt(r.goodput, 0)}/s${r.refused ? ` (${fmt(r.refused / r.seconds, 0)}/s refused)` : ''}`
+const line = (measure: string, ours: string, theirs: string, ratio: string, target: string, met: boolean) =>
+  rows.push(`| ${measure} | ${ours} | ${theirs} | ${ratio} | ${target} | ${met ? 'met' : '**missed**'} |`)
+const good = (r: WrkResult) =>
+  `${fmt(r.goodput, 0)}/s${r.refused ? ` (${fmt(r.refused / r.seconds, 0)}/s refused)` : ''}`
 
 try {
   const naive = await start(['--import', 'tsx', NAIVE], { MODEL: MODELS.cls })
@@ -154,25 +170,73 @@ try {
   await ready(mb.url)
 
   const png32 = await pair(`${mb.url}/classify`, `${naive.url}/classify`, IMAGE, 32)
-  line('PNG `/classify`, 32 connections: goodput', good(png32.a), good(png32.b), `${fmt(png32.ratio, 2)}×`, '≥ 1.0×, zero refusals', png32.ratio >= 1 && png32.a.refused === 0)
+  line(
+    'PNG `/classify`, 32 connections: goodput',
+    good(png32.a),
+    good(png32.b),
+    `${fmt(png32.ratio, 2)}×`,
+    '≥ 1.0×, zero refusals',
+    png32.ratio >= 1 && png32.a.refused === 0,
+  )
   const t32 = await pair(`${mb.url}/classifyTensor`, `${naive.url}/classifyTensor`, TENSOR, 32)
-  line('tensor `/classifyTensor` [1,3,48,192], 32 connections: goodput', good(t32.a), good(t32.b), `${fmt(t32.ratio, 2)}×`, '≥ 1.15×', t32.ratio >= 1.15)
-  for (const [route, load] of [['classify', IMAGE], ['classifyTensor', TENSOR]] as const) {
+  line(
+    'tensor `/classifyTensor` [1,3,48,192], 32 connections: goodput',
+    good(t32.a),
+    good(t32.b),
+    `${fmt(t32.ratio, 2)}×`,
+    '≥ 1.15×',
+    t32.ratio >= 1.15,
+  )
+  for (const [route, load] of [
+    ['classify', IMAGE],
+    ['classifyTensor', TENSOR],
+  ] as const) {
     const one = await pair(`${mb.url}/${route}`, `${naive.url}/${route}`, load, 1)
     const over = one.a.p50Ms - one.b.p50Ms
-    line(`\`/${route}\`, 1 connection: p50`, `${fmt(one.a.p50Ms, 2)} ms`, `${fmt(one.b.p50Ms, 2)} ms`, `${over >= 0 ? '+' : ''}${fmt(over, 2)} ms`, '≤ +1 ms', over <= 1)
+    line(
+      `\`/${route}\`, 1 connection: p50`,
+      `${fmt(one.a.p50Ms, 2)} ms`,
+      `${fmt(one.b.p50Ms, 2)} ms`,
+      `${over >= 0 ? '+' : ''}${fmt(over, 2)} ms`,
+      '≤ +1 ms',
+      over <= 1,
+    )
   }
   // The same runner in worker threads of the API process (isolation: 'thread', an opt-in).
   const mbt = await start([BIN, 'serve', QUICKSTART, '--port', '0'], { BUNDLE_RUNNER_OCR_CLS_ISOLATION: 'thread' })
   await ready(mbt.url)
   const tp32 = await pair(`${mbt.url}/classify`, `${naive.url}/classify`, IMAGE, 32)
-  line("PNG `/classify`, 32 connections, `isolation: 'thread'`: goodput", good(tp32.a), good(tp32.b), `${fmt(tp32.ratio, 2)}×`, '≥ 1.0×, zero refusals', tp32.ratio >= 1 && tp32.a.refused === 0)
+  line(
+    "PNG `/classify`, 32 connections, `isolation: 'thread'`: goodput",
+    good(tp32.a),
+    good(tp32.b),
+    `${fmt(tp32.ratio, 2)}×`,
+    '≥ 1.0×, zero refusals',
+    tp32.ratio >= 1 && tp32.a.refused === 0,
+  )
   const tt32 = await pair(`${mbt.url}/classifyTensor`, `${naive.url}/classifyTensor`, TENSOR, 32)
-  line("tensor `/classifyTensor`, 32 connections, `isolation: 'thread'`: goodput", good(tt32.a), good(tt32.b), `${fmt(tt32.ratio, 2)}×`, '≥ 1.15×', tt32.ratio >= 1.15)
-  for (const [route, load] of [['classify', IMAGE], ['classifyTensor', TENSOR]] as const) {
+  line(
+    "tensor `/classifyTensor`, 32 connections, `isolation: 'thread'`: goodput",
+    good(tt32.a),
+    good(tt32.b),
+    `${fmt(tt32.ratio, 2)}×`,
+    '≥ 1.15×',
+    tt32.ratio >= 1.15,
+  )
+  for (const [route, load] of [
+    ['classify', IMAGE],
+    ['classifyTensor', TENSOR],
+  ] as const) {
     const one = await pair(`${mbt.url}/${route}`, `${naive.url}/${route}`, load, 1)
     const over = one.a.p50Ms - one.b.p50Ms
-    line(`\`/${route}\`, 1 connection, \`isolation: 'thread'\`: p50`, `${fmt(one.a.p50Ms, 2)} ms`, `${fmt(one.b.p50Ms, 2)} ms`, `${over >= 0 ? '+' : ''}${fmt(over, 2)} ms`, '≤ +1 ms', over <= 1)
+    line(
+      `\`/${route}\`, 1 connection, \`isolation: 'thread'\`: p50`,
+      `${fmt(one.a.p50Ms, 2)} ms`,
+      `${fmt(one.b.p50Ms, 2)} ms`,
+      `${over >= 0 ? '+' : ''}${fmt(over, 2)} ms`,
+      '≤ +1 ms',
+      over <= 1,
+    )
   }
   mbt.child.kill('SIGTERM')
   naive.child.kill('SIGTERM')
@@ -181,10 +245,19 @@ try {
   // At 20 ms even the batch sizes that fit serve fewer rows a second (a 16-row batch takes
   // ~21 ms here); at 50 ms they fit, and only the refusals' cost separates it from the default.
   for (const ms of [20, 50]) {
-    const tight = await start([BIN, 'serve', QUICKSTART, '--port', '0'], { BUNDLE_RUNNER_OCR_CLS_DEADLINE_MS: String(ms) })
+    const tight = await start([BIN, 'serve', QUICKSTART, '--port', '0'], {
+      BUNDLE_RUNNER_OCR_CLS_DEADLINE_MS: String(ms),
+    })
     await ready(tight.url)
     const shed = await pair(`${tight.url}/classifyTensor`, `${mb.url}/classifyTensor`, TENSOR, 32)
-    line(`forced shedding (${ms} ms deadline), 32 resending clients: goodput vs the default deadline`, good(shed.a), good(shed.b), `${fmt(shed.ratio, 2)}×`, '≥ 0.8×', shed.ratio >= 0.8)
+    line(
+      `forced shedding (${ms} ms deadline), 32 resending clients: goodput vs the default deadline`,
+      good(shed.a),
+      good(shed.b),
+      `${fmt(shed.ratio, 2)}×`,
+      '≥ 0.8×',
+      shed.ratio >= 0.8,
+    )
     tight.child.kill('SIGTERM')
   }
   mb.child.kill('SIGTERM')
@@ -192,12 +265,19 @@ try {
   // A simulated accelerator: 20 ms + 0.25 ms a row, at most 64 rows, one worker.
   const accel = await start([BIN, 'serve', ACCEL, '--port', '0'])
   await ready(accel.url)
-  const ceiling = 64 / (20 + 0.25 * 64) * 1000
+  const ceiling = (64 / (20 + 0.25 * 64)) * 1000
   await run(`${accel.url}/infer`, JSON_BODY(itemFile), 256, 2)
   const accelRuns: WrkResult[] = []
   for (let i = 0; i < ROUNDS; i++) accelRuns.push(await run(`${accel.url}/infer`, JSON_BODY(itemFile), 256))
   const a = [...accelRuns].sort((x, y) => x.goodput - y.goodput)[Math.floor(accelRuns.length / 2)]!
-  line('simulated accelerator, 256 connections: rows/s vs its ceiling', `${good(a)}, p99 ${fmt(a.p99Ms, 0)} ms`, `ceiling ${fmt(ceiling, 0)}/s`, `${fmt(a.goodput / ceiling, 2)}×`, '≥ 0.9×, p99 within the deadline (10 s)', a.goodput / ceiling >= 0.9 && a.p99Ms <= 10_000)
+  line(
+    'simulated accelerator, 256 connections: rows/s vs its ceiling',
+    `${good(a)}, p99 ${fmt(a.p99Ms, 0)} ms`,
+    `ceiling ${fmt(ceiling, 0)}/s`,
+    `${fmt(a.goodput / ceiling, 2)}×`,
+    '≥ 0.9×, p99 within the deadline (10 s)',
+    a.goodput / ceiling >= 0.9 && a.p99Ms <= 10_000,
+  )
   accel.child.kill('SIGTERM')
 
   // The HTTP path alone: the greeter (access log on, as by default) against a bare hono app.
@@ -205,7 +285,14 @@ try {
   const greeter = await start([BIN, 'serve', GREETER, '--port', '0'])
   await ready(greeter.url)
   const g = await pair(`${greeter.url}/greet`, `${bare.url}/greet`, JSON_BODY(greetFile), 16)
-  line('greeter echo vs bare hono, 16 connections, access log on', good(g.a), good(g.b), `${fmt(g.ratio, 2)}×`, '≥ 0.85×', g.ratio >= 0.85)
+  line(
+    'greeter echo vs bare hono, 16 connections, access log on',
+    good(g.a),
+    good(g.b),
+    `${fmt(g.ratio, 2)}×`,
+    '≥ 0.85×',
+    g.ratio >= 0.85,
+  )
   for (const s of [bare, greeter]) s.child.kill('SIGTERM')
 
   // Where the time of one request goes, at one connection: the server's own Server-Timing
@@ -214,14 +301,19 @@ try {
   const timed = await start([BIN, 'serve', QUICKSTART, '--port', '0'], { BUNDLE_SERVER_TIMING: '1' })
   const naive2 = await start(['--import', 'tsx', NAIVE], { MODEL: MODELS.cls })
   await ready(timed.url)
-  stages = { classify: await stagesOf(`${timed.url}/classify`, `${naive2.url}/classify`, IMAGE), classifyTensor: await stagesOf(`${timed.url}/classifyTensor`, `${naive2.url}/classifyTensor`, TENSOR) }
+  stages = {
+    classify: await stagesOf(`${timed.url}/classify`, `${naive2.url}/classify`, IMAGE),
+    classifyTensor: await stagesOf(`${timed.url}/classifyTensor`, `${naive2.url}/classifyTensor`, TENSOR),
+  }
   for (const s of [timed, naive2]) s.child.kill('SIGTERM')
 } finally {
   rmSync(dir, { recursive: true, force: true })
 }
 
 const table = `| measure | modelbundle | hand-written / reference | ratio | target | |\n|---|---|---|---|---|---|\n${rows.join('\n')}`
-const breakdown = stages ? `\n\n### Where the time of one request goes\n\nThe quickstart served with \`BUNDLE_SERVER_TIMING=1\` (each answer's Server-Timing header gives its stages); one request at a time from this process (fetch), against the hand-written server the same way.\n\n${stageTable(stages)}\n` : ''
+const breakdown = stages
+  ? `\n\n### Where the time of one request goes\n\nThe quickstart served with \`BUNDLE_SERVER_TIMING=1\` (each answer's Server-Timing header gives its stages); one request at a time from this process (fetch), against the hand-written server the same way.\n\n${stageTable(stages)}\n`
+  : ''
 writeSection(
   'served',
   `## The served path against the hand-written server (\`npm run bench:served\`)\n\n${machine()}. wrk (keep-alive, closed loop: each connection resends the moment it is answered, refused or not) in a process of its own, on the same cores as the servers; goodput counts 2xx answers only. ${SECONDS} s windows after a 2 s warm-up, ${ROUNDS} rounds per pair run interleaved; each cell is the median round, each ratio the median of per-round ratios. The hand-written server is bench/fixtures/naive-onnx-server.ts (hono, sharp, session.run per request in the HTTP process); modelbundle is \`bundle serve examples/quickstart/service.ts\` with \`npm start\`'s defaults (access log on); rows marked \`isolation: 'thread'\` run the same runner in worker threads of the API process (\`BUNDLE_RUNNER_OCR_CLS_ISOLATION=thread\`).\n\n${table}\n${breakdown}`,

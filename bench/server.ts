@@ -9,7 +9,11 @@ export interface Server {
 }
 
 /** Runs `node ARGS` and resolves with its URL once it logs "listening"; its stdout keeps draining (the access log). */
-export async function startServer(args: string[], env: Record<string, string> = {}, stderr: 'inherit' | 'ignore' = 'inherit'): Promise<Server> {
+export async function startServer(
+  args: string[],
+  env: Record<string, string> = {},
+  stderr: 'inherit' | 'ignore' = 'inherit',
+): Promise<Server> {
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', stderr], env: { ...process.env, ...env } })
   const url = await listeningUrl(child).catch((e: unknown) => (child.kill('SIGKILL'), Promise.reject(e)))
   return { child, url }

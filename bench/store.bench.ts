@@ -26,7 +26,10 @@ async function timeAsync(fn: () => Promise<unknown>): Promise<number> {
 
 function cli(args: string[], home: string): number {
   const t = process.hrtime.bigint()
-  const r = spawnSync(process.execPath, [BIN, ...args], { env: { ...process.env, BUNDLE_HOME: home }, stdio: ['ignore', 'ignore', 'pipe'] })
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    env: { ...process.env, BUNDLE_HOME: home },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
   if (r.status !== 0) throw new Error(`bundle ${args.join(' ')} failed: ${r.stderr}`)
   return Number(process.hrtime.bigint() - t) / 1e6
 }
@@ -48,8 +51,12 @@ try {
     saveCustom.push(await timeAsync(() => custom.save({ name: 'ocr-rec', paths: [MODELS.rec], framework: 'custom' })))
     custom.close()
   }
-  rows.push(`| save rec model (${fmt(recMb)} MB), new blob, with ONNX signature | ${fmt(median(saveNew))} ms | ${fmt(recMb / (median(saveNew) / 1000))} MB/s |`)
-  rows.push(`| save rec model, new blob, \`--framework custom\` (no signature) | ${fmt(median(saveCustom))} ms | ${fmt(recMb / (median(saveCustom) / 1000))} MB/s |`)
+  rows.push(
+    `| save rec model (${fmt(recMb)} MB), new blob, with ONNX signature | ${fmt(median(saveNew))} ms | ${fmt(recMb / (median(saveNew) / 1000))} MB/s |`,
+  )
+  rows.push(
+    `| save rec model, new blob, \`--framework custom\` (no signature) | ${fmt(median(saveCustom))} ms | ${fmt(recMb / (median(saveCustom) / 1000))} MB/s |`,
+  )
   rows.push(`| save rec model again (blob already stored), with signature | ${fmt(median(saveDup))} ms | |`)
 
   // 2. list with 10,000 models in the index.
@@ -59,7 +66,12 @@ try {
   const fill = process.hrtime.bigint()
   for (let i = 0; i < N_MODELS; i++) {
     writeFileSync(tiny, `model ${i % 500}`)
-    await store.save({ name: `model-${i % 100}`, version: `1.${Math.floor(i / 100)}.0`, paths: [tiny], labels: { team: `t${i % 7}` } })
+    await store.save({
+      name: `model-${i % 100}`,
+      version: `1.${Math.floor(i / 100)}.0`,
+      paths: [tiny],
+      labels: { team: `t${i % 7}` },
+    })
   }
   const fillMs = Number(process.hrtime.bigint() - fill) / 1e6
   rows.push(`| populate: ${N_MODELS} saves of a small file | ${fmt(fillMs / N_MODELS, 2)} ms/save | |`)
@@ -68,7 +80,9 @@ try {
   const listLabel = Array.from({ length: 7 }, () => timeIt(() => store.list({ labels: { team: 't3' } })))
   rows.push(`| \`list({ labels: { team: 't3' } })\` in-process (1/7 match) | ${fmt(median(listLabel))} ms | |`)
   const listCli = Array.from({ length: 5 }, () => cli(['models', 'list'], home))
-  rows.push(`| \`bundle models list\` wall, ${N_MODELS} models, table (target ≤ 500 ms) | ${fmt(median(listCli))} ms | |`)
+  rows.push(
+    `| \`bundle models list\` wall, ${N_MODELS} models, table (target ≤ 500 ms) | ${fmt(median(listCli))} ms | |`,
+  )
   const listJson = Array.from({ length: 5 }, () => cli(['models', 'list', '-o', 'json'], home))
   rows.push(`| \`bundle models list -o json\` wall, ${N_MODELS} models | ${fmt(median(listJson))} ms | |`)
 
@@ -76,9 +90,15 @@ try {
   const ITER = 20_000
   const resolveRow = (label: string, tag: string): void => {
     store.get(tag)
-    const samples = Array.from({ length: 5 }, () => timeIt(() => {
-      for (let i = 0; i < ITER; i++) store.get(tag)
-    }) * 1000 / ITER)
+    const samples = Array.from(
+      { length: 5 },
+      () =>
+        (timeIt(() => {
+          for (let i = 0; i < ITER; i++) store.get(tag)
+        }) *
+          1000) /
+        ITER,
+    )
     rows.push(`| resolve \`${tag}\` (${label}) | ${fmt(median(samples), 1)} µs | |`)
   }
   resolveRow('exact', 'model-42:1.57.0')

@@ -41,12 +41,38 @@ export function hasWrk(): Promise<boolean> {
 
 export async function wrk(o: WrkOptions): Promise<WrkResult> {
   const threads = Math.min(o.threads ?? 2, o.connections)
-  const env = { ...process.env, BODY_FILE: o.bodyFile, HEADERS: Object.entries(o.headers).map(([k, v]) => `${k}: ${v}`).join('|') }
-  const { stdout } = await sh('wrk', [`-t${threads}`, `-c${o.connections}`, `-d${o.seconds}s`, '--timeout', '30s', '-s', SCRIPT, o.url], { env, maxBuffer: 16 << 20 })
+  const env = {
+    ...process.env,
+    BODY_FILE: o.bodyFile,
+    HEADERS: Object.entries(o.headers)
+      .map(([k, v]) => `${k}: ${v}`)
+      .join('|'),
+  }
+  const { stdout } = await sh(
+    'wrk',
+    [`-t${threads}`, `-c${o.connections}`, `-d${o.seconds}s`, '--timeout', '30s', '-s', SCRIPT, o.url],
+    { env, maxBuffer: 16 << 20 },
+  )
   const line = stdout.trim().split('\n').at(-1)!
-  const r = JSON.parse(line) as { durationUs: number; statuses: Record<string, number>; socketErrors: number; p50Us: number; p90Us: number; p99Us: number }
+  const r = JSON.parse(line) as {
+    durationUs: number
+    statuses: Record<string, number>
+    socketErrors: number
+    p50Us: number
+    p90Us: number
+    p99Us: number
+  }
   const seconds = r.durationUs / 1e6
   const ok = Object.entries(r.statuses).reduce((n, [s, c]) => n + (s.startsWith('2') ? c : 0), 0)
   const all = Object.values(r.statuses).reduce((a, b) => a + b, 0)
-  return { seconds, goodput: ok / seconds, statuses: r.statuses, refused: all - ok, socketErrors: r.socketErrors, p50Ms: r.p50Us / 1000, p90Ms: r.p90Us / 1000, p99Ms: r.p99Us / 1000 }
+  return {
+    seconds,
+    goodput: ok / seconds,
+    statuses: r.statuses,
+    refused: all - ok,
+    socketErrors: r.socketErrors,
+    p50Ms: r.p50Us / 1000,
+    p90Ms: r.p90Us / 1000,
+    p99Ms: r.p99Us / 1000,
+  }
 }

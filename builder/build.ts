@@ -72,7 +72,8 @@ async function prepare(o: BuildOptions, dryRun: boolean): Promise<Prepared> {
   const cfg = await readBundleConfig(resolve(o.dir), o.file)
   const [servicePath, className] = cfg.service.split(':') as [string, string | undefined]
   const entryFile = resolve(cfg.dir, servicePath)
-  if (!existsSync(entryFile)) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${cfg.file}: service: ${entryFile} does not exist`)
+  if (!existsSync(entryFile))
+    throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${cfg.file}: service: ${entryFile} does not exist`)
 
   const listed = await listedModels(o.store, cfg, { dryRun })
   const info = await o.loadService(className ? `${entryFile}:${className}` : entryFile)
@@ -86,11 +87,16 @@ async function prepare(o: BuildOptions, dryRun: boolean): Promise<Prepared> {
     if (asked && asked !== model.tag) ref.requested = [...new Set([...(ref.requested ?? []), asked])].sort()
     pinned.set(model.tag, ref)
   }
-  for (const l of listed) pin(l.model, undefined, { ...(l.request.alias ? { alias: l.request.alias } : {}), ...(l.wouldImport ? { wouldImport: l.wouldImport } : {}) })
+  for (const l of listed)
+    pin(l.model, undefined, {
+      ...(l.request.alias ? { alias: l.request.alias } : {}),
+      ...(l.wouldImport ? { wouldImport: l.wouldImport } : {}),
+    })
   const served = new Map<string, ModelInfo>()
   for (const r of info.runners) {
     if (r.tag === undefined) continue
-    const model = modelForRunner(cfg, listed, { name: r.name, tag: r.tag })?.model ?? storedModel(o.store, cfg, r.name, r.tag)
+    const model =
+      modelForRunner(cfg, listed, { name: r.name, tag: r.tag })?.model ?? storedModel(o.store, cfg, r.name, r.tag)
     served.set(r.name, model)
     pin(model, r.tag)
   }
@@ -101,8 +107,20 @@ async function prepare(o: BuildOptions, dryRun: boolean): Promise<Prepared> {
     const rel = relative(cfg.dir, p).split(sep).join('/')
     return rel.startsWith('..') || rel === '' ? [] : [rel]
   }
-  const { files, secrets, outside } = collectFiles(cfg.dir, { include: cfg.include, exclude: cfg.exclude, never: [...inside(cfg.file), ...inside(o.store.home)] })
-  return { cfg, entryFile, info, models: [...pinned.values()].sort((a, b) => (a.tag < b.tag ? -1 : 1)), files, secrets, outside }
+  const { files, secrets, outside } = collectFiles(cfg.dir, {
+    include: cfg.include,
+    exclude: cfg.exclude,
+    never: [...inside(cfg.file), ...inside(o.store.home)],
+  })
+  return {
+    cfg,
+    entryFile,
+    info,
+    models: [...pinned.values()].sort((a, b) => (a.tag < b.tag ? -1 : 1)),
+    files,
+    secrets,
+    outside,
+  }
 }
 
 function storedModel(store: ModelStore, cfg: ResolvedConfig, runner: string, tag: string): ModelInfo {
@@ -110,7 +128,10 @@ function storedModel(store: ModelStore, cfg: ResolvedConfig, runner: string, tag
     return store.get(tag)
   } catch (err) {
     if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND') {
-      throw new BundleError('E_STORE_MODEL_NOT_FOUND', `runner ${runner} needs model ${tag}, which is not in the store at ${store.home}; add it with: ${saveCommand(tag)} (or list it in ${cfg.file} under models: with a source:)`)
+      throw new BundleError(
+        'E_STORE_MODEL_NOT_FOUND',
+        `runner ${runner} needs model ${tag}, which is not in the store at ${store.home}; add it with: ${saveCommand(tag)} (or list it in ${cfg.file} under models: with a source:)`,
+      )
     }
     throw err
   }
@@ -127,8 +148,17 @@ export async function planBundle(o: BuildOptions): Promise<BuildReport> {
   const out = mkdtempSync(join(tmpdir(), 'mb-dry-run-'))
   try {
     const compiled = await compileService(p.cfg.dir, p.entryFile, join(out, 'app'))
-    const files = [sizeOf(out, `app/${compiled.entry}`), ...p.files.filter((f) => f !== compiled.entry).map((f) => ({ ...sizeOf(p.cfg.dir, f), path: `app/${f}` }))]
-    return { name: p.cfg.name ?? p.info.name, files: files.sort((a, b) => (a.path < b.path ? -1 : 1)), secrets: p.secrets, outside: p.outside, models: p.models }
+    const files = [
+      sizeOf(out, `app/${compiled.entry}`),
+      ...p.files.filter((f) => f !== compiled.entry).map((f) => ({ ...sizeOf(p.cfg.dir, f), path: `app/${f}` })),
+    ]
+    return {
+      name: p.cfg.name ?? p.info.name,
+      files: files.sort((a, b) => (a.path < b.path ? -1 : 1)),
+      secrets: p.secrets,
+      outside: p.outside,
+      models: p.models,
+    }
   } finally {
     rmSync(out, { recursive: true, force: true })
   }
@@ -139,7 +169,9 @@ export async function planBundle(o: BuildOptions): Promise<BuildReport> {
  * Work happens in a temp directory inside the store; nothing is visible until the bundle row
  * commits, and a failure leaves the store as it was (models imported from `source:` stay).
  */
-export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo; status: 'created' | 'unchanged'; report: BuildReport }> {
+export async function buildBundle(
+  o: BuildOptions,
+): Promise<{ bundle: BundleInfo; status: 'created' | 'unchanged'; report: BuildReport }> {
   const { cfg, entryFile, info, models, files, secrets, outside } = await prepare(o, false)
   const staging = o.store.makeTempDir('build')
   try {
@@ -151,12 +183,14 @@ export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo
       mkdirSync(dirname(dest), { recursive: true })
       copyFileSync(join(cfg.dir, rel), dest)
     }
-    const packaged = [compiled.entry, ...files.filter((f) => f !== compiled.entry)].map((f) => sizeOf(staging, `app/${f}`)).sort((a, b) => (a.path < b.path ? -1 : 1))
+    const packaged = [compiled.entry, ...files.filter((f) => f !== compiled.entry)]
+      .map((f) => sizeOf(staging, `app/${f}`))
+      .sort((a, b) => (a.path < b.path ? -1 : 1))
     const deps = pinDependencies(compiled.packages, cfg.dir)
     const manifest: BundleManifest = {
       schema: 1,
       name: cfg.name ?? info.name,
-      ...(cfg.description ?? info.description ? { description: cfg.description ?? info.description } : {}),
+      ...((cfg.description ?? info.description) ? { description: cfg.description ?? info.description } : {}),
       service: { entry: `app/${compiled.entry}`, export: info.exportName },
       apis: info.apis,
       runners: info.runners,
@@ -166,24 +200,33 @@ export async function buildBundle(o: BuildOptions): Promise<{ bundle: BundleInfo
       docker: {
         baseImage: cfg.docker?.baseImage ?? DEFAULT_BASE_IMAGE,
         systemPackages: cfg.docker?.systemPackages ?? [],
-        gpu: cfg.docker?.gpu === true ? { baseImage: DEFAULT_GPU_BASE_IMAGE } : (cfg.docker?.gpu || false),
+        gpu: cfg.docker?.gpu === true ? { baseImage: DEFAULT_GPU_BASE_IMAGE } : cfg.docker?.gpu || false,
         user: cfg.docker?.user ?? 'bundle',
       },
       dependencies: deps.direct,
       packages: deps.closure.map((p) => `${p.name}@${p.version}`),
       node: process.versions.node.split('.')[0]!,
     }
-    const json = (v: unknown) => JSON.stringify(v, null, 2) + '\n'
+    const json = (v: unknown) => `${JSON.stringify(v, null, 2)}\n`
     writeFileSync(join(staging, MANIFEST_FILE), json(manifest))
     writeFileSync(join(staging, 'openapi.json'), json(info.openapi))
     writeFileSync(join(staging, 'README.md'), renderReadme(manifest))
     writeFileSync(join(staging, 'Dockerfile'), renderDockerfile(manifest))
     // For a production install of the bundle on its own (`npm install` in the bundle directory).
-    writeFileSync(join(staging, 'package.json'), json({ name: manifest.name, private: true, type: 'module', dependencies: deps.direct }))
+    writeFileSync(
+      join(staging, 'package.json'),
+      json({ name: manifest.name, private: true, type: 'module', dependencies: deps.direct }),
+    )
     // With the project's lock entries, `npm ci` in the bundle directory installs exactly these versions.
     const lock = lockfileFor(manifest.name, deps.direct, deps.closure, cfg.dir)
     if (lock) writeFileSync(join(staging, 'package-lock.json'), json(lock))
-    const saved = await o.store.bundles.save({ name: manifest.name, ...(o.version ? { version: o.version } : {}), labels: { ...cfg.labels, ...o.labels }, dir: staging, manifest })
+    const saved = await o.store.bundles.save({
+      name: manifest.name,
+      ...(o.version ? { version: o.version } : {}),
+      labels: { ...cfg.labels, ...o.labels },
+      dir: staging,
+      manifest,
+    })
     return { ...saved, report: { name: manifest.name, files: packaged, secrets, outside, models } }
   } finally {
     rmSync(staging, { recursive: true, force: true })

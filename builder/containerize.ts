@@ -39,18 +39,23 @@ export interface ContainerizeResult {
   nodeModules: VendorStats
 }
 
-const works = (cmd: string, args: string[]): boolean => spawnSync(cmd, args, { stdio: 'ignore', timeout: 15_000 }).status === 0
+const works = (cmd: string, args: string[]): boolean =>
+  spawnSync(cmd, args, { stdio: 'ignore', timeout: 15_000 }).status === 0
 
 /** The engine to build with: the one asked for, else a running docker daemon, else podman, else buildah. */
 export function pickBackend(asked?: Backend): Backend {
   if (asked !== undefined) {
-    if (!works(asked, ['--version'])) throw new BundleError('E_CONTAINER_BACKEND', `${asked} is not installed or not on PATH`)
+    if (!works(asked, ['--version']))
+      throw new BundleError('E_CONTAINER_BACKEND', `${asked} is not installed or not on PATH`)
     return asked
   }
   if (works('docker', ['info'])) return 'docker'
   if (works('podman', ['--version'])) return 'podman'
   if (works('buildah', ['--version'])) return 'buildah'
-  throw new BundleError('E_CONTAINER_BACKEND', 'no container engine found: install podman (no daemon needed; see README "Containers"), or start docker')
+  throw new BundleError(
+    'E_CONTAINER_BACKEND',
+    'no container engine found: install podman (no daemon needed; see README "Containers"), or start docker',
+  )
 }
 
 /** The Dockerfile `containerize` builds with, for --print-dockerfile. */
@@ -59,7 +64,8 @@ export function dockerfileFor(bundle: BundleInfo, baseImage?: string): string {
 }
 
 /** 1.2 MB / 340.5 kB: decimal units, as the engines print image sizes. */
-export const mb = (bytes: number): string => (bytes >= 1e6 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e3).toFixed(1)} kB`)
+export const mb = (bytes: number): string =>
+  bytes >= 1e6 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e3).toFixed(1)} kB`
 
 /** TypeScript files a bundle carries (a custom runner's module under `include`): tsx must come along. */
 function typescriptModules(dir: string): string[] {
@@ -88,7 +94,7 @@ export async function containerize(o: ContainerizeOptions): Promise<Containerize
   const manifest = bundle.manifest as BundleManifest
   const backend = pickBackend(o.backend)
   const image = o.image ?? `${bundle.name}:${bundle.version}`
-  const log = o.log ?? ((line: string) => void process.stderr.write(line + '\n'))
+  const log = o.log ?? ((line: string) => void process.stderr.write(`${line}\n`))
   const base = baseImageOf(manifest, o.baseImage)
   const status = await ensureBaseImage(backend, base, manifest.node, log)
   const baseSize = base === 'scratch' ? 0 : imageSize(backend, base)
@@ -105,7 +111,9 @@ export async function containerize(o: ContainerizeOptions): Promise<Containerize
     for (const from of bases) {
       try {
         rmSync(join(ctx, 'node_modules'), { recursive: true, force: true })
-        nodeModules = vendorDependencies(manifest.dependencies, manifest.packages, from, ctx, { typescript: ts.length > 0 })
+        nodeModules = vendorDependencies(manifest.dependencies, manifest.packages, from, ctx, {
+          typescript: ts.length > 0,
+        })
         break
       } catch (err) {
         lastError = err
@@ -116,36 +124,77 @@ export async function containerize(o: ContainerizeOptions): Promise<Containerize
     const prunedBytes = pruned.reduce((n, [, p]) => n + p.bytes, 0)
     log(
       `[2/4] node_modules: ${nodeModules.packages} packages, ${nodeModules.files} files, ${mb(nodeModules.bytes)}` +
-        (nodeModules.leftOutPackages.length ? `; build-only, left out: ${nodeModules.leftOutPackages.join(', ')}` : ts.length ? `; tsx kept for ${ts.slice(0, 3).join(', ')}` : '') +
-        (pruned.length ? `; not needed at run time, left out: ${mb(prunedBytes)} (${pruned.map(([why, p]) => `${why} ${mb(p.bytes)}`).join(', ')})` : ''),
+        (nodeModules.leftOutPackages.length
+          ? `; build-only, left out: ${nodeModules.leftOutPackages.join(', ')}`
+          : ts.length
+            ? `; tsx kept for ${ts.slice(0, 3).join(', ')}`
+            : '') +
+        (pruned.length
+          ? `; not needed at run time, left out: ${mb(prunedBytes)} (${pruned.map(([why, p]) => `${why} ${mb(p.bytes)}`).join(', ')})`
+          : ''),
     )
     const models = ModelStore.open({ home: join(ctx, 'models') })
     try {
       for (const ref of bundle.models) {
         const { model, dir: files } = await o.store.paths(ref.tag)
-        const copy = await models.save({ name: model.name, version: model.version, paths: [files], framework: model.framework, labels: model.labels, metadata: model.metadata })
-        if (copy.digest !== ref.digest) throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `model ${ref.tag} in the store (${model.digest}) is not the one the bundle pins (${ref.digest})`)
+        const copy = await models.save({
+          name: model.name,
+          version: model.version,
+          paths: [files],
+          framework: model.framework,
+          labels: model.labels,
+          metadata: model.metadata,
+        })
+        if (copy.digest !== ref.digest)
+          throw new BundleError(
+            'E_BUNDLE_MODEL_MISMATCH',
+            `model ${ref.tag} in the store (${model.digest}) is not the one the bundle pins (${ref.digest})`,
+          )
       }
     } finally {
       models.close()
     }
     rmSync(join(ctx, 'models', 'tmp'), { recursive: true, force: true })
-    log(`[3/4] models: ${bundle.models.length} (${bundle.models.map((m) => m.tag).join(', ') || 'none'}), ${mb(sizeOf(join(ctx, 'models')).bytes)}`)
+    log(
+      `[3/4] models: ${bundle.models.length} (${bundle.models.map((m) => m.tag).join(', ') || 'none'}), ${mb(sizeOf(join(ctx, 'models')).bytes)}`,
+    )
     if (needsNode(manifest, o.baseImage)) copyFileSync(process.execPath, join(ctx, 'node'))
     writeFileSync(join(ctx, 'Dockerfile'), renderDockerfile(manifest, o.baseImage))
-    const labels = { 'modelbundle.bundle': bundle.tag, 'modelbundle.digest': bundle.digest, 'org.opencontainers.image.title': bundle.name, 'org.opencontainers.image.version': bundle.version }
+    const labels = {
+      'modelbundle.bundle': bundle.tag,
+      'modelbundle.digest': bundle.digest,
+      'org.opencontainers.image.title': bundle.name,
+      'org.opencontainers.image.version': bundle.version,
+    }
     const labelArgs = Object.entries(labels).flatMap(([k, v]) => ['--label', `${k}=${v}`])
     // docker format keeps HEALTHCHECK (the OCI image format has no health checks).
-    const args = backend === 'buildah' ? ['bud', '--format', 'docker', '-t', image, ...labelArgs, ctx] : backend === 'podman' ? ['build', '--format', 'docker', '-t', image, ...labelArgs, ctx] : ['build', '-t', image, ...labelArgs, ctx]
+    const args =
+      backend === 'buildah'
+        ? ['bud', '--format', 'docker', '-t', image, ...labelArgs, ctx]
+        : backend === 'podman'
+          ? ['build', '--format', 'docker', '-t', image, ...labelArgs, ctx]
+          : ['build', '-t', image, ...labelArgs, ctx]
     log(`[4/4] ${backend} ${args[0]} ${image}`)
-    await runEngine(backend, args, (line) => {
-      const step = o.verbose ? line : buildStep(line)
-      if (step !== undefined) log(`  ${step}`)
-    }, pullFailure(base, manifest.node))
+    await runEngine(
+      backend,
+      args,
+      (line) => {
+        const step = o.verbose ? line : buildStep(line)
+        if (step !== undefined) log(`  ${step}`)
+      },
+      pullFailure(base, manifest.node),
+    )
     const size = imageSize(backend, image)
     const over = size !== undefined && baseSize !== undefined ? `, ${mb(size - baseSize)} over the base` : ''
     log(`built ${image} with ${backend}${size !== undefined ? `: ${mb(size)}${over}` : ''}`)
-    return { image, bundle, backend, ...(size !== undefined ? { size } : {}), ...(baseSize !== undefined ? { baseSize } : {}), nodeModules }
+    return {
+      image,
+      bundle,
+      backend,
+      ...(size !== undefined ? { size } : {}),
+      ...(baseSize !== undefined ? { baseSize } : {}),
+      nodeModules,
+    }
   } finally {
     rmSync(ctx, { recursive: true, force: true })
   }

@@ -16,7 +16,13 @@ const BUILTINS = new Set(builtinModules)
 
 /** `@scope/pkg/sub/path` → `@scope/pkg`; `pkg/sub` → `pkg`; undefined for relative paths and Node built-ins. */
 export function packageOf(specifier: string): string | undefined {
-  if (specifier.startsWith('.') || specifier.startsWith('/') || specifier.startsWith('node:') || specifier.startsWith('file:')) return undefined
+  if (
+    specifier.startsWith('.') ||
+    specifier.startsWith('/') ||
+    specifier.startsWith('node:') ||
+    specifier.startsWith('file:')
+  )
+    return undefined
   const parts = specifier.split('/')
   const name = specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!
   return BUILTINS.has(name) ? undefined : name
@@ -26,7 +32,13 @@ function readPackage(dir: string): InstalledPackage | undefined {
   try {
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Partial<InstalledPackage>
     if (typeof pkg.name !== 'string' || typeof pkg.version !== 'string') return undefined
-    return { name: pkg.name, version: pkg.version, dir, dependencies: pkg.dependencies ?? {}, optionalDependencies: pkg.optionalDependencies ?? {} }
+    return {
+      name: pkg.name,
+      version: pkg.version,
+      dir,
+      dependencies: pkg.dependencies ?? {},
+      optionalDependencies: pkg.optionalDependencies ?? {},
+    }
   } catch {
     return undefined
   }
@@ -57,7 +69,11 @@ export function findPackage(name: string, from: string): InstalledPackage | unde
  * names dependencies not to follow (an image leaves build-only packages out); the packages
  * asked for directly are always taken.
  */
-export function pinDependencies(packages: readonly string[], from: string, leaveOut: (name: string) => boolean = () => false): { direct: Record<string, string>; closure: InstalledPackage[] } {
+export function pinDependencies(
+  packages: readonly string[],
+  from: string,
+  leaveOut: (name: string) => boolean = () => false,
+): { direct: Record<string, string>; closure: InstalledPackage[] } {
   const direct: Record<string, string> = {}
   const seen = new Map<string, InstalledPackage>()
   const visit = (pkg: InstalledPackage): void => {
@@ -66,7 +82,11 @@ export function pinDependencies(packages: readonly string[], from: string, leave
     for (const dep of Object.keys(pkg.dependencies)) {
       if (leaveOut(dep)) continue
       const found = findPackage(dep, pkg.dir)
-      if (found === undefined) throw new BundleError('E_BUNDLE_BUILD_FAILED', `${pkg.name}@${pkg.version} needs ${dep}, which is not installed; run npm ci and build again`)
+      if (found === undefined)
+        throw new BundleError(
+          'E_BUNDLE_BUILD_FAILED',
+          `${pkg.name}@${pkg.version} needs ${dep}, which is not installed; run npm ci and build again`,
+        )
       visit(found)
     }
     // Optional dependencies (platform binaries) are taken where this machine has them.
@@ -78,11 +98,17 @@ export function pinDependencies(packages: readonly string[], from: string, leave
   }
   for (const name of [...packages].sort()) {
     const pkg = findPackage(name, from)
-    if (pkg === undefined) throw new BundleError('E_BUNDLE_BUILD_FAILED', `the service imports ${name}, which is not installed where the service is; run npm install ${name} and build again`)
+    if (pkg === undefined)
+      throw new BundleError(
+        'E_BUNDLE_BUILD_FAILED',
+        `the service imports ${name}, which is not installed where the service is; run npm install ${name} and build again`,
+      )
     direct[name] = pkg.version
     visit(pkg)
   }
-  const closure = [...seen.values()].sort((a, b) => (a.name === b.name ? (a.version < b.version ? -1 : 1) : a.name < b.name ? -1 : 1))
+  const closure = [...seen.values()].sort((a, b) =>
+    a.name === b.name ? (a.version < b.version ? -1 : 1) : a.name < b.name ? -1 : 1,
+  )
   return { direct, closure }
 }
 
@@ -92,7 +118,12 @@ export function pinDependencies(packages: readonly string[], from: string, leave
  * under the same paths. Undefined when the project has no lockfile, or the lock lacks a
  * package the bundle uses (the package itself, modelbundle in its own repository, say).
  */
-export function lockfileFor(name: string, direct: Record<string, string>, closure: readonly InstalledPackage[], from: string): Record<string, unknown> | undefined {
+export function lockfileFor(
+  name: string,
+  direct: Record<string, string>,
+  closure: readonly InstalledPackage[],
+  from: string,
+): Record<string, unknown> | undefined {
   let dir = from
   let lockPath: string | undefined
   for (;;) {

@@ -10,13 +10,18 @@ import { BundleError } from '../errors/index.js'
 export type Backend = 'docker' | 'podman' | 'buildah'
 
 /** Engine output that means the base image could not be fetched from its registry. */
-const PULL_FAILED = /pinging container registry|initializing source docker:|failed to resolve source metadata|error pulling image|pull access denied|manifest unknown|name unknown|short-name .* did not resolve|repository does not exist|requested access to the resource is denied/i
+const PULL_FAILED =
+  /pinging container registry|initializing source docker:|failed to resolve source metadata|error pulling image|pull access denied|manifest unknown|name unknown|short-name .* did not resolve|repository does not exist|requested access to the resource is denied/i
 /** …and that the registry could not be reached at all (offline, firewalled, DNS). */
-const UNREACHABLE = /dial tcp|no such host|connection refused|i\/o timeout|network is unreachable|TLS handshake timeout|Client\.Timeout|temporary failure in name resolution|server misbehaving/i
+const UNREACHABLE =
+  /dial tcp|no such host|connection refused|i\/o timeout|network is unreachable|TLS handshake timeout|Client\.Timeout|temporary failure in name resolution|server misbehaving/i
 
 /** The last meaningful line of engine output, with log decoration (time=… level=…) removed. */
 function reason(output: string): string {
-  const lines = output.split('\n').map((l) => l.trim()).filter(Boolean)
+  const lines = output
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean)
   const last = lines.findLast((l) => /error/i.test(l)) ?? lines.at(-1) ?? ''
   return last.replace(/^time="[^"]*" level=\w+ msg="(.*)"$/, '$1').replace(/^Error: /, '')
 }
@@ -29,7 +34,10 @@ function baseImageScript(): string {
 }
 
 /** A build failure that is the engine failing to pull the base image: E_CONTAINER_BASE_IMAGE. */
-export const pullFailure = (image: string, node: string) => (output: string): BundleError | undefined => (PULL_FAILED.test(output) ? baseImageError(image, output, node) : undefined)
+export const pullFailure =
+  (image: string, node: string) =>
+  (output: string): BundleError | undefined =>
+    PULL_FAILED.test(output) ? baseImageError(image, output, node) : undefined
 
 /** The coded error for a base image the engine could not pull, saying how to build offline. */
 export function baseImageError(image: string, output: string, node: string): BundleError {
@@ -48,7 +56,12 @@ export function baseImageError(image: string, output: string, node: string): Bun
  * for the error message. `classify` may turn a failure's output into a specific error; any
  * other failure is E_CONTAINER_BACKEND quoting the engine.
  */
-export function runEngine(cmd: string, args: string[], onLine: (line: string) => void, classify?: (output: string) => BundleError | undefined): Promise<void> {
+export function runEngine(
+  cmd: string,
+  args: string[],
+  onLine: (line: string) => void,
+  classify?: (output: string) => BundleError | undefined,
+): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] })
     let tail = ''
@@ -69,14 +82,24 @@ export function runEngine(cmd: string, args: string[], onLine: (line: string) =>
       if (code === 0) return resolve()
       const specific = classify?.(tail)
       if (specific) return reject(specific)
-      reject(new BundleError('E_CONTAINER_BACKEND', `${cmd} ${args[0]} failed (exit ${code}): ${tail.trim().split('\n').slice(-3).join(' | ')}`))
+      reject(
+        new BundleError(
+          'E_CONTAINER_BACKEND',
+          `${cmd} ${args[0]} failed (exit ${code}): ${tail.trim().split('\n').slice(-3).join(' | ')}`,
+        ),
+      )
     })
   })
 }
 
 /** Whether the engine holds the image locally. */
 export function hasImage(backend: Backend, image: string): boolean {
-  const args = backend === 'podman' ? ['image', 'exists', image] : backend === 'docker' ? ['image', 'inspect', image] : ['inspect', '--type', 'image', image]
+  const args =
+    backend === 'podman'
+      ? ['image', 'exists', image]
+      : backend === 'docker'
+        ? ['image', 'inspect', image]
+        : ['inspect', '--type', 'image', image]
   return spawnSync(backend, args, { stdio: 'ignore', timeout: 30_000 }).status === 0
 }
 
@@ -90,7 +113,10 @@ export function imageSize(backend: Backend, image: string): number | undefined {
     const m = /"size":\s*"([\d.]+)\s*([kMGT]?B)"/i.exec(r.stdout ?? '')
     return m ? Math.round(Number(m[1]) * UNITS[m[2]!.toLowerCase()]!) : undefined
   }
-  const r = spawnSync(backend, ['image', 'inspect', '--format', '{{.Size}}', image], { encoding: 'utf8', timeout: 30_000 })
+  const r = spawnSync(backend, ['image', 'inspect', '--format', '{{.Size}}', image], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  })
   const n = Number(r.stdout?.trim())
   return r.status === 0 && Number.isFinite(n) && n > 0 ? n : undefined
 }
@@ -99,11 +125,21 @@ export function imageSize(backend: Backend, image: string): number | undefined {
  * Makes sure the base image is present before the build context is assembled: a base that
  * cannot be pulled fails in seconds with E_CONTAINER_BASE_IMAGE, not after copying the context.
  */
-export async function ensureBaseImage(backend: Backend, image: string, node: string, log: (line: string) => void): Promise<'present' | 'pulled'> {
+export async function ensureBaseImage(
+  backend: Backend,
+  image: string,
+  node: string,
+  log: (line: string) => void,
+): Promise<'present' | 'pulled'> {
   if (image === 'scratch' || hasImage(backend, image)) return 'present'
   log(`pulling ${image} with ${backend}`)
   // Whatever stops a pull (no registry, no such image, no access), it is the base image's problem.
-  await runEngine(backend, ['pull', image], () => undefined, (output) => baseImageError(image, output, node))
+  await runEngine(
+    backend,
+    ['pull', image],
+    () => undefined,
+    (output) => baseImageError(image, output, node),
+  )
   return 'pulled'
 }
 

@@ -23,7 +23,11 @@ export function globToRegExp(glob: string): RegExp {
       const end = glob.indexOf('}', i)
       if (end < 0) re += '\\{'
       else {
-        re += `(?:${glob.slice(i + 1, end).split(',').map((alt) => globToRegExp(alt).source.slice(1, -1)).join('|')})`
+        re += `(?:${glob
+          .slice(i + 1, end)
+          .split(',')
+          .map((alt) => globToRegExp(alt).source.slice(1, -1))
+          .join('|')})`
         i = end
       }
     } else re += /[\\^$.|+()[\]]/.test(c) ? `\\${c}` : c
@@ -77,7 +81,9 @@ export interface Collected {
 export function collectFiles(dir: string, o: CollectOptions = {}): Collected {
   const inc = o.include?.map(globToRegExp)
   const exc = (o.exclude ?? []).map(globToRegExp)
-  const exact = new Set((o.include ?? []).filter((p) => !/[*?{[\]!]/.test(p)).map((p) => p.replace(/^\.\//, '').replace(/\/+$/, '')))
+  const exact = new Set(
+    (o.include ?? []).filter((p) => !/[*?{[\]!]/.test(p)).map((p) => p.replace(/^\.\//, '').replace(/\/+$/, '')),
+  )
   const never = new Set([...(o.never ?? []), IGNORE_FILE])
   const ignored = ignore()
   const ignoreFile = join(dir, IGNORE_FILE)
@@ -85,7 +91,10 @@ export function collectFiles(dir: string, o: CollectOptions = {}): Collected {
   for (const p of exact) {
     const segments = p.split('/')
     if (segments.some((s) => NEVER.has(s)) || [...never].some((n) => p === n || p.startsWith(`${n}/`))) {
-      throw new BundleError('E_BUNDLE_CONFIG_INVALID', `include: ${p} is never part of a bundle (node_modules, .git and the model store are always left out); install packages through package.json instead`)
+      throw new BundleError(
+        'E_BUNDLE_CONFIG_INVALID',
+        `include: ${p} is never part of a bundle (node_modules, .git and the model store are always left out); install packages through package.json instead`,
+      )
     }
   }
   const files: string[] = []
@@ -117,7 +126,13 @@ export function collectFiles(dir: string, o: CollectOptions = {}): Collected {
       }
       const st = statSync(full)
       const isDir = st.isDirectory()
-      const why = hidden ?? (looksSecret(name) || linkedSecret ? 'secret' : ignored.ignores(isDir ? `${rel}/` : rel) ? 'ignored' : undefined)
+      const why =
+        hidden ??
+        (looksSecret(name) || linkedSecret
+          ? 'secret'
+          : ignored.ignores(isDir ? `${rel}/` : rel)
+            ? 'ignored'
+            : undefined)
       if (isDir) {
         // An ignored directory may be large (data, build output): entered only for an exact include.
         if (why === 'ignored' && ![...exact].some((p) => p.startsWith(`${rel}/`))) continue

@@ -28,7 +28,11 @@ export interface K8sOptions {
 const PORT = 3000
 
 /** Kubernetes names: lower-case alphanumerics and "-" (bundle names may hold "." and "_"). */
-const k8sName = (name: string): string => name.replace(/[^a-z0-9-]/g, '-').replace(/^-+|-+$/g, '').slice(0, 63) || 'bundle'
+const k8sName = (name: string): string =>
+  name
+    .replace(/[^a-z0-9-]/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 63) || 'bundle'
 
 /**
  * Deployment, Service and (with --min/--max) a HorizontalPodAutoscaler for a bundle's image:
@@ -46,7 +50,8 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
   const m = bundle.manifest as BundleManifest
   const name = k8sName(bundle.name)
   const positive = (flag: string, v: number | undefined) => {
-    if (v !== undefined && !(Number.isSafeInteger(v) && v >= 0)) throw new BundleError('E_CLI_USAGE', `${flag} must be a whole number, got ${v}`)
+    if (v !== undefined && !(Number.isSafeInteger(v) && v >= 0))
+      throw new BundleError('E_CLI_USAGE', `${flag} must be a whole number, got ${v}`)
   }
   positive('--replicas', o.replicas)
   positive('--gpu', o.gpu)
@@ -56,15 +61,35 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
   positive('--worker-min', o.workerMin)
   positive('--worker-max', o.workerMax)
   // Kubernetes quantities: a typo such as "abc" or "2GB" would only fail at `kubectl apply`.
-  if (o.cpu !== undefined && !CPU.test(o.cpu)) throw new BundleError('E_CLI_USAGE', `--cpu "${o.cpu}" is not a Kubernetes CPU quantity: cores (1, 0.5) or millicores (500m)`)
-  if (o.memory !== undefined && !MEMORY.test(o.memory)) throw new BundleError('E_CLI_USAGE', `--memory "${o.memory}" is not a Kubernetes memory quantity: bytes with a suffix, e.g. 512Mi, 2Gi, 1G`)
-  if (o.redis !== undefined && !/^rediss?:\/\/./.test(o.redis)) throw new BundleError('E_CLI_USAGE', `--redis "${o.redis}" is not a Redis URL (redis://HOST:6379)`)
-  if (o.redis === undefined && (o.workerReplicas ?? o.workerMin ?? o.workerMax) !== undefined) throw new BundleError('E_CLI_USAGE', '--worker-* options need --redis: workers are fed through Redis')
+  if (o.cpu !== undefined && !CPU.test(o.cpu))
+    throw new BundleError(
+      'E_CLI_USAGE',
+      `--cpu "${o.cpu}" is not a Kubernetes CPU quantity: cores (1, 0.5) or millicores (500m)`,
+    )
+  if (o.memory !== undefined && !MEMORY.test(o.memory))
+    throw new BundleError(
+      'E_CLI_USAGE',
+      `--memory "${o.memory}" is not a Kubernetes memory quantity: bytes with a suffix, e.g. 512Mi, 2Gi, 1G`,
+    )
+  if (o.redis !== undefined && !/^rediss?:\/\/./.test(o.redis))
+    throw new BundleError('E_CLI_USAGE', `--redis "${o.redis}" is not a Redis URL (redis://HOST:6379)`)
+  if (o.redis === undefined && (o.workerReplicas ?? o.workerMin ?? o.workerMax) !== undefined)
+    throw new BundleError('E_CLI_USAGE', '--worker-* options need --redis: workers are fed through Redis')
   const min = o.min ?? (o.max !== undefined ? 1 : undefined)
-  if (min !== undefined && o.max !== undefined && min > o.max) throw new BundleError('E_CLI_USAGE', `--min ${min} is above --max ${o.max}`)
-  const labels = { 'app.kubernetes.io/name': name, 'app.kubernetes.io/version': bundle.version.slice(0, 63), 'app.kubernetes.io/managed-by': 'modelbundle' }
+  if (min !== undefined && o.max !== undefined && min > o.max)
+    throw new BundleError('E_CLI_USAGE', `--min ${min} is above --max ${o.max}`)
+  const labels = {
+    'app.kubernetes.io/name': name,
+    'app.kubernetes.io/version': bundle.version.slice(0, 63),
+    'app.kubernetes.io/managed-by': 'modelbundle',
+  }
   const selector = { 'app.kubernetes.io/name': name }
-  const metadata = { name, ...(o.namespace ? { namespace: o.namespace } : {}), labels, annotations: { 'modelbundle.io/bundle': bundle.tag, 'modelbundle.io/digest': bundle.digest } }
+  const metadata = {
+    name,
+    ...(o.namespace ? { namespace: o.namespace } : {}),
+    labels,
+    annotations: { 'modelbundle.io/bundle': bundle.tag, 'modelbundle.io/digest': bundle.digest },
+  }
   // The server drains for up to graceMs after SIGTERM; the pod must not be killed before it ends.
   const graceSeconds = Math.ceil((o.graceMs ?? 30_000) / 1000) + 15
   // With Redis, the API pods hold no model processes: GPUs and model memory go to the workers.
@@ -79,7 +104,14 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
       replicas: o.replicas ?? min ?? 1,
       selector: { matchLabels: selector },
       template: {
-        metadata: { labels, annotations: { 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(PORT), 'prometheus.io/path': '/metrics' } },
+        metadata: {
+          labels,
+          annotations: {
+            'prometheus.io/scrape': 'true',
+            'prometheus.io/port': String(PORT),
+            'prometheus.io/path': '/metrics',
+          },
+        },
         spec: {
           terminationGracePeriodSeconds: graceSeconds,
           securityContext: { runAsNonRoot: true, runAsUser: IMAGE_UID, runAsGroup: IMAGE_UID, fsGroup: IMAGE_UID },
@@ -127,7 +159,9 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
       scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: target },
       minReplicas: lo ?? 1,
       maxReplicas: hi ?? Math.max(lo ?? 1, 1) * 4,
-      metrics: [{ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } }],
+      metrics: [
+        { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } },
+      ],
     },
   })
   if (min !== undefined || o.max !== undefined) out.push(hpa(metadata, name, min, o.max))
@@ -136,7 +170,8 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
     const wlabels = { ...labels, 'app.kubernetes.io/name': wname, 'app.kubernetes.io/component': 'worker' }
     const wmeta = { ...metadata, name: wname, labels: wlabels }
     const wmin = o.workerMin ?? (o.workerMax !== undefined ? 1 : undefined)
-    if (wmin !== undefined && o.workerMax !== undefined && wmin > o.workerMax) throw new BundleError('E_CLI_USAGE', `--worker-min ${wmin} is above --worker-max ${o.workerMax}`)
+    if (wmin !== undefined && o.workerMax !== undefined && wmin > o.workerMax)
+      throw new BundleError('E_CLI_USAGE', `--worker-min ${wmin} is above --worker-max ${o.workerMax}`)
     const wgpu = o.gpu ?? 0
     out.push({
       apiVersion: 'apps/v1',
@@ -158,7 +193,11 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
                 command: ['node', '/app/node_modules/modelbundle/bin/bundle', 'worker', '/app'],
                 env: [...redisEnv, ...Object.entries(m.env ?? {}).map(([k, v]) => ({ name: k, value: v }))],
                 resources: {
-                  requests: { cpu: o.cpu ?? '1', memory: o.memory ?? '1Gi', ...(wgpu ? { 'nvidia.com/gpu': wgpu } : {}) },
+                  requests: {
+                    cpu: o.cpu ?? '1',
+                    memory: o.memory ?? '1Gi',
+                    ...(wgpu ? { 'nvidia.com/gpu': wgpu } : {}),
+                  },
                   limits: { memory: o.memory ?? '1Gi', ...(wgpu ? { 'nvidia.com/gpu': wgpu } : {}) },
                 },
                 volumeMounts: [{ name: 'shm', mountPath: '/dev/shm' }],

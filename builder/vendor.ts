@@ -35,7 +35,13 @@ function packageFiles(pkg: InstalledPackage): string[] | undefined {
  * exactly what the bundle was built and tested with. No registry is involved. Only what runs
  * goes in: build-only packages and files no package loads at run time stay out (prune.ts).
  */
-export function vendorDependencies(direct: Record<string, string>, pinned: readonly string[], from: string, dest: string, o: VendorOptions = {}): VendorStats {
+export function vendorDependencies(
+  direct: Record<string, string>,
+  pinned: readonly string[],
+  from: string,
+  dest: string,
+  o: VendorOptions = {},
+): VendorStats {
   // tsx runs on esbuild: a bundle that imports either, or carries TypeScript, gets both.
   const buildOnly = new Set(o.typescript || BUILD_ONLY_PACKAGES.some((n) => n in direct) ? [] : BUILD_ONLY_PACKAGES)
   const { closure } = pinDependencies(Object.keys(direct), from, (name) => buildOnly.has(name))
@@ -44,12 +50,26 @@ export function vendorDependencies(direct: Record<string, string>, pinned: reado
   const want = new Set(pinned)
   for (const [name, version] of Object.entries(direct)) {
     const found = findPackage(name, from)
-    if (found?.version !== version) throw new BundleError('E_BUNDLE_DEPS_MISMATCH', `the bundle was built with ${name}@${version}; this machine has ${found ? found.version : 'none'} installed where ${from} resolves it; install that version (npm ci in the project it was built from) or build the bundle again`)
+    if (found?.version !== version)
+      throw new BundleError(
+        'E_BUNDLE_DEPS_MISMATCH',
+        `the bundle was built with ${name}@${version}; this machine has ${found ? found.version : 'none'} installed where ${from} resolves it; install that version (npm ci in the project it was built from) or build the bundle again`,
+      )
   }
-  const stats: VendorStats = { packages: 0, files: 0, bytes: 0, leftOutPackages: full.filter((p) => !kept.has(p.dir)).map((p) => `${p.name}@${p.version}`), pruned: {} }
+  const stats: VendorStats = {
+    packages: 0,
+    files: 0,
+    bytes: 0,
+    leftOutPackages: full.filter((p) => !kept.has(p.dir)).map((p) => `${p.name}@${p.version}`),
+    pruned: {},
+  }
   const ctx = { arch: o.arch ?? imageArch(), typescript: buildOnly.size === 0 }
   for (const pkg of closure) {
-    if (!want.has(`${pkg.name}@${pkg.version}`)) throw new BundleError('E_BUNDLE_DEPS_MISMATCH', `${pkg.name}@${pkg.version} is installed, the bundle pins ${[...want].filter((w) => w.startsWith(pkg.name + '@')).join(', ') || 'no version of it'}; npm ci and build again`)
+    if (!want.has(`${pkg.name}@${pkg.version}`))
+      throw new BundleError(
+        'E_BUNDLE_DEPS_MISMATCH',
+        `${pkg.name}@${pkg.version} is installed, the bundle pins ${[...want].filter((w) => w.startsWith(`${pkg.name}@`)).join(', ') || 'no version of it'}; npm ci and build again`,
+      )
     // Where it goes: its path below the innermost node_modules chain, or the top for the package itself.
     const at = pkg.dir.lastIndexOf(`${sep}node_modules${sep}`)
     const rel = at < 0 ? pkg.name : pkg.dir.slice(pkg.dir.indexOf(`${sep}node_modules${sep}`) + '/node_modules/'.length)
@@ -66,7 +86,13 @@ export function vendorDependencies(direct: Record<string, string>, pinned: reado
 }
 
 /** Copies `pkgDir/rel` to `target/rel` (links followed), leaving out what the rules say; tallies both. */
-function copyTree(pkgDir: string, rel: string, target: string, leaveOut: (rel: string, isDir: boolean) => string | undefined, stats: VendorStats): void {
+function copyTree(
+  pkgDir: string,
+  rel: string,
+  target: string,
+  leaveOut: (rel: string, isDir: boolean) => string | undefined,
+  stats: VendorStats,
+): void {
   const src = join(pkgDir, rel)
   const st = statSync(src)
   const isDir = st.isDirectory()

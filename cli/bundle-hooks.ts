@@ -25,7 +25,12 @@ export async function resolve(specifier: string, context: { parentURL?: string }
     return await next(specifier, context)
   } catch (err) {
     const bare = !/^(?:\.|\/|[a-z]+:)/.test(specifier)
-    if (!bare || (err as { code?: string }).code !== 'ERR_MODULE_NOT_FOUND' || !context.parentURL?.startsWith(data.root)) throw err
+    if (
+      !bare ||
+      (err as { code?: string }).code !== 'ERR_MODULE_NOT_FOUND' ||
+      !context.parentURL?.startsWith(data.root)
+    )
+      throw err
     for (const base of data.bases) {
       try {
         return await next(specifier, { ...context, parentURL: base })

@@ -9,7 +9,9 @@ import { humanSize, importLine, shortDate, structured, table, write } from './ou
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value]
 
-async function withStore<T>(fn: (store: ModelStore, lib: typeof import('../store/index.js')) => Promise<T>): Promise<T> {
+async function withStore<T>(
+  fn: (store: ModelStore, lib: typeof import('../store/index.js')) => Promise<T>,
+): Promise<T> {
   const lib = await import('../store/index.js')
   const store = lib.ModelStore.open()
   try {
@@ -28,7 +30,11 @@ async function serviceInfo(entry: string): Promise<ServiceInfo> {
     ...(definition.description ? { description: definition.description } : {}),
     exportName,
     apis: definition.apis.map((a) => ({ name: a.name, route: a.route, input: a.input.kind, output: a.output.kind })),
-    runners: definition.runners.map((r) => ({ name: r.name, kind: r.kind, ...(r.versions ? { tag: r.versions.tag } : {}) })),
+    runners: definition.runners.map((r) => ({
+      name: r.name,
+      kind: r.kind,
+      ...(r.versions ? { tag: r.versions.tag } : {}),
+    })),
     openapi: openapiDocument(definition),
   }
 }
@@ -37,50 +43,85 @@ async function serviceInfo(entry: string): Promise<ServiceInfo> {
 function printReport(report: BuildReport, dryRun: boolean): void {
   const total = report.files.reduce((n, f) => n + f.size, 0)
   const width = Math.max(...report.files.map((f) => f.path.length))
-  const lines = [`${dryRun ? 'would package' : 'packaged'} ${report.files.length} file${report.files.length === 1 ? '' : 's'} (${humanSize(total)}):`]
+  const lines = [
+    `${dryRun ? 'would package' : 'packaged'} ${report.files.length} file${report.files.length === 1 ? '' : 's'} (${humanSize(total)}):`,
+  ]
   for (const f of report.files) lines.push(`  ${f.path.padEnd(width)}  ${humanSize(f.size)}`)
-  lines.push(`${dryRun ? 'would pin' : 'pinned'} ${report.models.length} model${report.models.length === 1 ? '' : 's'}:`)
+  lines.push(
+    `${dryRun ? 'would pin' : 'pinned'} ${report.models.length} model${report.models.length === 1 ? '' : 's'}:`,
+  )
   for (const m of report.models) {
-    const notes = [...(m.alias ? [`alias ${m.alias}`] : []), ...(m.requested?.length ? [`for ${m.requested.join(', ')}`] : []), ...(m.wouldImport ? [`not stored: a build imports it from ${m.wouldImport}`] : [])]
+    const notes = [
+      ...(m.alias ? [`alias ${m.alias}`] : []),
+      ...(m.requested?.length ? [`for ${m.requested.join(', ')}`] : []),
+      ...(m.wouldImport ? [`not stored: a build imports it from ${m.wouldImport}`] : []),
+    ]
     lines.push(`  ${m.tag}  ${m.digest}${notes.length ? `  (${notes.join('; ')})` : ''}`)
   }
   if (report.secrets.length) {
-    const shown = report.secrets.slice(0, 20).join(', ') + (report.secrets.length > 20 ? `, and ${report.secrets.length - 20} more` : '')
-    lines.push(`warning: left out ${report.secrets.length} file${report.secrets.length === 1 ? '' : 's'} that may hold secrets: ${shown}; to ship one on purpose, list its exact path under include: in bundle.yaml`)
+    const shown =
+      report.secrets.slice(0, 20).join(', ') +
+      (report.secrets.length > 20 ? `, and ${report.secrets.length - 20} more` : '')
+    lines.push(
+      `warning: left out ${report.secrets.length} file${report.secrets.length === 1 ? '' : 's'} that may hold secrets: ${shown}; to ship one on purpose, list its exact path under include: in bundle.yaml`,
+    )
   }
-  if (report.outside.length) lines.push(`warning: left out ${report.outside.length} symbolic link${report.outside.length === 1 ? '' : 's'} pointing outside the project: ${report.outside.slice(0, 20).join(', ')}; copy the file into the project to ship it`)
-  process.stderr.write(lines.join('\n') + '\n')
+  if (report.outside.length)
+    lines.push(
+      `warning: left out ${report.outside.length} symbolic link${report.outside.length === 1 ? '' : 's'} pointing outside the project: ${report.outside.slice(0, 20).join(', ')}; copy the file into the project to ship it`,
+    )
+  process.stderr.write(`${lines.join('\n')}\n`)
 }
 
 const summary = ({ manifest: _m, ...b }: Omit<BundleInfo, 'files'>) => b
 
 export function bundleCommands(): Command[] {
   const build = new Command('build')
-    .description('package a service (DIR/bundle.yaml) with pinned dependencies and exact model versions into the bundle store')
+    .description(
+      'package a service (DIR/bundle.yaml) with pinned dependencies and exact model versions into the bundle store',
+    )
     .argument('[dir]', 'directory holding bundle.yaml', '.')
     .option('-f, --file <file>', 'bundle file other than DIR/bundle.yaml')
     .option('--version <version>', 'bundle version; generated (sortable by time) when omitted')
     .option('--label <key=value>', 'label, repeatable', collect, [])
     .addOption(new Option('-o, --output <format>', 'what to print').choices(['tag', 'json', 'yaml']).default('tag'))
     .option('--dry-run', 'list what would be packaged and pinned, and store nothing', false)
-    .action(async (dir: string, opts: { file?: string; version?: string; label: string[]; output: string; dryRun: boolean }) => {
-      await withStore(async (store, lib) => {
-        const { buildBundle, planBundle } = await import('../builder/index.js')
-        const labels = lib.parseLabelArgs(opts.label) as Record<string, string>
-        const checkEnsemble = await ensembleChecker()
-        const options = { dir, ...(opts.file ? { file: opts.file } : {}), ...(opts.version ? { version: opts.version } : {}), labels, store, loadService: serviceInfo, checkEnsemble }
-        if (opts.dryRun) {
-          const report = await planBundle(options)
-          printReport(report, true)
-          if (opts.output !== 'tag') write(await structured(report, opts.output as 'json' | 'yaml'))
-          return
-        }
-        const { bundle, status, report } = await buildBundle(options)
-        printReport(report, false)
-        if (status === 'unchanged') process.stderr.write(`unchanged: ${bundle.tag} already holds exactly this content (${bundle.digest})\n`)
-        write(opts.output === 'tag' ? `${bundle.tag}\n` : await structured(summary(bundle), opts.output as 'json' | 'yaml'))
-      })
-    })
+    .action(
+      async (
+        dir: string,
+        opts: { file?: string; version?: string; label: string[]; output: string; dryRun: boolean },
+      ) => {
+        await withStore(async (store, lib) => {
+          const { buildBundle, planBundle } = await import('../builder/index.js')
+          const labels = lib.parseLabelArgs(opts.label) as Record<string, string>
+          const checkEnsemble = await ensembleChecker()
+          const options = {
+            dir,
+            ...(opts.file ? { file: opts.file } : {}),
+            ...(opts.version ? { version: opts.version } : {}),
+            labels,
+            store,
+            loadService: serviceInfo,
+            checkEnsemble,
+          }
+          if (opts.dryRun) {
+            const report = await planBundle(options)
+            printReport(report, true)
+            if (opts.output !== 'tag') write(await structured(report, opts.output as 'json' | 'yaml'))
+            return
+          }
+          const { bundle, status, report } = await buildBundle(options)
+          printReport(report, false)
+          if (status === 'unchanged')
+            process.stderr.write(`unchanged: ${bundle.tag} already holds exactly this content (${bundle.digest})\n`)
+          write(
+            opts.output === 'tag'
+              ? `${bundle.tag}\n`
+              : await structured(summary(bundle), opts.output as 'json' | 'yaml'),
+          )
+        })
+      },
+    )
 
   const list = new Command('list')
     .alias('ls')
@@ -90,7 +131,18 @@ export function bundleCommands(): Command[] {
     .action(async (name: string | undefined, opts: { output: string }) => {
       await withStore(async (store) => {
         const bundles = store.bundles.list(name)
-        if (opts.output === 'table') write(table(['Tag', 'Models', 'Size', 'Created'], bundles.map((b) => [b.tag, b.models.map((m) => m.tag).join(', ') || '-', humanSize(b.size), shortDate(b.created)])))
+        if (opts.output === 'table')
+          write(
+            table(
+              ['Tag', 'Models', 'Size', 'Created'],
+              bundles.map((b) => [
+                b.tag,
+                b.models.map((m) => m.tag).join(', ') || '-',
+                humanSize(b.size),
+                shortDate(b.created),
+              ]),
+            ),
+          )
         else write(await structured(bundles.map(summary), opts.output as 'json' | 'yaml'))
       })
     })
@@ -98,7 +150,11 @@ export function bundleCommands(): Command[] {
   const get = new Command('get')
     .description('show one bundle (name, name:version, version prefix, name@semver-range)')
     .argument('<tag>')
-    .addOption(new Option('-o, --output <format>', 'output format; path prints a directory holding the bundle files').choices(['json', 'yaml', 'path']).default('yaml'))
+    .addOption(
+      new Option('-o, --output <format>', 'output format; path prints a directory holding the bundle files')
+        .choices(['json', 'yaml', 'path'])
+        .default('yaml'),
+    )
     .action(async (tag: string, opts: { output: string }) => {
       await withStore(async (store) => {
         if (opts.output === 'path') write(`${(await store.bundles.paths(tag)).dir}\n`)
@@ -108,7 +164,9 @@ export function bundleCommands(): Command[] {
 
   const del = new Command('delete')
     .alias('rm')
-    .description('delete bundles (a bare name means its latest version; see --all-versions); their models stay and can then be deleted without --force')
+    .description(
+      'delete bundles (a bare name means its latest version; see --all-versions); their models stay and can then be deleted without --force',
+    )
     .argument('<tag...>')
     .option('-y, --yes', 'do not ask for confirmation', false)
     .option('--all-versions', 'delete every version of each named bundle', false)
@@ -116,8 +174,11 @@ export function bundleCommands(): Command[] {
       await withStore(async (store, lib) => {
         for (const t of tags) lib.parseTag(t)
         // Resolve first so the prompt names exactly what will go.
-        const targets = opts.allVersions ? tags.flatMap((t) => store.bundles.list(lib.parseTag(t).name).map((b) => b.tag)) : tags.map((t) => store.bundles.get(t).tag)
-        if (opts.allVersions && targets.length === 0) throw new BundleError('E_BUNDLE_NOT_FOUND', `no bundle named "${lib.parseTag(tags[0]!).name}" is stored`)
+        const targets = opts.allVersions
+          ? tags.flatMap((t) => store.bundles.list(lib.parseTag(t).name).map((b) => b.tag))
+          : tags.map((t) => store.bundles.get(t).tag)
+        if (opts.allVersions && targets.length === 0)
+          throw new BundleError('E_BUNDLE_NOT_FOUND', `no bundle named "${lib.parseTag(tags[0]!).name}" is stored`)
         if (!(await confirm(`delete ${[...new Set(targets)].join(', ')}?`, opts.yes))) {
           process.stderr.write('nothing deleted\n')
           return
@@ -153,19 +214,45 @@ export function bundleCommands(): Command[] {
     .description('build an OCI image of a bundle (docker, podman or buildah; no daemon needed with podman)')
     .argument('<tag>')
     .option('-t, --image <ref>', 'image reference (default <name>:<version>)')
-    .addOption(new Option('--backend <engine>', 'container engine (default: docker if its daemon runs, else podman, else buildah)').choices(['docker', 'podman', 'buildah']))
-    .option('--base-image <ref>', 'base image instead of bundle.yaml docker.baseImage (e.g. one made by docker/local-base-image.sh)')
+    .addOption(
+      new Option(
+        '--backend <engine>',
+        'container engine (default: docker if its daemon runs, else podman, else buildah)',
+      ).choices(['docker', 'podman', 'buildah']),
+    )
+    .option(
+      '--base-image <ref>',
+      'base image instead of bundle.yaml docker.baseImage (e.g. one made by docker/local-base-image.sh)',
+    )
     .option('--print-dockerfile', 'print the Dockerfile and build nothing', false)
     .option('--verbose', "show the container engine's whole output, not only its build steps", false)
-    .action(async (tag: string, opts: { image?: string; backend?: 'docker' | 'podman' | 'buildah'; baseImage?: string; printDockerfile: boolean; verbose: boolean }) => {
-      await withStore(async (store) => {
-        const { containerize, dockerfileFor } = await import('../builder/index.js')
-        if (opts.printDockerfile) return write(dockerfileFor(store.bundles.get(tag), opts.baseImage))
-        // Progress (steps, bytes, final size) goes to stderr; stdout is the image reference alone, for scripts.
-        const { image } = await containerize({ store, tag, verbose: opts.verbose, ...(opts.image ? { image: opts.image } : {}), ...(opts.backend ? { backend: opts.backend } : {}), ...(opts.baseImage ? { baseImage: opts.baseImage } : {}) })
-        write(`${image}\n`)
-      })
-    })
+    .action(
+      async (
+        tag: string,
+        opts: {
+          image?: string
+          backend?: 'docker' | 'podman' | 'buildah'
+          baseImage?: string
+          printDockerfile: boolean
+          verbose: boolean
+        },
+      ) => {
+        await withStore(async (store) => {
+          const { containerize, dockerfileFor } = await import('../builder/index.js')
+          if (opts.printDockerfile) return write(dockerfileFor(store.bundles.get(tag), opts.baseImage))
+          // Progress (steps, bytes, final size) goes to stderr; stdout is the image reference alone, for scripts.
+          const { image } = await containerize({
+            store,
+            tag,
+            verbose: opts.verbose,
+            ...(opts.image ? { image: opts.image } : {}),
+            ...(opts.backend ? { backend: opts.backend } : {}),
+            ...(opts.baseImage ? { baseImage: opts.baseImage } : {}),
+          })
+          write(`${image}\n`)
+        })
+      },
+    )
 
   const int = (flag: string) => (v: string) => {
     const n = Number(v)
@@ -185,18 +272,39 @@ export function bundleCommands(): Command[] {
     .option('--cpu <quantity>', 'CPU request per pod (default 1)')
     .option('--memory <quantity>', 'memory request and limit per pod (default 1Gi)')
     .option('-n, --namespace <ns>', 'namespace to put in the manifests')
-    .option('--redis <url>', 'scale out: API pods send batches through this Redis to a worker Deployment (bundle worker)')
+    .option(
+      '--redis <url>',
+      'scale out: API pods send batches through this Redis to a worker Deployment (bundle worker)',
+    )
     .option('--worker-replicas <n>', 'worker pods (default 1, or --worker-min)', int('--worker-replicas'))
     .option('--worker-min <n>', 'autoscaling: fewest worker pods', int('--worker-min'))
     .option('--worker-max <n>', 'autoscaling: most worker pods', int('--worker-max'))
-    .action(async (tag: string, opts: { image: string; replicas?: number; gpu?: number; min?: number; max?: number; cpu?: string; memory?: string; namespace?: string; redis?: string; workerReplicas?: number; workerMin?: number; workerMax?: number }) => {
-      await withStore(async (store) => {
-        const { k8sManifests } = await import('../builder/index.js')
-        const { stringify } = await import('yaml')
-        const docs = k8sManifests(store.bundles.get(tag), opts)
-        write(docs.map((d) => stringify(d, { lineWidth: 0, aliasDuplicateObjects: false })).join('---\n'))
-      })
-    })
+    .action(
+      async (
+        tag: string,
+        opts: {
+          image: string
+          replicas?: number
+          gpu?: number
+          min?: number
+          max?: number
+          cpu?: string
+          memory?: string
+          namespace?: string
+          redis?: string
+          workerReplicas?: number
+          workerMin?: number
+          workerMax?: number
+        },
+      ) => {
+        await withStore(async (store) => {
+          const { k8sManifests } = await import('../builder/index.js')
+          const { stringify } = await import('yaml')
+          const docs = k8sManifests(store.bundles.get(tag), opts)
+          write(docs.map((d) => stringify(d, { lineWidth: 0, aliasDuplicateObjects: false })).join('---\n'))
+        })
+      },
+    )
 
   return [build, list, get, del, exp, imp, containerizeCmd, deploy]
 }

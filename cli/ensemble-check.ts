@@ -9,7 +9,11 @@ export async function ensembleChecker(): Promise<EnsembleChecker> {
   const { planEnsemble, wireEnsemble, modelSignature } = await import('../runners/index.js')
   return (name, spec, modelOf) => {
     const plan = planEnsemble(name, spec)
-    const signatures = new Map(spec.steps.map((s) => [s.model, modelOf(s.model)] as const).map(([runner, m]) => [runner, m && modelSignature(m)]))
+    const signatures = new Map(
+      spec.steps
+        .map((s) => [s.model, modelOf(s.model)] as const)
+        .map(([runner, m]) => [runner, m && modelSignature(m)]),
+    )
     if ([...signatures.values()].some((sig) => sig === undefined)) return
     wireEnsemble(name, plan, (model) => signatures.get(model)!)
   }

@@ -18,7 +18,10 @@ export interface Entry {
 
 async function fromBundleDir(dir: string): Promise<Entry> {
   const { definition, manifest } = await loadBundle(dir)
-  const digest = createHash('sha256').update(readFileSync(join(dir, 'bundle.json'))).update(readFileSync(join(dir, manifest.service.entry))).digest('hex')
+  const digest = createHash('sha256')
+    .update(readFileSync(join(dir, 'bundle.json')))
+    .update(readFileSync(join(dir, manifest.service.entry)))
+    .digest('hex')
   return { definition, scope: `${manifest.name}-${digest.slice(0, 12)}` }
 }
 
@@ -50,7 +53,10 @@ export async function resolveEntry(entry: string): Promise<Entry> {
   try {
     parseTag(entry)
   } catch {
-    throw new BundleError('E_SERVICE_LOAD', `"${entry}" is neither a service file (path/to/service.ts[:ClassName]), a directory holding bundle.yaml or bundle.json, nor a bundle tag`)
+    throw new BundleError(
+      'E_SERVICE_LOAD',
+      `"${entry}" is neither a service file (path/to/service.ts[:ClassName]), a directory holding bundle.yaml or bundle.json, nor a bundle tag`,
+    )
   }
   const store = ModelStore.open()
   try {
@@ -64,6 +70,10 @@ export async function resolveEntry(entry: string): Promise<Entry> {
 /** The Redis URL from --redis or BUNDLE_REDIS_URL; `what` names the feature that needs it. */
 export function redisUrl(flag: string | undefined, what: string): string {
   const url = flag ?? process.env.BUNDLE_REDIS_URL
-  if (!url) throw new BundleError('E_CLI_USAGE', `${what} needs Redis: pass --redis redis://HOST:6379 (or set BUNDLE_REDIS_URL)`)
+  if (!url)
+    throw new BundleError(
+      'E_CLI_USAGE',
+      `${what} needs Redis: pass --redis redis://HOST:6379 (or set BUNDLE_REDIS_URL)`,
+    )
   return url
 }

@@ -17,7 +17,10 @@ export function reportError(err: unknown): number {
     if (debug && err.cause) process.stderr.write(`${(err.cause as Error).stack ?? String(err.cause)}\n`)
     return err.exitCode
   }
-  const wrapped = new BundleError('E_INTERNAL', `unexpected error: ${(err as Error)?.message ?? String(err)} (set BUNDLE_DEBUG=1 for details)`)
+  const wrapped = new BundleError(
+    'E_INTERNAL',
+    `unexpected error: ${(err as Error)?.message ?? String(err)} (set BUNDLE_DEBUG=1 for details)`,
+  )
   process.stderr.write(`error ${wrapped.code}: ${wrapped.message}\n`)
   if (debug) process.stderr.write(`${(err as Error)?.stack ?? ''}\n`)
   return 1

@@ -30,7 +30,9 @@ export async function findService(entry: string): Promise<{ definition: ServiceD
     mod = (await tsImport(pathToFileURL(file).href, import.meta.url)) as Record<string, unknown>
   } catch (err) {
     if ((err as { code?: string })?.code?.startsWith('E_')) throw err
-    throw new BundleError('E_SERVICE_LOAD', `importing ${file} failed: ${(err as Error).message?.split('\n')[0]}`, { cause: err })
+    throw new BundleError('E_SERVICE_LOAD', `importing ${file} failed: ${(err as Error).message?.split('\n')[0]}`, {
+      cause: err,
+    })
   }
   const services = Object.entries(mod).flatMap(([name, value]) => {
     const def = definitionOf(value)
@@ -38,10 +40,22 @@ export async function findService(entry: string): Promise<{ definition: ServiceD
   })
   if (className !== undefined) {
     const found = services.find((s) => s.name === className)
-    if (!found) throw new BundleError('E_SERVICE_LOAD', `${file} has no exported service named ${className}${services.length ? ` (it exports ${services.map((s) => s.name).join(', ')})` : ''}`)
+    if (!found)
+      throw new BundleError(
+        'E_SERVICE_LOAD',
+        `${file} has no exported service named ${className}${services.length ? ` (it exports ${services.map((s) => s.name).join(', ')})` : ''}`,
+      )
     return { definition: found.def, exportName: found.name }
   }
-  if (services.length === 0) throw new BundleError('E_SERVICE_LOAD', `${file} exports no service: decorate an exported class with @service (or export a defineService() result)`)
-  if (services.length > 1) throw new BundleError('E_SERVICE_LOAD', `${file} exports several services (${services.map((s) => s.name).join(', ')}); pick one with ${file}:ClassName`)
+  if (services.length === 0)
+    throw new BundleError(
+      'E_SERVICE_LOAD',
+      `${file} exports no service: decorate an exported class with @service (or export a defineService() result)`,
+    )
+  if (services.length > 1)
+    throw new BundleError(
+      'E_SERVICE_LOAD',
+      `${file} exports several services (${services.map((s) => s.name).join(', ')}); pick one with ${file}:ClassName`,
+    )
   return { definition: services[0]!.def, exportName: services[0]!.name }
 }

@@ -8,14 +8,21 @@ import { workerCommand } from './worker.js'
 
 function version(): string {
   try {
-    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version
+    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string })
+      .version
   } catch {
     return '0.0.0'
   }
 }
 
 /** commander's parse errors in our one-line shape (its "Did you mean …?" hint joins the line). */
-const usageLine = (str: string, write: (s: string) => void): void => write(`error E_CLI_USAGE: ${str.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ')}\n`)
+const usageLine = (str: string, write: (s: string) => void): void =>
+  write(
+    `error E_CLI_USAGE: ${str
+      .replace(/^error: /, '')
+      .trim()
+      .replace(/\s*\n\s*/g, ' ')}\n`,
+  )
 
 export function program(): Command {
   const root = new Command('bundle')

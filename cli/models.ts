@@ -13,7 +13,9 @@ async function openStore(): Promise<{ store: ModelStore; lib: typeof import('../
   return { store: lib.ModelStore.open(), lib }
 }
 
-async function withStore<T>(fn: (store: ModelStore, lib: typeof import('../store/index.js')) => Promise<T>): Promise<T> {
+async function withStore<T>(
+  fn: (store: ModelStore, lib: typeof import('../store/index.js')) => Promise<T>,
+): Promise<T> {
   const { store, lib } = await openStore()
   try {
     return await fn(store, lib)
@@ -27,7 +29,9 @@ async function printModel(m: ModelInfo, format: string): Promise<void> {
 }
 
 export function modelsCommand(): Command {
-  const models = new Command('models').description('manage the local model store ($BUNDLE_HOME, default ~/.modelbundle)')
+  const models = new Command('models').description(
+    'manage the local model store ($BUNDLE_HOME, default ~/.modelbundle)',
+  )
 
   models
     .command('save')
@@ -37,22 +41,42 @@ export function modelsCommand(): Command {
     .option('--version <version>', 'version; generated (sortable by time) when omitted')
     .option('--label <key=value>', 'label, repeatable', collect, [])
     .option('--metadata <json>', 'JSON object stored with the model')
-    .addOption(new Option('--framework <framework>', 'onnx or custom (default: onnx when an .onnx file is saved)').choices(['onnx', 'custom']))
+    .addOption(
+      new Option('--framework <framework>', 'onnx or custom (default: onnx when an .onnx file is saved)').choices([
+        'onnx',
+        'custom',
+      ]),
+    )
     .addOption(new Option('-o, --output <format>', 'what to print').choices(['tag', 'json', 'yaml']).default('tag'))
-    .action(async (paths: string[], opts: { name: string; version?: string; label: string[]; metadata?: string; framework?: Framework; output: string }) => {
-      await withStore(async (store, lib) => {
-        const labels = lib.parseLabelArgs(opts.label) as Record<string, string>
-        const metadata = opts.metadata === undefined ? undefined : lib.parseMetadataArg(opts.metadata)
-        const bar = progressBar(`saving ${opts.name}`)
-        try {
-          const m = await store.save({ name: opts.name, version: opts.version, paths, framework: opts.framework, labels, metadata }, { onProgress: bar.onProgress })
-          bar.done()
-          await printModel(m, opts.output)
-        } finally {
-          bar.done()
-        }
-      })
-    })
+    .action(
+      async (
+        paths: string[],
+        opts: {
+          name: string
+          version?: string
+          label: string[]
+          metadata?: string
+          framework?: Framework
+          output: string
+        },
+      ) => {
+        await withStore(async (store, lib) => {
+          const labels = lib.parseLabelArgs(opts.label) as Record<string, string>
+          const metadata = opts.metadata === undefined ? undefined : lib.parseMetadataArg(opts.metadata)
+          const bar = progressBar(`saving ${opts.name}`)
+          try {
+            const m = await store.save(
+              { name: opts.name, version: opts.version, paths, framework: opts.framework, labels, metadata },
+              { onProgress: bar.onProgress },
+            )
+            bar.done()
+            await printModel(m, opts.output)
+          } finally {
+            bar.done()
+          }
+        })
+      },
+    )
 
   models
     .command('list')
@@ -64,7 +88,11 @@ export function modelsCommand(): Command {
     .action(async (name: string | undefined, opts: { label: string[]; output: string }) => {
       await withStore(async (store, lib) => {
         const filter = { name, labels: lib.parseLabelArgs(opts.label, true) }
-        write(opts.output === 'table' ? modelsTable(store.summaries(filter)) : await structured(store.list(filter), opts.output as 'json' | 'yaml'))
+        write(
+          opts.output === 'table'
+            ? modelsTable(store.summaries(filter))
+            : await structured(store.list(filter), opts.output as 'json' | 'yaml'),
+        )
       })
     })
 
@@ -72,7 +100,11 @@ export function modelsCommand(): Command {
     .command('get')
     .description('show one model (name, name:version, version prefix, name@semver-range)')
     .argument('<tag>')
-    .addOption(new Option('-o, --output <format>', 'output format; path prints a directory with the model files').choices(['json', 'yaml', 'path']).default('yaml'))
+    .addOption(
+      new Option('-o, --output <format>', 'output format; path prints a directory with the model files')
+        .choices(['json', 'yaml', 'path'])
+        .default('yaml'),
+    )
     .action(async (tag: string, opts: { output: string }) => {
       await withStore(async (store) => {
         if (opts.output === 'path') write(`${(await store.paths(tag)).dir}\n`)
@@ -92,7 +124,9 @@ export function modelsCommand(): Command {
       await withStore(async (store, lib) => {
         for (const t of tags) lib.parseTag(t)
         // Resolve first so the prompt names exactly what will go.
-        const targets = opts.allVersions ? tags.flatMap((t) => store.list({ name: lib.parseTag(t).name })) : tags.map((t) => store.get(t))
+        const targets = opts.allVersions
+          ? tags.flatMap((t) => store.list({ name: lib.parseTag(t).name }))
+          : tags.map((t) => store.get(t))
         if (!opts.allVersions || targets.length > 0) {
           const names = [...new Set(targets.map((m) => m.tag))]
           if (!(await confirm(`delete ${names.join(', ')}?`, opts.yes))) {
@@ -101,7 +135,8 @@ export function modelsCommand(): Command {
           }
         }
         const exact = opts.allVersions ? tags : targets.map((m) => m.tag)
-        for (const m of store.delete(exact, { force: opts.force, allVersions: opts.allVersions })) write(`deleted ${m.tag}\n`)
+        for (const m of store.delete(exact, { force: opts.force, allVersions: opts.allVersions }))
+          write(`deleted ${m.tag}\n`)
       })
     })
 
@@ -148,16 +183,21 @@ export function modelsCommand(): Command {
     .action(async (opts: { output: string }) => {
       await withStore(async (store) => {
         const r = await store.verify()
-        if (opts.output === 'json') write(JSON.stringify(r, null, 2) + '\n')
+        if (opts.output === 'json') write(`${JSON.stringify(r, null, 2)}\n`)
         else {
           write(`${r.models} models, ${r.blobs} files, ${humanSize(r.bytes)} checked: ${r.ok ? 'ok' : 'DAMAGED'}\n`)
           for (const m of r.missing) write(`missing ${m.sha256} used by ${m.models.join(', ')}\n`)
           for (const c of r.corrupt) write(`corrupt ${c.sha256} used by ${c.models.join(', ')}\n`)
           const g = r.garbage
           if (g.blobs + g.tempFiles + g.staleLeases + g.checkouts > 0) {
-            write(`reclaimable leftovers: ${g.blobs} unreferenced files, ${g.tempFiles} temp files, ${g.staleLeases} stale leases, ${g.checkouts} checkouts (run \`bundle models gc\`)\n`)
+            write(
+              `reclaimable leftovers: ${g.blobs} unreferenced files, ${g.tempFiles} temp files, ${g.staleLeases} stale leases, ${g.checkouts} checkouts (run \`bundle models gc\`)\n`,
+            )
           }
-          if (!r.ok) process.stderr.write('error E_STORE_CORRUPT: damaged models listed above; delete and re-save or re-import them\n')
+          if (!r.ok)
+            process.stderr.write(
+              'error E_STORE_CORRUPT: damaged models listed above; delete and re-save or re-import them\n',
+            )
         }
         if (!r.ok) process.exitCode = 1
       })
@@ -169,7 +209,9 @@ export function modelsCommand(): Command {
     .action(async () => {
       await withStore(async (store) => {
         const r = await store.gc()
-        write(`reclaimed ${r.blobs} files (${humanSize(r.bytes)}), ${r.tempFiles} temp files, ${r.staleLeases} stale leases, ${r.checkouts} checkouts\n`)
+        write(
+          `reclaimed ${r.blobs} files (${humanSize(r.bytes)}), ${r.tempFiles} temp files, ${r.staleLeases} stale leases, ${r.checkouts} checkouts\n`,
+        )
       })
     })
 

@@ -18,12 +18,13 @@ export const shortDate = (iso: string): string => iso.slice(0, 19).replace('T', 
 
 export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
-  const line = (cells: readonly string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')
-  return [line(headers), ...rows.map(line)].join('\n') + '\n'
+  const line = (cells: readonly string[]) =>
+    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')
+  return `${[line(headers), ...rows.map(line)].join('\n')}\n`
 }
 
 export async function structured(value: unknown, format: 'json' | 'yaml'): Promise<string> {
-  if (format === 'json') return JSON.stringify(value, null, 2) + '\n'
+  if (format === 'json') return `${JSON.stringify(value, null, 2)}\n`
   const { stringify } = await import('yaml')
   // No anchors and aliases (&a1 / *a1) where two fields hold the same object: readers expect
   // every value written out, and not every YAML tool resolves aliases.

@@ -20,7 +20,8 @@ export async function loadBundle(dir: string): Promise<{ definition: ServiceDefi
   } catch (err) {
     throw new BundleError('E_BUNDLE_INVALID', `${dir}/bundle.json cannot be read: ${(err as Error).message}`)
   }
-  if (manifest.schema !== 1 || typeof manifest.service?.entry !== 'string') throw new BundleError('E_BUNDLE_INVALID', `${dir}/bundle.json is not a bundle manifest this version understands`)
+  if (manifest.schema !== 1 || typeof manifest.service?.entry !== 'string')
+    throw new BundleError('E_BUNDLE_INVALID', `${dir}/bundle.json is not a bundle manifest this version understands`)
   // Environment from bundle.yaml; what the operator set wins.
   for (const [k, v] of Object.entries(manifest.env ?? {})) process.env[k] ??= v
   // The framework loads before any resolution hook exists: its hundreds of modules then resolve
@@ -30,30 +31,48 @@ export async function loadBundle(dir: string): Promise<{ definition: ServiceDefi
     const own = new URL('../../', import.meta.url)
     register(new URL('./bundle-hooks.js', import.meta.url), {
       parentURL: import.meta.url,
-      data: { root: pathToFileURL(dir + '/').href, bases: [pathToFileURL(join(process.cwd(), 'noop.js')).href, new URL('noop.js', own).href] },
+      data: {
+        root: pathToFileURL(`${dir}/`).href,
+        bases: [pathToFileURL(join(process.cwd(), 'noop.js')).href, new URL('noop.js', own).href],
+      },
     })
   }
   let mod: Record<string, unknown>
   try {
     mod = (await import(pathToFileURL(join(dir, manifest.service.entry)).href)) as Record<string, unknown>
   } catch (err) {
-    throw new BundleError('E_SERVICE_LOAD', `loading bundle ${manifest.name} failed: ${(err as Error).message?.split('\n')[0]}`, { cause: err })
+    throw new BundleError(
+      'E_SERVICE_LOAD',
+      `loading bundle ${manifest.name} failed: ${(err as Error).message?.split('\n')[0]}`,
+      { cause: err },
+    )
   }
   const definition = definitionOf(mod[manifest.service.export])
-  if (definition === undefined) throw new BundleError('E_BUNDLE_INVALID', `bundle ${manifest.name}: ${manifest.service.entry} exports no service named ${manifest.service.export}`)
+  if (definition === undefined)
+    throw new BundleError(
+      'E_BUNDLE_INVALID',
+      `bundle ${manifest.name}: ${manifest.service.entry} exports no service named ${manifest.service.export}`,
+    )
   for (const runner of definition.runners) {
     const versions = runner.versions
     if (versions === undefined) continue
     const tag = versions.tag
     const model = manifest.models.find((m) => m.tag === tag || m.requested?.includes(tag))
-    if (model === undefined) throw new BundleError('E_BUNDLE_INVALID', `bundle ${manifest.name}: runner ${runner.name} asks for ${tag}, which the bundle does not pin`)
+    if (model === undefined)
+      throw new BundleError(
+        'E_BUNDLE_INVALID',
+        `bundle ${manifest.name}: runner ${runner.name} asks for ${tag}, which the bundle does not pin`,
+      )
     versions.pin(model.tag, model.digest)
   }
   return { definition: await withEnsembles(definition, manifest.ensembles), manifest }
 }
 
 /** bundle.yaml's ensembles join the service's runners; they start after the models they call. */
-export async function withEnsembles(definition: ServiceDefinition, ensembles: Record<string, EnsembleSpec> | undefined): Promise<ServiceDefinition> {
+export async function withEnsembles(
+  definition: ServiceDefinition,
+  ensembles: Record<string, EnsembleSpec> | undefined,
+): Promise<ServiceDefinition> {
   if (ensembles === undefined || Object.keys(ensembles).length === 0) return definition
   const { ensemble } = await import('../runners/index.js')
   const added = Object.entries(ensembles).map(([name, spec]) => ensemble(name, spec))

@@ -8,19 +8,28 @@ import { loadService } from './load-service.js'
 import { withEnsembles } from './serve-bundle.js'
 
 /** A project directory: bundle.yaml, not yet built (a built bundle directory holds bundle.json). */
-export const isProjectDir = (dir: string): boolean => existsSync(dir) && statSync(dir).isDirectory() && existsSync(join(dir, 'bundle.yaml')) && !existsSync(join(dir, 'bundle.json'))
+export const isProjectDir = (dir: string): boolean =>
+  existsSync(dir) &&
+  statSync(dir).isDirectory() &&
+  existsSync(join(dir, 'bundle.yaml')) &&
+  !existsSync(join(dir, 'bundle.json'))
 
 /**
  * The bundle.yaml that governs a service file: the nearest one in its directory or above (up to
  * the project root, the first directory holding package.json), if its `service:` is that file.
  */
-export async function projectConfigFor(file: string, className: string | undefined): Promise<ResolvedConfig | undefined> {
+export async function projectConfigFor(
+  file: string,
+  className: string | undefined,
+): Promise<ResolvedConfig | undefined> {
   const { readBundleConfig } = await import('../builder/index.js')
   for (let dir = dirname(file); ; dir = dirname(dir)) {
     if (existsSync(join(dir, 'bundle.yaml'))) {
       const cfg = await readBundleConfig(dir)
       const [path, cls] = cfg.service.split(':') as [string, string | undefined]
-      return resolve(cfg.dir, path) === file && (className === undefined || cls === undefined || cls === className) ? cfg : undefined
+      return resolve(cfg.dir, path) === file && (className === undefined || cls === undefined || cls === className)
+        ? cfg
+        : undefined
     }
     if (existsSync(join(dir, 'package.json')) || dirname(dir) === dir) return undefined
   }

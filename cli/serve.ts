@@ -3,7 +3,7 @@ import { existsSync, readFileSync, statSync, watch } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { Command } from 'commander'
 import { BundleError } from '../errors/index.js'
-import type { ServeOptions, ServiceDefinition } from '../framework/index.js'
+import type { ServeOptions } from '../framework/index.js'
 import type { RunnerOverrides } from '../runners/index.js'
 import { parseEntry } from './load-service.js'
 import { redisUrl, resolveEntry } from './entry.js'
@@ -12,14 +12,16 @@ import { followParentUnderNpm } from './follow-parent.js'
 function port(value: string | undefined): number {
   const raw = value ?? process.env.PORT ?? '3000'
   const n = Number(raw)
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new BundleError('E_CLI_USAGE', `port "${raw}" must be an integer from 0 to 65535`)
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new BundleError('E_CLI_USAGE', `port "${raw}" must be an integer from 0 to 65535`)
   return n
 }
 
 function wholeNumber(flag: string, value: string | undefined, min: number): number | undefined {
   if (value === undefined) return undefined
   const n = Number(value)
-  if (!Number.isSafeInteger(n) || n < min) throw new BundleError('E_CLI_USAGE', `${flag} "${value}" must be a whole number ≥ ${min}`)
+  if (!Number.isSafeInteger(n) || n < min)
+    throw new BundleError('E_CLI_USAGE', `${flag} "${value}" must be a whole number ≥ ${min}`)
   return n
 }
 
@@ -72,7 +74,10 @@ async function readServeConfig(file: string): Promise<Record<string, RunnerOverr
   try {
     doc = parse(text)
   } catch (err) {
-    throw new BundleError('E_SERVE_CONFIG_INVALID', `${file} is not valid YAML: ${(err as Error).message.split('\n')[0]}`)
+    throw new BundleError(
+      'E_SERVE_CONFIG_INVALID',
+      `${file} is not valid YAML: ${(err as Error).message.split('\n')[0]}`,
+    )
   }
   const { parseServeConfig } = await import('../runners/index.js')
   return parseServeConfig(doc, file)
@@ -109,13 +114,34 @@ function origin(value: string): string {
   } catch {
     // reported below
   }
-  if (url === undefined || url.origin !== v) throw new BundleError('E_CLI_USAGE', `--cors-origin "${value}" must be an origin such as https://app.example.com (scheme, host and port only), or *`)
+  if (url === undefined || url.origin !== v)
+    throw new BundleError(
+      'E_CLI_USAGE',
+      `--cors-origin "${value}" must be an origin such as https://app.example.com (scheme, host and port only), or *`,
+    )
   return v
 }
 
 /** The server's limits and timeouts from the flags (validated; only those given). */
-function serverLimits(opts: ServeFlags): Partial<Pick<ServeOptions, 'maxBodyBytes' | 'maxHeaderBytes' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'sendTimeoutMs' | 'maxConnections' | 'graceMs' | 'corsOrigins'>> {
-  const origins = opts.corsOrigin ?? (process.env.BUNDLE_CORS_ORIGINS ? process.env.BUNDLE_CORS_ORIGINS.split(',').filter((o) => o.trim()) : [])
+function serverLimits(
+  opts: ServeFlags,
+): Partial<
+  Pick<
+    ServeOptions,
+    | 'maxBodyBytes'
+    | 'maxHeaderBytes'
+    | 'headersTimeoutMs'
+    | 'requestTimeoutMs'
+    | 'keepAliveTimeoutMs'
+    | 'sendTimeoutMs'
+    | 'maxConnections'
+    | 'graceMs'
+    | 'corsOrigins'
+  >
+> {
+  const origins =
+    opts.corsOrigin ??
+    (process.env.BUNDLE_CORS_ORIGINS ? process.env.BUNDLE_CORS_ORIGINS.split(',').filter((o) => o.trim()) : [])
   const out = {
     maxBodyBytes: wholeNumber('--max-body-size', opts.maxBodySize, 1),
     maxHeaderBytes: wholeNumber('--max-header-size', opts.maxHeaderSize, 1024),
@@ -132,38 +158,72 @@ function serverLimits(opts: ServeFlags): Partial<Pick<ServeOptions, 'maxBodyByte
 
 export function serveCommand(): Command {
   return new Command('serve')
-    .description('serve a service over HTTP: ENTRY is path/to/service.ts[:ClassName], a project directory holding bundle.yaml, a stored bundle (name[:version]) or a bundle directory')
+    .description(
+      'serve a service over HTTP: ENTRY is path/to/service.ts[:ClassName], a project directory holding bundle.yaml, a stored bundle (name[:version]) or a bundle directory',
+    )
     .argument('<entry>')
     .option('-p, --port <port>', 'port to listen on (default $PORT or 3000)')
     .option('--host <host>', 'interface to bind (default 127.0.0.1, this machine only; use 0.0.0.0 in containers)')
-    .option('--api-key <key>', 'require Authorization: Bearer <key> on every route but probes, metrics, docs and model metadata (default $BUNDLE_API_KEY)')
-    .option('--cors-origin <origin>', 'let browser pages on this origin call the server (repeatable; * for any; default $BUNDLE_CORS_ORIGINS, comma-separated, else none)', (v: string, all: string[] = []) => [...all, v])
-    .option('--max-body-size <bytes>', 'largest request body, gzip/deflate bodies once expanded (default 33554432, 32 MiB)')
+    .option(
+      '--api-key <key>',
+      'require Authorization: Bearer <key> on every route but probes, metrics, docs and model metadata (default $BUNDLE_API_KEY)',
+    )
+    .option(
+      '--cors-origin <origin>',
+      'let browser pages on this origin call the server (repeatable; * for any; default $BUNDLE_CORS_ORIGINS, comma-separated, else none)',
+      (v: string, all: string[] = []) => [...all, v],
+    )
+    .option(
+      '--max-body-size <bytes>',
+      'largest request body, gzip/deflate bodies once expanded (default 33554432, 32 MiB)',
+    )
     .option('--max-header-size <bytes>', 'largest request line plus headers (default 16384)')
     .option('--headers-timeout <ms>', 'a client must send its headers within this (default 15000)')
     .option('--request-timeout <ms>', 'a client must send its whole request within this (default 60000)')
     .option('--keep-alive-timeout <ms>', 'idle keep-alive connections close after this (default 5000)')
-    .option('--send-timeout <ms>', 'a client that reads none of its response for this long is disconnected (default 60000)')
-    .option('--max-connections <n>', 'most open connections, more are closed at once (default: open-file limit - 256; 0 = no cap)')
+    .option(
+      '--send-timeout <ms>',
+      'a client that reads none of its response for this long is disconnected (default 60000)',
+    )
+    .option(
+      '--max-connections <n>',
+      'most open connections, more are closed at once (default: open-file limit - 256; 0 = no cap)',
+    )
     .option('--grace <ms>', 'how long shutdown waits for in-flight requests (default 30000)')
     .option('-c, --config <file>', 'YAML file of runner overrides keyed by runner name (see README "Tuning runners")')
     .option('--no-access-log', 'do not log one line per request (default: log; or BUNDLE_ACCESS_LOG=0)')
     .option('--reload', 'restart when source files change (development)', false)
-    .option('--runners <where>', 'local: runner workers are child processes here; remote: batches go to `bundle worker` processes through Redis', 'local')
+    .option(
+      '--runners <where>',
+      'local: runner workers are child processes here; remote: batches go to `bundle worker` processes through Redis',
+      'local',
+    )
     .option('--redis <url>', 'Redis for remote runners, response caches and tasks (default $BUNDLE_REDIS_URL)')
-    .option('--remote-grace <ms>', 'remote runners: while no worker is live, how long a batch waits for one before 503 E_REMOTE_NO_WORKERS (default $BUNDLE_REMOTE_GRACE_MS or 2000; 0 = at once)')
+    .option(
+      '--remote-grace <ms>',
+      'remote runners: while no worker is live, how long a batch waits for one before 503 E_REMOTE_NO_WORKERS (default $BUNDLE_REMOTE_GRACE_MS or 2000; 0 = at once)',
+    )
     .action(async (entry: string, opts: ServeFlags) => {
       if (opts.reload) {
         followParentUnderNpm()
         return reloading(entry)
       }
       const limits = serverLimits(opts)
-      if (opts.runners !== 'local' && opts.runners !== 'remote') throw new BundleError('E_CLI_USAGE', `--runners must be local or remote, not "${opts.runners}"`)
-      if (opts.remoteGrace !== undefined && opts.runners !== 'remote') throw new BundleError('E_CLI_USAGE', '--remote-grace applies to remote runners: add --runners remote')
+      if (opts.runners !== 'local' && opts.runners !== 'remote')
+        throw new BundleError('E_CLI_USAGE', `--runners must be local or remote, not "${opts.runners}"`)
+      if (opts.remoteGrace !== undefined && opts.runners !== 'remote')
+        throw new BundleError('E_CLI_USAGE', '--remote-grace applies to remote runners: add --runners remote')
       // The environment's value is checked too, but only where it applies (one image may run both ways).
-      const graceMs = opts.runners === 'remote' ? (wholeNumber('--remote-grace', opts.remoteGrace, 0) ?? wholeNumber('BUNDLE_REMOTE_GRACE_MS', process.env.BUNDLE_REMOTE_GRACE_MS || undefined, 0)) : undefined
+      const graceMs =
+        opts.runners === 'remote'
+          ? (wholeNumber('--remote-grace', opts.remoteGrace, 0) ??
+            wholeNumber('BUNDLE_REMOTE_GRACE_MS', process.env.BUNDLE_REMOTE_GRACE_MS || undefined, 0))
+          : undefined
       // Redis: always for remote runners; otherwise when given (response caches, tasks).
-      const url = opts.runners === 'remote' ? redisUrl(opts.redis, '--runners remote') : (opts.redis ?? (process.env.BUNDLE_REDIS_URL || undefined))
+      const url =
+        opts.runners === 'remote'
+          ? redisUrl(opts.redis, '--runners remote')
+          : (opts.redis ?? (process.env.BUNDLE_REDIS_URL || undefined))
       const runnerConfig = opts.config === undefined ? undefined : await readServeConfig(opts.config)
       const { definition, scope } = await resolveEntry(entry)
       const { serve } = await import('../framework/index.js')
@@ -178,7 +238,9 @@ export function serveCommand(): Command {
         ...(opts.accessLog === false ? { accessLog: false } : {}),
         ...(runnerConfig ? { runnerConfig } : {}),
         ...(link ? { redis: link, scope } : {}),
-        ...(link && opts.runners === 'remote' ? { remote: { link, scope, ...(graceMs !== undefined ? { graceMs } : {}) } } : {}),
+        ...(link && opts.runners === 'remote'
+          ? { remote: { link, scope, ...(graceMs !== undefined ? { graceMs } : {}) } }
+          : {}),
       })
     })
 }

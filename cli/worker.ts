@@ -14,23 +14,33 @@ const collect = (v: string, prev: string[]) => [...prev, v]
  */
 export function workerCommand(): Command {
   return new Command('worker')
-    .description('run the runners of a service or bundle for remote API servers (bundle serve --runners remote), fed through Redis')
-    .argument('<entry>', 'path/to/service.ts[:ClassName], a project directory holding bundle.yaml, a stored bundle (name[:version]) or a bundle directory')
+    .description(
+      'run the runners of a service or bundle for remote API servers (bundle serve --runners remote), fed through Redis',
+    )
+    .argument(
+      '<entry>',
+      'path/to/service.ts[:ClassName], a project directory holding bundle.yaml, a stored bundle (name[:version]) or a bundle directory',
+    )
     .option('--runner <name>', 'run only this runner (repeatable; default: all of them)', collect, [])
-    .option('--concurrency <n>', 'batches taken at once per runner (default: the runner\'s worker processes)')
+    .option('--concurrency <n>', "batches taken at once per runner (default: the runner's worker processes)")
     .option('--redis <url>', 'Redis the API servers use (default $BUNDLE_REDIS_URL)')
     .action(async (entry: string, opts: { runner: string[]; concurrency?: string; redis?: string }) => {
       const url = redisUrl(opts.redis, 'bundle worker')
       let concurrency: number | undefined
       if (opts.concurrency !== undefined) {
         concurrency = Number(opts.concurrency)
-        if (!Number.isInteger(concurrency) || concurrency < 1) throw new BundleError('E_CLI_USAGE', `--concurrency "${opts.concurrency}" must be a whole number ≥ 1`)
+        if (!Number.isInteger(concurrency) || concurrency < 1)
+          throw new BundleError('E_CLI_USAGE', `--concurrency "${opts.concurrency}" must be a whole number ≥ 1`)
       }
       const { definition, scope } = await resolveEntry(entry)
       // Runners that can run batches for others (not ensembles: their steps' runners do).
       const runnable = definition.runners.filter((r) => r.remote !== undefined)
       for (const name of opts.runner) {
-        if (!runnable.some((r) => r.name === name)) throw new BundleError('E_CLI_USAGE', `--runner ${name}: ${definition.name} has no such runner (runners: ${runnable.map((r) => r.name).join(', ') || 'none'})`)
+        if (!runnable.some((r) => r.name === name))
+          throw new BundleError(
+            'E_CLI_USAGE',
+            `--runner ${name}: ${definition.name} has no such runner (runners: ${runnable.map((r) => r.name).join(', ') || 'none'})`,
+          )
       }
       const chosen = opts.runner.length ? runnable.filter((r) => opts.runner.includes(r.name)) : runnable
       if (chosen.length === 0) throw new BundleError('E_CLI_USAGE', `${definition.name} has no runners to serve`)
@@ -59,7 +69,14 @@ export function workerCommand(): Command {
           await r.start()
           const workers = r.health().workers || 1
           const queue = queueName(scope, r.name)
-          served.push(await serveQueue({ link, queue, runner: { name: r.name, execute: (m, a) => remote.execute(m, a), digest: () => remote.digest() }, concurrency: concurrency ?? workers }))
+          served.push(
+            await serveQueue({
+              link,
+              queue,
+              runner: { name: r.name, execute: (m, a) => remote.execute(m, a), digest: () => remote.digest() },
+              concurrency: concurrency ?? workers,
+            }),
+          )
           log.info({ runner: r.name, queue, concurrency: concurrency ?? workers }, 'serving remote batches')
         }
       } catch (err) {

@@ -46,4 +46,5 @@ export class BundleError extends Error {
 }
 
 export const isBundleError = (err: unknown): err is BundleError =>
-  err instanceof BundleError || (typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[BRAND] === true)
+  err instanceof BundleError ||
+  (typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[BRAND] === true)

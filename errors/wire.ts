@@ -12,7 +12,8 @@ export interface WireError {
   details?: unknown
 }
 
-export const isErrorCode = (code: unknown): code is ErrorCode => typeof code === 'string' && Object.hasOwn(CATALOG, code)
+export const isErrorCode = (code: unknown): code is ErrorCode =>
+  typeof code === 'string' && Object.hasOwn(CATALOG, code)
 
 /** The wire form of whatever a worker caught. */
 export function errorToWire(err: unknown): WireError {
@@ -28,6 +29,7 @@ export function errorToWire(err: unknown): WireError {
  * (so a client sees the status and code the worker meant); an uncoded one becomes `fallback`.
  */
 export function errorFromWire(w: WireError, fallback: (message: string) => Error = (m) => new Error(m)): Error {
-  if (isErrorCode(w.code)) return new BundleError(w.code, w.message, w.details === undefined ? {} : { details: w.details })
+  if (isErrorCode(w.code))
+    return new BundleError(w.code, w.message, w.details === undefined ? {} : { details: w.details })
   return fallback(w.message)
 }

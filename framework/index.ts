@@ -1,14 +1,58 @@
 // First: decorators need Symbol.metadata, which Node 20 lacks.
 import './metadata-polyfill.js'
 
-export { api, definitionOf, onShutdown, onStartup, service, task, type ApiOptions, type TaskOptions } from './service/decorators.js'
+export {
+  api,
+  definitionOf,
+  onShutdown,
+  onStartup,
+  service,
+  task,
+  type ApiOptions,
+  type TaskOptions,
+} from './service/decorators.js'
 export { defineApi, defineService, type DefineServiceOptions, type DefinedApi } from './service/define.js'
-export type { ApiContext, ApiDefinition, RunnerDeclaration, ServiceDefinition, ServiceOptions, TrafficOptions } from './service/definition.js'
+export type {
+  ApiContext,
+  ApiDefinition,
+  RunnerDeclaration,
+  ServiceDefinition,
+  ServiceOptions,
+  TrafficOptions,
+} from './service/definition.js'
 export { io } from './io/index.js'
-export type { DType, FileValue, IODescriptor, Image, ImageOptions, ImageResize, InputOf, MultipartOptions, OutputOf, Tensor, TypedArrayOf } from './io/index.js'
+export type {
+  DType,
+  FileValue,
+  IODescriptor,
+  Image,
+  ImageOptions,
+  ImageResize,
+  InputOf,
+  MultipartOptions,
+  OutputOf,
+  Tensor,
+  TypedArrayOf,
+} from './io/index.js'
 export { createServiceApp, type AppOptions, type Phase, type ServiceApp } from './server/app.js'
 export { openapiDocument } from './server/openapi.js'
 export { serve, type RunningServer, type ServeOptions } from './server/serve.js'
 export { createClient, type ClientOptions, type ServiceClient } from './client/create-client.js'
 export { BundleError, isBundleError, type ErrorCode } from '../errors/index.js'
-export { onnxRunner, OnnxRunner, customRunner, CustomRunner, ensemble, Ensemble, type OnnxRunnerOptions, type CustomRunnerOptions, type BatchingOptions, type RunnerTensor, type EnsembleOptions, type EnsembleStep, type Runner, type RunnerHealth, type RunnerKind } from '../runners/index.js'
+export {
+  onnxRunner,
+  OnnxRunner,
+  customRunner,
+  CustomRunner,
+  ensemble,
+  Ensemble,
+  type OnnxRunnerOptions,
+  type CustomRunnerOptions,
+  type BatchingOptions,
+  type RunnerTensor,
+  type EnsembleOptions,
+  type EnsembleStep,
+  type Runner,
+  type RunnerHealth,
+  type RunnerKind,
+} from '../runners/index.js'

@@ -22,7 +22,6 @@ export interface CallContext {
   readonly timing?: StageTimes
 }
 
-
 // Process-wide, not module-wide: a service file loaded through tsx has its own copy of this
 // module, and its runners must read what the server's copy set.
 const KEY = Symbol.for('modelbundle.callContext')

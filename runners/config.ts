@@ -15,7 +15,14 @@ export interface RunnerOverrides {
   intraOpThreads?: number
   executionProviders?: string[]
   /** maxLatencyMs: the deadline's old name (deadlineMs wins when both are given). */
-  batching?: { enabled?: boolean; maxBatchSize?: number; maxDelayMs?: number; maxQueueSize?: number; maxLatencyMs?: number; batchDim?: number | [number, number] }
+  batching?: {
+    enabled?: boolean
+    maxBatchSize?: number
+    maxDelayMs?: number
+    maxQueueSize?: number
+    maxLatencyMs?: number
+    batchDim?: number | [number, number]
+  }
   resources?: { cpu?: number; gpu?: GpuRequest }
   warmup?: false | { rounds?: number; shapes?: Record<string, number[]> }
 }
@@ -23,11 +30,13 @@ export interface RunnerOverrides {
 const bad = (msg: string) => new BundleError('E_SERVE_CONFIG_INVALID', msg)
 
 const positiveInt = (where: string, v: unknown): number => {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw bad(`${where} must be a positive integer, got ${JSON.stringify(v)}`)
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1)
+    throw bad(`${where} must be a positive integer, got ${JSON.stringify(v)}`)
   return v
 }
 const atLeastZero = (where: string, v: unknown): number => {
-  if (typeof v !== 'number' || !(v >= 0) || !Number.isFinite(v)) throw bad(`${where} must be a number of milliseconds, 0 or more, got ${JSON.stringify(v)}`)
+  if (typeof v !== 'number' || !(v >= 0) || !Number.isFinite(v))
+    throw bad(`${where} must be a number of milliseconds, 0 or more, got ${JSON.stringify(v)}`)
   return v
 }
 const positive = (where: string, v: unknown): number => {
@@ -36,30 +45,50 @@ const positive = (where: string, v: unknown): number => {
 }
 
 function only(where: string, obj: Record<string, unknown>, keys: readonly string[]): void {
-  for (const k of Object.keys(obj)) if (!keys.includes(k)) throw bad(`${where}: unknown key "${k}" (known: ${keys.join(', ')})`)
+  for (const k of Object.keys(obj))
+    if (!keys.includes(k)) throw bad(`${where}: unknown key "${k}" (known: ${keys.join(', ')})`)
 }
 
 /** Validates one runner's overrides (from YAML or env); unknown keys are errors that name the key. */
 export function validateOverrides(where: string, raw: unknown): RunnerOverrides {
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw bad(`${where} must be a mapping of runner options`)
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
+    throw bad(`${where} must be a mapping of runner options`)
   const o = raw as Record<string, unknown>
-  only(where, o, ['workers', 'isolation', 'minWorkers', 'maxWorkers', 'timeoutMs', 'deadlineMs', 'batchesPerWorker', 'idleUnloadMs', 'intraOpThreads', 'executionProviders', 'batching', 'resources', 'warmup'])
+  only(where, o, [
+    'workers',
+    'isolation',
+    'minWorkers',
+    'maxWorkers',
+    'timeoutMs',
+    'deadlineMs',
+    'batchesPerWorker',
+    'idleUnloadMs',
+    'intraOpThreads',
+    'executionProviders',
+    'batching',
+    'resources',
+    'warmup',
+  ])
   const out: RunnerOverrides = {}
   if (o.workers !== undefined) out.workers = positiveInt(`${where}.workers`, o.workers)
   if (o.isolation !== undefined) {
-    if (o.isolation !== 'process' && o.isolation !== 'thread') throw bad(`${where}.isolation must be process or thread, got ${JSON.stringify(o.isolation)}`)
+    if (o.isolation !== 'process' && o.isolation !== 'thread')
+      throw bad(`${where}.isolation must be process or thread, got ${JSON.stringify(o.isolation)}`)
     out.isolation = o.isolation
   }
   if (o.minWorkers !== undefined) out.minWorkers = positiveInt(`${where}.minWorkers`, o.minWorkers)
   if (o.maxWorkers !== undefined) out.maxWorkers = positiveInt(`${where}.maxWorkers`, o.maxWorkers)
-  if (out.minWorkers !== undefined && out.maxWorkers !== undefined && out.minWorkers > out.maxWorkers) throw bad(`${where}: minWorkers ${out.minWorkers} is above maxWorkers ${out.maxWorkers}`)
+  if (out.minWorkers !== undefined && out.maxWorkers !== undefined && out.minWorkers > out.maxWorkers)
+    throw bad(`${where}: minWorkers ${out.minWorkers} is above maxWorkers ${out.maxWorkers}`)
   if (o.timeoutMs !== undefined) out.timeoutMs = positive(`${where}.timeoutMs`, o.timeoutMs)
   if (o.deadlineMs !== undefined) out.deadlineMs = positive(`${where}.deadlineMs`, o.deadlineMs)
-  if (o.batchesPerWorker !== undefined) out.batchesPerWorker = positiveInt(`${where}.batchesPerWorker`, o.batchesPerWorker)
+  if (o.batchesPerWorker !== undefined)
+    out.batchesPerWorker = positiveInt(`${where}.batchesPerWorker`, o.batchesPerWorker)
   if (o.idleUnloadMs !== undefined) out.idleUnloadMs = positive(`${where}.idleUnloadMs`, o.idleUnloadMs)
   if (o.intraOpThreads !== undefined) out.intraOpThreads = positiveInt(`${where}.intraOpThreads`, o.intraOpThreads)
   if (o.executionProviders !== undefined) {
-    if (!Array.isArray(o.executionProviders) || o.executionProviders.some((p) => typeof p !== 'string')) throw bad(`${where}.executionProviders must be a list of names, e.g. [cuda, cpu]`)
+    if (!Array.isArray(o.executionProviders) || o.executionProviders.some((p) => typeof p !== 'string'))
+      throw bad(`${where}.executionProviders must be a list of names, e.g. [cuda, cpu]`)
     out.executionProviders = o.executionProviders as string[]
   }
   if (o.batching !== undefined) {
@@ -71,15 +100,22 @@ export function validateOverrides(where: string, raw: unknown): RunnerOverrides 
       if (typeof b.enabled !== 'boolean') throw bad(`${where}.batching.enabled must be true or false`)
       out.batching.enabled = b.enabled
     }
-    if (b.maxBatchSize !== undefined) out.batching.maxBatchSize = positiveInt(`${where}.batching.maxBatchSize`, b.maxBatchSize)
+    if (b.maxBatchSize !== undefined)
+      out.batching.maxBatchSize = positiveInt(`${where}.batching.maxBatchSize`, b.maxBatchSize)
     if (b.maxDelayMs !== undefined) out.batching.maxDelayMs = atLeastZero(`${where}.batching.maxDelayMs`, b.maxDelayMs)
-    if (b.maxQueueSize !== undefined) out.batching.maxQueueSize = positiveInt(`${where}.batching.maxQueueSize`, b.maxQueueSize)
-    if (b.maxLatencyMs !== undefined) out.batching.maxLatencyMs = positive(`${where}.batching.maxLatencyMs`, b.maxLatencyMs)
+    if (b.maxQueueSize !== undefined)
+      out.batching.maxQueueSize = positiveInt(`${where}.batching.maxQueueSize`, b.maxQueueSize)
+    if (b.maxLatencyMs !== undefined)
+      out.batching.maxLatencyMs = positive(`${where}.batching.maxLatencyMs`, b.maxLatencyMs)
     if (b.batchDim !== undefined) {
       const dim = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
       if (dim(b.batchDim)) out.batching.batchDim = b.batchDim as number
-      else if (Array.isArray(b.batchDim) && b.batchDim.length === 2 && b.batchDim.every(dim)) out.batching.batchDim = b.batchDim as [number, number]
-      else throw bad(`${where}.batching.batchDim must be a dimension index (0, 1, …) or [input dimension, output dimension], got ${JSON.stringify(b.batchDim)}`)
+      else if (Array.isArray(b.batchDim) && b.batchDim.length === 2 && b.batchDim.every(dim))
+        out.batching.batchDim = b.batchDim as [number, number]
+      else
+        throw bad(
+          `${where}.batching.batchDim must be a dimension index (0, 1, …) or [input dimension, output dimension], got ${JSON.stringify(b.batchDim)}`,
+        )
     }
   }
   if (o.resources !== undefined) {
@@ -89,7 +125,11 @@ export function validateOverrides(where: string, raw: unknown): RunnerOverrides 
     out.resources = {}
     if (r.cpu !== undefined) out.resources.cpu = positive(`${where}.resources.cpu`, r.cpu)
     if (r.gpu !== undefined) {
-      if (!(typeof r.gpu === 'number' && r.gpu >= 0) && !(Array.isArray(r.gpu) && r.gpu.every((d) => typeof d === 'number' || typeof d === 'string'))) throw bad(`${where}.resources.gpu must be a number or a device list`)
+      if (
+        !(typeof r.gpu === 'number' && r.gpu >= 0) &&
+        !(Array.isArray(r.gpu) && r.gpu.every((d) => typeof d === 'number' || typeof d === 'string'))
+      )
+        throw bad(`${where}.resources.gpu must be a number or a device list`)
       out.resources.gpu = r.gpu as GpuRequest
     }
   }
@@ -99,20 +139,26 @@ export function validateOverrides(where: string, raw: unknown): RunnerOverrides 
 
 function validateWarmup(where: string, w: unknown): RunnerOverrides['warmup'] {
   if (w === false) return false
-  if (w === null || typeof w !== 'object' || Array.isArray(w)) throw bad(`${where} must be false or a mapping with rounds and/or shapes`)
+  if (w === null || typeof w !== 'object' || Array.isArray(w))
+    throw bad(`${where} must be false or a mapping with rounds and/or shapes`)
   const o = w as Record<string, unknown>
   only(where, o, ['rounds', 'shapes'])
   const out: { rounds?: number; shapes?: Record<string, number[]> } = {}
   if (o.rounds !== undefined) {
-    if (typeof o.rounds !== 'number' || !Number.isSafeInteger(o.rounds) || o.rounds < 0) throw bad(`${where}.rounds must be a whole number (0 turns warm-up off), got ${JSON.stringify(o.rounds)}`)
+    if (typeof o.rounds !== 'number' || !Number.isSafeInteger(o.rounds) || o.rounds < 0)
+      throw bad(`${where}.rounds must be a whole number (0 turns warm-up off), got ${JSON.stringify(o.rounds)}`)
     out.rounds = o.rounds
   }
   if (o.shapes !== undefined) {
     const shapes = o.shapes as Record<string, unknown>
-    if (shapes === null || typeof shapes !== 'object' || Array.isArray(shapes)) throw bad(`${where}.shapes must map input names to per-row shapes, e.g. { x: [3, 48, 192] }`)
+    if (shapes === null || typeof shapes !== 'object' || Array.isArray(shapes))
+      throw bad(`${where}.shapes must map input names to per-row shapes, e.g. { x: [3, 48, 192] }`)
     out.shapes = {}
     for (const [name, shape] of Object.entries(shapes)) {
-      if (!Array.isArray(shape) || shape.some((d) => typeof d !== 'number' || !Number.isSafeInteger(d) || d < 1)) throw bad(`${where}.shapes.${name} must be a list of positive sizes without the batch dimension, got ${JSON.stringify(shape)}`)
+      if (!Array.isArray(shape) || shape.some((d) => typeof d !== 'number' || !Number.isSafeInteger(d) || d < 1))
+        throw bad(
+          `${where}.shapes.${name} must be a list of positive sizes without the batch dimension, got ${JSON.stringify(shape)}`,
+        )
       out.shapes[name] = shape as number[]
     }
   }
@@ -125,8 +171,11 @@ export function parseServeConfig(doc: unknown, file: string): Record<string, Run
   if (typeof doc !== 'object' || Array.isArray(doc)) throw bad(`${file} must be a mapping with a "runners" key`)
   only(file, doc as Record<string, unknown>, ['runners'])
   const runners = (doc as { runners?: unknown }).runners ?? {}
-  if (typeof runners !== 'object' || runners === null || Array.isArray(runners)) throw bad(`${file}: runners must be a mapping of runner name → options`)
-  return Object.fromEntries(Object.entries(runners).map(([name, o]) => [name, validateOverrides(`${file}: runners.${name}`, o)]))
+  if (typeof runners !== 'object' || runners === null || Array.isArray(runners))
+    throw bad(`${file}: runners must be a mapping of runner name → options`)
+  return Object.fromEntries(
+    Object.entries(runners).map(([name, o]) => [name, validateOverrides(`${file}: runners.${name}`, o)]),
+  )
 }
 
 const envName = (runner: string) => runner.toUpperCase().replace(/[^A-Z0-9]/g, '_')
@@ -160,7 +209,11 @@ export function envOverrides(runner: string, env: NodeJS.ProcessEnv = process.en
   if (get('BATCHES_PER_WORKER') !== undefined) raw.batchesPerWorker = num('BATCHES_PER_WORKER')
   if (get('IDLE_UNLOAD_MS') !== undefined) raw.idleUnloadMs = num('IDLE_UNLOAD_MS')
   if (get('INTRA_OP_THREADS') !== undefined) raw.intraOpThreads = num('INTRA_OP_THREADS')
-  if (get('EXECUTION_PROVIDERS') !== undefined) raw.executionProviders = get('EXECUTION_PROVIDERS')!.split(',').map((s) => s.trim()).filter(Boolean)
+  if (get('EXECUTION_PROVIDERS') !== undefined)
+    raw.executionProviders = get('EXECUTION_PROVIDERS')!
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
   if (get('BATCHING_ENABLED') !== undefined) {
     const v = get('BATCHING_ENABLED')!.toLowerCase()
     if (!['true', 'false', '1', '0'].includes(v)) throw bad(`${prefix}BATCHING_ENABLED must be true or false`)
@@ -171,13 +224,19 @@ export function envOverrides(runner: string, env: NodeJS.ProcessEnv = process.en
   if (get('BATCHING_MAX_QUEUE_SIZE') !== undefined) batching.maxQueueSize = num('BATCHING_MAX_QUEUE_SIZE')
   if (get('BATCHING_MAX_LATENCY_MS') !== undefined) batching.maxLatencyMs = num('BATCHING_MAX_LATENCY_MS')
   const batchDim = get('BATCHING_BATCH_DIM')
-  if (batchDim !== undefined) batching.batchDim = batchDim.includes(',') ? batchDim.split(',').map((d) => (d.trim() === '' ? NaN : Number(d))) : batchDim.trim() === '' ? NaN : Number(batchDim)
+  if (batchDim !== undefined)
+    batching.batchDim = batchDim.includes(',')
+      ? batchDim.split(',').map((d) => (d.trim() === '' ? NaN : Number(d)))
+      : batchDim.trim() === ''
+        ? NaN
+        : Number(batchDim)
   if (Object.keys(batching).length) raw.batching = batching
   if (get('WARMUP_ROUNDS') !== undefined) raw.warmup = { rounds: num('WARMUP_ROUNDS') }
   const resources: Record<string, unknown> = {}
   if (get('CPU') !== undefined) resources.cpu = num('CPU')
   const gpu = get('GPU')
-  if (gpu !== undefined) resources.gpu = gpu.includes(',') || !/^\d*\.?\d+$/.test(gpu) ? gpu.split(',').map((s) => s.trim()) : Number(gpu)
+  if (gpu !== undefined)
+    resources.gpu = gpu.includes(',') || !/^\d*\.?\d+$/.test(gpu) ? gpu.split(',').map((s) => s.trim()) : Number(gpu)
   if (Object.keys(resources).length) raw.resources = resources
   return validateOverrides(`environment (${prefix}*)`, raw)
 }
@@ -192,7 +251,14 @@ export function mergeOverrides<T extends RunnerOverrides>(base: T, ...layers: Ru
       ...(l.batching || out.batching ? { batching: { ...out.batching, ...l.batching } } : {}),
       ...(l.resources || out.resources ? { resources: { ...out.resources, ...l.resources } } : {}),
       // warmup: false replaces; a mapping merges into an earlier mapping.
-      ...(l.warmup !== undefined ? { warmup: l.warmup === false || out.warmup === false || out.warmup === undefined ? l.warmup : { ...out.warmup, ...l.warmup } } : {}),
+      ...(l.warmup !== undefined
+        ? {
+            warmup:
+              l.warmup === false || out.warmup === false || out.warmup === undefined
+                ? l.warmup
+                : { ...out.warmup, ...l.warmup },
+          }
+        : {}),
     }
   }
   return out

@@ -6,7 +6,12 @@ import { WorkerPool } from './pool/worker-pool.js'
 import { currentCall } from './call-context.js'
 import { PooledRunner } from './pooled-runner.js'
 import { startPool } from './pool/pool.js'
-import { customSettings, type CustomRunnerOptions, type CustomSettings, type MethodBatching } from './custom/settings.js'
+import {
+  customSettings,
+  type CustomRunnerOptions,
+  type CustomSettings,
+  type MethodBatching,
+} from './custom/settings.js'
 
 export type { CustomMethodOptions, CustomRunnerOptions } from './custom/settings.js'
 
@@ -22,7 +27,10 @@ export class CustomRunner extends PooledRunner {
   readonly kind = 'custom' as const
   private readonly dispatchers = new Map<string, Dispatcher<unknown[], unknown[]>>()
   /** Per batchable method: what the server asks before reading a request's body (see OnnxRunner.refusal). */
-  private readonly refusers = new Map<string, { refusal(o: { deadline?: number | undefined; priority?: number | undefined }): BundleError | undefined }>()
+  private readonly refusers = new Map<
+    string,
+    { refusal(o: { deadline?: number | undefined; priority?: number | undefined }): BundleError | undefined }
+  >()
   /** The operator's overrides (serve config file, environment), layered as configure() receives them. */
   private overrides: RunnerOverrides = {}
   /** What the running workers were started with (workers: 0 when they are remote). */
@@ -41,7 +49,13 @@ export class CustomRunner extends PooledRunner {
 
   /** Once started, what the running workers and batchers use; before, what start() would use. */
   effectiveConfig(): Record<string, unknown> {
-    return { kind: this.kind, name: this.name, module: String(this.source.module), export: this.source.export, ...(this.running ?? customSettings(this.options, this.overrides)) }
+    return {
+      kind: this.kind,
+      name: this.name,
+      module: String(this.source.module),
+      export: this.source.export,
+      ...(this.running ?? customSettings(this.options, this.overrides)),
+    }
   }
 
   queueDepth(): Record<string, number> {
@@ -60,8 +74,20 @@ export class CustomRunner extends PooledRunner {
     const target = this.target
     const depth = target ? 1 : settings.batchesPerWorker
     this.pool = target
-      ? this.remotePool(target, { timeoutMs: settings.timeoutMs, onCapacity: (slots) => this.dispatchers.forEach((d) => d.setSlots(slots)) })
-      : new WorkerPool({ runner: this.name, workers: settings.workers, isolation: settings.isolation, depth, timeoutMs: settings.timeoutMs, backend: { kind: 'custom', module, exportName: this.source.export } })
+      ? this.remotePool(target, {
+          timeoutMs: settings.timeoutMs,
+          onCapacity: (slots) => {
+            for (const d of this.dispatchers.values()) d.setSlots(slots)
+          },
+        })
+      : new WorkerPool({
+          runner: this.name,
+          workers: settings.workers,
+          isolation: settings.isolation,
+          depth,
+          timeoutMs: settings.timeoutMs,
+          backend: { kind: 'custom', module, exportName: this.source.export },
+        })
     await startPool(this.pool)
     this.running = target ? { ...settings, workers: 0 } : settings
     const slots = target ? Math.max(1, this.pool.size) : settings.workers
@@ -73,13 +99,20 @@ export class CustomRunner extends PooledRunner {
     const { batchable: _, ...batching } = m
     this.refusers.set(method, { refusal: (o) => this.dispatchers.get(method)?.refusal(1, o) })
     const observer = this.metrics?.observer(this.name, method)
-    const d = new Dispatcher<unknown[], unknown[]>({ ...batching, slots, depth, ...(observer ? { observer } : {}) }, async (slices, _rows, report) => {
-      const items = slices.flatMap((s) => s.payload.slice(s.start, s.start + s.rows))
-      const out = (await this.livePool().run(method, items, report)) as unknown[]
-      if (!Array.isArray(out) || out.length !== items.length) throw new BundleError('E_INTERNAL', `runner ${this.name}: batchable method ${method} must return one result per item`)
-      let at = 0
-      return slices.map((s) => out.slice(at, (at += s.rows)))
-    })
+    const d = new Dispatcher<unknown[], unknown[]>(
+      { ...batching, slots, depth, ...(observer ? { observer } : {}) },
+      async (slices, _rows, report) => {
+        const items = slices.flatMap((s) => s.payload.slice(s.start, s.start + s.rows))
+        const out = (await this.livePool().run(method, items, report)) as unknown[]
+        if (!Array.isArray(out) || out.length !== items.length)
+          throw new BundleError(
+            'E_INTERNAL',
+            `runner ${this.name}: batchable method ${method} must return one result per item`,
+          )
+        let at = 0
+        return slices.map((s) => out.slice(at, (at += s.rows)))
+      },
+    )
     this.dispatchers.set(method, d)
   }
 
@@ -92,12 +125,22 @@ export class CustomRunner extends PooledRunner {
   async batch<I, O>(method: string, items: I[]): Promise<O[]> {
     if (this.pool === undefined) throw this.notRunning()
     const d = this.dispatchers.get(method)
-    if (d === undefined) throw new BundleError('E_SERVICE_DEFINITION', `runner ${this.name}: ${method} is not declared batchable (methods: { ${method}: { batchable: true } })`)
+    if (d === undefined)
+      throw new BundleError(
+        'E_SERVICE_DEFINITION',
+        `runner ${this.name}: ${method} is not declared batchable (methods: { ${method}: { batchable: true } })`,
+      )
     if (items.length === 0) return []
     const call = currentCall()
     // The server asks this method's batcher, not the whole runner, before it reads the next body.
     call?.uses?.add(this.refusers.get(method)!)
-    return ((await d.submit(items, items.length, call ? { deadline: call.deadline, priority: call.priority, gone: call.gone, timing: call.timing } : {})) as O[][]).flat()
+    return (
+      (await d.submit(
+        items,
+        items.length,
+        call ? { deadline: call.deadline, priority: call.priority, gone: call.gone, timing: call.timing } : {},
+      )) as O[][]
+    ).flat()
   }
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */
@@ -107,4 +150,7 @@ export class CustomRunner extends PooledRunner {
   }
 }
 
-export const customRunner = (source: { module: string | URL; export: string }, options: CustomRunnerOptions): CustomRunner => new CustomRunner(source, options)
+export const customRunner = (
+  source: { module: string | URL; export: string },
+  options: CustomRunnerOptions,
+): CustomRunner => new CustomRunner(source, options)

@@ -29,7 +29,15 @@ export interface BatchingInput {
   deadlineMs?: number | undefined
   timeoutMs?: number | undefined
   batchesPerWorker?: number | undefined
-  batching?: { enabled?: boolean | undefined; maxBatchSize?: number | undefined; maxDelayMs?: number | undefined; maxLatencyMs?: number | undefined; maxQueueSize?: number | undefined } | undefined
+  batching?:
+    | {
+        enabled?: boolean | undefined
+        maxBatchSize?: number | undefined
+        maxDelayMs?: number | undefined
+        maxLatencyMs?: number | undefined
+        maxQueueSize?: number | undefined
+      }
+    | undefined
 }
 
 export interface ResolvedBatching {

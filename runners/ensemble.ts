@@ -47,38 +47,64 @@ const NAME = /^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/
 const bad = (name: string, msg: string) => new BundleError('E_ENSEMBLE_INVALID', `ensemble "${name}": ${msg}`)
 
 function isStringMap(v: unknown): v is Record<string, string> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0 && Object.values(v).every((x) => typeof x === 'string' && x.length > 0)
+  return (
+    v !== null &&
+    typeof v === 'object' &&
+    !Array.isArray(v) &&
+    Object.keys(v).length > 0 &&
+    Object.values(v).every((x) => typeof x === 'string' && x.length > 0)
+  )
 }
 
 /** Checks the wiring that needs no model: names, maps, one producer per tensor, no cycles. */
 export function planEnsemble(name: string, o: EnsembleOptions): Plan {
-  if (typeof name !== 'string' || !NAME.test(name)) throw bad(String(name), 'the name must be lower-case letters, digits and . _ -')
+  if (typeof name !== 'string' || !NAME.test(name))
+    throw bad(String(name), 'the name must be lower-case letters, digits and . _ -')
   if (!Array.isArray(o?.steps) || o.steps.length === 0) throw bad(name, 'it needs at least one step')
   const steps = o.steps.map((s, i) => {
     const model = typeof s?.model === 'string' ? s.model : s?.model?.name
     if (typeof model !== 'string' || !model) throw bad(name, `step ${i + 1} names no model`)
-    if (s.version !== undefined && typeof s.version !== 'string') throw bad(name, `step ${i + 1} (${model}): version must be a string`)
-    if (!isStringMap(s.inputMap)) throw bad(name, `step ${i + 1} (${model}): inputMap must map each model input to an ensemble tensor name`)
-    if (!isStringMap(s.outputMap)) throw bad(name, `step ${i + 1} (${model}): outputMap must map model outputs to ensemble tensor names`)
-    return { model, ...(s.version ? { version: s.version } : {}), inputMap: { ...s.inputMap }, outputMap: { ...s.outputMap } }
+    if (s.version !== undefined && typeof s.version !== 'string')
+      throw bad(name, `step ${i + 1} (${model}): version must be a string`)
+    if (!isStringMap(s.inputMap))
+      throw bad(name, `step ${i + 1} (${model}): inputMap must map each model input to an ensemble tensor name`)
+    if (!isStringMap(s.outputMap))
+      throw bad(name, `step ${i + 1} (${model}): outputMap must map model outputs to ensemble tensor names`)
+    return {
+      model,
+      ...(s.version ? { version: s.version } : {}),
+      inputMap: { ...s.inputMap },
+      outputMap: { ...s.outputMap },
+    }
   })
   const producer = new Map<string, number>()
   steps.forEach((s, i) => {
     for (const t of Object.values(s.outputMap)) {
-      if (producer.has(t)) throw bad(name, `tensor "${t}" is produced by step ${producer.get(t)! + 1} and step ${i + 1}; each tensor has one producer`)
+      if (producer.has(t))
+        throw bad(
+          name,
+          `tensor "${t}" is produced by step ${producer.get(t)! + 1} and step ${i + 1}; each tensor has one producer`,
+        )
       producer.set(t, i)
     }
   })
   const consumed = new Set(steps.flatMap((s) => Object.values(s.inputMap)))
   const inputs = [...consumed].filter((t) => !producer.has(t))
-  if (inputs.length === 0) throw bad(name, 'every tensor a step consumes is produced by another step, so nothing can start')
-  const deps = steps.map((s) => [...new Set(Object.values(s.inputMap).flatMap((t) => (producer.has(t) ? [producer.get(t)!] : [])))])
+  if (inputs.length === 0)
+    throw bad(name, 'every tensor a step consumes is produced by another step, so nothing can start')
+  const deps = steps.map((s) => [
+    ...new Set(Object.values(s.inputMap).flatMap((t) => (producer.has(t) ? [producer.get(t)!] : []))),
+  ])
   // Kahn's algorithm: whatever cannot be ordered sits on a cycle.
   const order: number[] = []
   const left = new Set(steps.keys())
   while (left.size) {
     const next = [...left].filter((i) => deps[i]!.every((d) => !left.has(d)))
-    if (next.length === 0) throw bad(name, `steps ${[...left].map((i) => `${i + 1} (${steps[i]!.model})`).join(', ')} feed each other in a cycle`)
+    if (next.length === 0)
+      throw bad(
+        name,
+        `steps ${[...left].map((i) => `${i + 1} (${steps[i]!.model})`).join(', ')} feed each other in a cycle`,
+      )
     for (const i of next) {
       order.push(i)
       left.delete(i)
@@ -86,7 +112,9 @@ export function planEnsemble(name: string, o: EnsembleOptions): Plan {
   }
   const outputs = o.outputs ?? [...producer.keys()].filter((t) => !consumed.has(t))
   if (!Array.isArray(outputs) || outputs.length === 0) throw bad(name, 'it has no outputs')
-  for (const t of outputs) if (typeof t !== 'string' || !producer.has(t)) throw bad(name, `output "${String(t)}" is produced by no step (produced: ${[...producer.keys()].join(', ')})`)
+  for (const t of outputs)
+    if (typeof t !== 'string' || !producer.has(t))
+      throw bad(name, `output "${String(t)}" is produced by no step (produced: ${[...producer.keys()].join(', ')})`)
   return { steps, deps, order, inputs, outputs: [...outputs] }
 }
 
@@ -99,7 +127,11 @@ export type SignatureResolver = (model: string, version?: string) => { inputs: T
  * dtype. Returns the ensemble's own inputs and outputs. The server runs it when an ensemble
  * starts, and `bundle build` runs it on the pinned models' stored signatures, so both agree.
  */
-export function wireEnsemble(name: string, planned: Plan | EnsembleOptions, resolve: SignatureResolver): { inputs: TensorSpec[]; outputs: TensorSpec[] } {
+export function wireEnsemble(
+  name: string,
+  planned: Plan | EnsembleOptions,
+  resolve: SignatureResolver,
+): { inputs: TensorSpec[]; outputs: TensorSpec[] } {
   const plan = 'order' in planned ? planned : planEnsemble(name, planned)
   const names = (specs: TensorSpec[]) => specs.map((x) => `"${x.name}"`).join(', ') || 'none'
   const sigs = plan.steps.map((s, i) => {
@@ -113,16 +145,24 @@ export function wireEnsemble(name: string, planned: Plan | EnsembleOptions, reso
   const outputs = new Map<string, TensorSpec>()
   plan.steps.forEach((s, i) => {
     const { inputs: ins, outputs: outs } = sigs[i]!
-    for (const k of Object.keys(s.inputMap)) if (!ins.some((x) => x.name === k)) throw bad(name, `step ${i + 1}: ${s.model} has no input "${k}" (inputs: ${names(ins)})`)
-    for (const x of ins) if (!(x.name in s.inputMap)) throw bad(name, `step ${i + 1}: inputMap does not feed ${s.model}'s input "${x.name}"`)
-    for (const k of Object.keys(s.outputMap)) if (!outs.some((x) => x.name === k)) throw bad(name, `step ${i + 1}: ${s.model} has no output "${k}" (outputs: ${names(outs)})`)
+    for (const k of Object.keys(s.inputMap))
+      if (!ins.some((x) => x.name === k))
+        throw bad(name, `step ${i + 1}: ${s.model} has no input "${k}" (inputs: ${names(ins)})`)
+    for (const x of ins)
+      if (!(x.name in s.inputMap))
+        throw bad(name, `step ${i + 1}: inputMap does not feed ${s.model}'s input "${x.name}"`)
+    for (const k of Object.keys(s.outputMap))
+      if (!outs.some((x) => x.name === k))
+        throw bad(name, `step ${i + 1}: ${s.model} has no output "${k}" (outputs: ${names(outs)})`)
     for (const x of ins) {
       const t = s.inputMap[x.name]!
       const seen = inputs.get(t)
-      if (seen && seen.dtype !== x.dtype) throw bad(name, `tensor "${t}" feeds inputs of types ${seen.dtype} and ${x.dtype}`)
+      if (seen && seen.dtype !== x.dtype)
+        throw bad(name, `tensor "${t}" feeds inputs of types ${seen.dtype} and ${x.dtype}`)
       if (plan.inputs.includes(t)) inputs.set(t, { ...x, name: t })
     }
-    for (const x of outs) if (x.name in s.outputMap) outputs.set(s.outputMap[x.name]!, { ...x, name: s.outputMap[x.name]! })
+    for (const x of outs)
+      if (x.name in s.outputMap) outputs.set(s.outputMap[x.name]!, { ...x, name: s.outputMap[x.name]! })
   })
   // Every produced output (not only the ensemble's) feeds its consumers with the dtype they take.
   const produced = new Map<string, TensorSpec>()
@@ -132,7 +172,11 @@ export function wireEnsemble(name: string, planned: Plan | EnsembleOptions, reso
   plan.steps.forEach((s, i) => {
     for (const x of sigs[i]!.inputs) {
       const from = produced.get(s.inputMap[x.name]!)
-      if (from && from.dtype !== x.dtype) throw bad(name, `step ${i + 1}: ${s.model}'s input "${x.name}" takes ${x.dtype}, but tensor "${s.inputMap[x.name]}" is ${from.dtype}`)
+      if (from && from.dtype !== x.dtype)
+        throw bad(
+          name,
+          `step ${i + 1}: ${s.model}'s input "${x.name}" takes ${x.dtype}, but tensor "${s.inputMap[x.name]}" is ${from.dtype}`,
+        )
     }
   })
   return { inputs: plan.inputs.map((t) => inputs.get(t)!), outputs: plan.outputs.map((t) => outputs.get(t)!) }
@@ -159,7 +203,12 @@ export class Ensemble implements Runner {
   ) {
     this.plan = planEnsemble(name, options)
     if (options.description) this.description = options.description
-    this.stepStats = this.plan.steps.map((s) => ({ model_name: s.model, model_version: s.version ?? '', success: { count: 0, ns: 0 }, fail: { count: 0, ns: 0 } }))
+    this.stepStats = this.plan.steps.map((s) => ({
+      model_name: s.model,
+      model_version: s.version ?? '',
+      success: { count: 0, ns: 0 },
+      fail: { count: 0, ns: 0 },
+    }))
   }
 
   /** The server connects the ensemble to the models it hosts. */
@@ -215,14 +264,26 @@ export class Ensemble implements Runner {
   }
 
   effectiveConfig(): Record<string, unknown> {
-    return { kind: this.kind, steps: this.plan.steps.map((s) => ({ model: s.model, ...(s.version ? { version: s.version } : {}), inputMap: s.inputMap, outputMap: s.outputMap })), inputs: this.plan.inputs, outputs: this.plan.outputs }
+    return {
+      kind: this.kind,
+      steps: this.plan.steps.map((s) => ({
+        model: s.model,
+        ...(s.version ? { version: s.version } : {}),
+        inputMap: s.inputMap,
+        outputMap: s.outputMap,
+      })),
+      inputs: this.plan.inputs,
+      outputs: this.plan.outputs,
+    }
   }
 
   /** Runs the pipeline: inputs by ensemble tensor name → the ensemble's outputs. */
   async run(inputs: Record<string, RunnerTensor>): Promise<Record<string, RunnerTensor>> {
     const resolve = this.resolver
-    if (resolve === undefined || this.specs === undefined) throw new BundleError('E_HTTP_NOT_READY', `ensemble "${this.name}" has not started`)
-    for (const t of this.plan.inputs) if (!(t in inputs)) throw new BundleError('E_INPUT_INVALID', `ensemble "${this.name}": missing input "${t}"`)
+    if (resolve === undefined || this.specs === undefined)
+      throw new BundleError('E_HTTP_NOT_READY', `ensemble "${this.name}" has not started`)
+    for (const t of this.plan.inputs)
+      if (!(t in inputs)) throw new BundleError('E_INPUT_INVALID', `ensemble "${this.name}": missing input "${t}"`)
     const tensors = new Map<string, RunnerTensor>(Object.entries(inputs))
     const done: Promise<void>[] = []
     for (const i of this.plan.order) {
@@ -234,7 +295,9 @@ export class Ensemble implements Runner {
         st.model_version = m.version
         const started = performance.now()
         try {
-          const out = await m.infer(Object.fromEntries(Object.entries(s.inputMap).map(([k, t]) => [k, tensors.get(t)!])))
+          const out = await m.infer(
+            Object.fromEntries(Object.entries(s.inputMap).map(([k, t]) => [k, tensors.get(t)!])),
+          )
           for (const [k, t] of Object.entries(s.outputMap)) tensors.set(t, out[k]!)
           st.success.count++
           st.success.ns += Math.round((performance.now() - started) * 1e6)
@@ -273,7 +336,14 @@ export class Ensemble implements Runner {
         name: this.name,
         platform: 'ensemble',
         max_batch_size: maxBatchSize(),
-        ensemble_scheduling: { step: this.plan.steps.map((s) => ({ model_name: s.model, model_version: s.version === undefined ? -1 : s.version, input_map: s.inputMap, output_map: s.outputMap })) },
+        ensemble_scheduling: {
+          step: this.plan.steps.map((s) => ({
+            model_name: s.model,
+            model_version: s.version === undefined ? -1 : s.version,
+            input_map: s.inputMap,
+            output_map: s.outputMap,
+          })),
+        },
       }),
       stats: this.inferenceStats,
       stepStats: () => this.stepStats.map((s) => ({ ...s, success: { ...s.success }, fail: { ...s.fail } })),

@@ -1,11 +1,27 @@
 // Runners: models in worker processes behind adaptive batching. May import store/ and errors/.
 export { onnxRunner, OnnxRunner, type OnnxRunnerOptions, type BatchingOptions } from './onnx-runner.js'
 export { customRunner, CustomRunner, type CustomRunnerOptions, type CustomMethodOptions } from './custom-runner.js'
-export { isVersioned, type Runner, type RunnerHealth, type RunnerKind, type RunnerRemote, type RunnerVersions, type VersionedRunner } from './runner.js'
+export {
+  isVersioned,
+  type Runner,
+  type RunnerHealth,
+  type RunnerKind,
+  type RunnerRemote,
+  type RunnerVersions,
+  type VersionedRunner,
+} from './runner.js'
 export { Dispatcher, refusalPace, type DispatcherOptions, type Slice } from './batching/dispatcher.js'
 export { LatencyModel } from './batching/latency-model.js'
 export { WorkerPool, type PoolOptions } from './pool/worker-pool.js'
-export { TYPED_ARRAYS, decodeStrings, encodeStrings, type NumericTensor, type RunnerTensor, type RunnerDType, type StringTensor } from './tensor.js'
+export {
+  TYPED_ARRAYS,
+  decodeStrings,
+  encodeStrings,
+  type NumericTensor,
+  type RunnerTensor,
+  type RunnerDType,
+  type StringTensor,
+} from './tensor.js'
 export { RunnerMetrics, type RunnerMetricsSource } from './metrics.js'
 export { envOverrides, mergeOverrides, parseServeConfig, validateOverrides, type RunnerOverrides } from './config.js'
 export type { InferenceModel, TensorSpec } from './inference.js'
@@ -13,7 +29,16 @@ export { RunnerStats } from './stats.js'
 export { undeclaredRunners } from './registry.js'
 export { currentCall, withCallContext, type CallContext, type StageTimes } from './call-context.js'
 export { PRIORITY, parseClientPriority, toPriority, type Priority, type PriorityName } from './batching/priority.js'
-export { ensemble, Ensemble, planEnsemble, wireEnsemble, type EnsembleOptions, type EnsembleStep, type ModelResolver, type SignatureResolver } from './ensemble.js'
+export {
+  ensemble,
+  Ensemble,
+  planEnsemble,
+  wireEnsemble,
+  type EnsembleOptions,
+  type EnsembleStep,
+  type ModelResolver,
+  type SignatureResolver,
+} from './ensemble.js'
 export { modelSignature } from './onnx/inference.js'
 export { RedisLink } from './remote/link.js'
 export { RemotePool, queueName } from './remote/remote-pool.js'

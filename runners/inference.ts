@@ -25,6 +25,11 @@ export interface InferenceModel {
   config(): Record<string, unknown>
   readonly stats: RunnerStats
   /** Ensembles: each step's model, the version it last called, and its successes and failures. */
-  stepStats?(): { model_name: string; model_version: string; success: { count: number; ns: number }; fail: { count: number; ns: number } }[]
+  stepStats?(): {
+    model_name: string
+    model_version: string
+    success: { count: number; ns: number }
+    fail: { count: number; ns: number }
+  }[]
   infer(inputs: Record<string, RunnerTensor>): Promise<Record<string, RunnerTensor>>
 }

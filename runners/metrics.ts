@@ -28,16 +28,31 @@ export interface RunnerMetricsSource {
 }
 
 /** Per-runner gauges read from health() at scrape time; undefined: no sample for that runner. */
-const HEALTH_GAUGES: readonly (readonly [name: string, help: string, read: (h: RunnerHealth) => number | undefined])[] = [
-  ['bundle_runner_workers', 'Live worker processes of the runner (autoscaling between minWorkers and maxWorkers moves it)', (h) => h.workers],
-  ['bundle_runner_remote_workers', 'Remote workers (bundle worker) serving the runner queue, by their heartbeats', (h) => h.remote?.workers],
-  ['bundle_runner_remote_queue_depth', 'Batches waiting in Redis for a remote worker', (h) => h.remote?.queued],
-  ['bundle_runner_loaded', 'Whether the runner model is in memory (0 while unloaded for idleness or stopped)', (h) => (h.loaded ? 1 : 0)],
-  ['bundle_runner_idle_unloads', 'Times the runner model was unloaded after being idle (it loads again on the next request)', (h) => h.idleUnloads],
-  ['bundle_runner_worker_restarts', 'Runner worker processes restarted after a crash or timeout', (h) => h.restarts],
-]
-
-type Labels = 'service' | 'runner' | 'method'
+const HEALTH_GAUGES: readonly (readonly [name: string, help: string, read: (h: RunnerHealth) => number | undefined])[] =
+  [
+    [
+      'bundle_runner_workers',
+      'Live worker processes of the runner (autoscaling between minWorkers and maxWorkers moves it)',
+      (h) => h.workers,
+    ],
+    [
+      'bundle_runner_remote_workers',
+      'Remote workers (bundle worker) serving the runner queue, by their heartbeats',
+      (h) => h.remote?.workers,
+    ],
+    ['bundle_runner_remote_queue_depth', 'Batches waiting in Redis for a remote worker', (h) => h.remote?.queued],
+    [
+      'bundle_runner_loaded',
+      'Whether the runner model is in memory (0 while unloaded for idleness or stopped)',
+      (h) => (h.loaded ? 1 : 0),
+    ],
+    [
+      'bundle_runner_idle_unloads',
+      'Times the runner model was unloaded after being idle (it loads again on the next request)',
+      (h) => h.idleUnloads,
+    ],
+    ['bundle_runner_worker_restarts', 'Runner worker processes restarted after a crash or timeout', (h) => h.restarts],
+  ]
 
 /**
  * The runner series on a server's registry (created once per registry), and an observer per
@@ -61,13 +76,35 @@ export class RunnerMetrics {
   ) {
     const r = [registry]
     this.batchSize = new HistogramFamily('bundle_runner_batch_size', 'Rows per executed batch', registry, BATCH_BUCKETS)
-    this.queueTime = new HistogramFamily('bundle_runner_queue_duration_seconds', 'Time a request waited in the batching queue', registry, TIME_BUCKETS)
-    this.execTime = new HistogramFamily('bundle_runner_execution_duration_seconds', 'Time a batch took in the worker, IPC included', registry, TIME_BUCKETS)
+    this.queueTime = new HistogramFamily(
+      'bundle_runner_queue_duration_seconds',
+      'Time a request waited in the batching queue',
+      registry,
+      TIME_BUCKETS,
+    )
+    this.execTime = new HistogramFamily(
+      'bundle_runner_execution_duration_seconds',
+      'Time a batch took in the worker, IPC included',
+      registry,
+      TIME_BUCKETS,
+    )
     this.rows = new CounterFamily('bundle_runner_inference_total', 'Rows run through the model', registry)
     this.batches = new CounterFamily('bundle_runner_execution_total', 'Batches executed', registry)
-    this.rejected = new CounterFamily('bundle_runner_rejected_total', 'Requests shed by the batcher (reason: queue_full, admission, deadline)', registry)
-    this.cacheHits = new CounterFamily('bundle_runner_cache_hits_total', 'Requests answered from the response cache (no queue, no model)', registry)
-    this.cacheMisses = new CounterFamily('bundle_runner_cache_misses_total', 'Requests the response cache did not hold (run, then stored)', registry)
+    this.rejected = new CounterFamily(
+      'bundle_runner_rejected_total',
+      'Requests shed by the batcher (reason: queue_full, admission, deadline)',
+      registry,
+    )
+    this.cacheHits = new CounterFamily(
+      'bundle_runner_cache_hits_total',
+      'Requests answered from the response cache (no queue, no model)',
+      registry,
+    )
+    this.cacheMisses = new CounterFamily(
+      'bundle_runner_cache_misses_total',
+      'Requests the response cache did not hold (run, then stored)',
+      registry,
+    )
     const svc = service
     new Gauge({
       name: 'bundle_runner_queue_depth',
@@ -75,7 +112,9 @@ export class RunnerMetrics {
       labelNames: ['service', 'runner', 'method'],
       registers: r,
       collect() {
-        for (const s of sources()) for (const [method, depth] of Object.entries(s.queueDepth())) this.set({ service: svc, runner: s.name, method }, depth)
+        for (const s of sources())
+          for (const [method, depth] of Object.entries(s.queueDepth()))
+            this.set({ service: svc, runner: s.name, method }, depth)
       },
     })
     for (const [name, help, read] of HEALTH_GAUGES) {
@@ -101,7 +140,12 @@ export class RunnerMetrics {
 
   observer(runner: string, method: string): DispatchObserver {
     const labels = { service: this.service, runner, method }
-    const rejected = Object.fromEntries((['queue_full', 'admission', 'deadline'] satisfies RejectReason[]).map((reason) => [reason, this.rejected.labels({ ...labels, reason })])) as Record<RejectReason, CounterSeries>
+    const rejected = Object.fromEntries(
+      (['queue_full', 'admission', 'deadline'] satisfies RejectReason[]).map((reason) => [
+        reason,
+        this.rejected.labels({ ...labels, reason }),
+      ]),
+    ) as Record<RejectReason, CounterSeries>
     const rowsDone = this.rows.labels(labels)
     const batchesDone = this.batches.labels(labels)
     const batchSize = this.batchSize.labels(labels)
@@ -121,4 +165,3 @@ export class RunnerMetrics {
     }
   }
 }
-

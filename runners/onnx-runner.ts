@@ -100,7 +100,13 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
       batchesPerWorker: b.batchesPerWorker,
       workers: this.running?.workers ?? options.minWorkers ?? options.workers ?? RUNNER_DEFAULTS.workers,
       isolation: this.target ? 'remote' : (options.isolation ?? RUNNER_DEFAULTS.isolation),
-      batching: { ...batchingOptions, enabled: b.enabled, maxBatchSize: b.maxBatchSize, maxDelayMs: b.maxDelayMs, maxQueueSize: b.maxQueueSize },
+      batching: {
+        ...batchingOptions,
+        enabled: b.enabled,
+        maxBatchSize: b.maxBatchSize,
+        maxDelayMs: b.maxDelayMs,
+        maxQueueSize: b.maxQueueSize,
+      },
       warmup: this.running?.warmup ?? options.warmup ?? 'auto',
     }
   }
@@ -125,7 +131,11 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     this.markStarted()
     const c = this.options.cache
     if (c) {
-      if (this.redis === undefined) throw new BundleError('E_SERVE_CONFIG_INVALID', `runner ${this.name} keeps a response cache, which lives in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL), or drop its cache option`)
+      if (this.redis === undefined)
+        throw new BundleError(
+          'E_SERVE_CONFIG_INVALID',
+          `runner ${this.name} keeps a response cache, which lives in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL), or drop its cache option`,
+        )
       this.cache = new ResponseCache(this.redis, c === true ? {} : c)
     }
     this.apply(await this.prepare(this.pinned?.tag ?? this.tag, this.pinned))
@@ -142,7 +152,10 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     const min = this.options.minWorkers ?? this.options.workers ?? RUNNER_DEFAULTS.workers
     const max = this.options.maxWorkers
     if (max === undefined || max <= min || this.options.resources?.gpu || this.target) return
-    this.stopScaling = autoscale({ dispatcher: () => this.dispatcher, pool: () => (isLocalPool(this.pool) ? this.pool : undefined) }, { min, max, intervalMs: this.options.scaleIntervalMs ?? RUNNER_DEFAULTS.scaleIntervalMs })
+    this.stopScaling = autoscale(
+      { dispatcher: () => this.dispatcher, pool: () => (isLocalPool(this.pool) ? this.pool : undefined) },
+      { min, max, intervalMs: this.options.scaleIntervalMs ?? RUNNER_DEFAULTS.scaleIntervalMs },
+    )
   }
 
   /** Whether the model is in memory now (false while unloaded for idleness or stopped). */
@@ -193,7 +206,11 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
    * If the new model cannot start, nothing changes.
    */
   async swap(tag: string): Promise<void> {
-    if (this.target) throw new BundleError('E_INPUT_INVALID', `runner ${this.name} runs on remote workers: change its version by deploying API servers and workers of a new bundle`)
+    if (this.target)
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `runner ${this.name} runs on remote workers: change its version by deploying API servers and workers of a new bundle`,
+      )
     const next = await this.prepare(tag, undefined)
     const previous = { dispatcher: this.dispatcher, pool: this.pool }
     this.apply(next)
@@ -214,28 +231,54 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   }
 
   /** Starts a generation of `tag` with the options as they are now (it keeps them: see effectiveConfig). */
-  private async prepare(tag: string, pinned: { tag: string; digest: string } | undefined): Promise<Generation & { options: OnnxRunnerOptions }> {
+  private async prepare(
+    tag: string,
+    pinned: { tag: string; digest: string } | undefined,
+  ): Promise<Generation & { options: OnnxRunnerOptions }> {
     const options = this.options
     return { ...(await this.prepareWith(options, tag, pinned)), options }
   }
 
-  private async prepareWith(options: OnnxRunnerOptions, tag: string, pinned: { tag: string; digest: string } | undefined): Promise<Generation> {
+  private async prepareWith(
+    options: OnnxRunnerOptions,
+    tag: string,
+    pinned: { tag: string; digest: string } | undefined,
+  ): Promise<Generation> {
     const store = ModelStore.open(options.home ? { home: options.home } : {})
     try {
-      let info
+      let info: ModelInfo
       try {
         info = store.get(tag)
       } catch (err) {
-        if (pinned && isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag}, which is not in the store at ${store.home}; import the bundle's archive (it carries its models)`)
-        if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_STORE_MODEL_NOT_FOUND', `runner ${this.name} needs model ${tag}: ${(err as Error).message}; add it with: ${saveCommand(tag)}`)
+        if (pinned && isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND')
+          throw new BundleError(
+            'E_BUNDLE_MODEL_MISMATCH',
+            `runner ${this.name}: the bundle pins ${tag}, which is not in the store at ${store.home}; import the bundle's archive (it carries its models)`,
+          )
+        if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND')
+          throw new BundleError(
+            'E_STORE_MODEL_NOT_FOUND',
+            `runner ${this.name} needs model ${tag}: ${(err as Error).message}; add it with: ${saveCommand(tag)}`,
+          )
         throw err
       }
-      if (pinned && info.digest !== pinned.digest) throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `runner ${this.name}: the bundle pins ${tag} with digest ${pinned.digest}, the store has ${info.digest}`)
+      if (pinned && info.digest !== pinned.digest)
+        throw new BundleError(
+          'E_BUNDLE_MODEL_MISMATCH',
+          `runner ${this.name}: the bundle pins ${tag} with digest ${pinned.digest}, the store has ${info.digest}`,
+        )
       const onnx = info.files.find((f) => f.path.endsWith('.onnx'))
       if (onnx === undefined) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `model ${tag} has no .onnx file`)
       if (this.target) return await this.prepareRemote(options, info, onnx.path, this.target)
       const { model, files } = await store.paths(tag)
-      return await startLocal({ name: this.name, options, model, onnxPath: onnx.path, modelFile: files[onnx.path]!, newDispatcher: (slots, pool, depth) => this.newDispatcher(options, slots, pool, depth) })
+      return await startLocal({
+        name: this.name,
+        options,
+        model,
+        onnxPath: onnx.path,
+        modelFile: files[onnx.path]!,
+        newDispatcher: (slots, pool, depth) => this.newDispatcher(options, slots, pool, depth),
+      })
     } finally {
       store.close()
     }
@@ -247,24 +290,61 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   }
 
   /** The batcher of one generation: batches go to `pool()` (set once the pool exists). */
-  private newDispatcher(options: OnnxRunnerOptions, slots: number, pool: () => Pool, depth: number): Dispatcher<Request, Request> {
+  private newDispatcher(
+    options: OnnxRunnerOptions,
+    slots: number,
+    pool: () => Pool,
+    depth: number,
+  ): Dispatcher<Request, Request> {
     const b = resolveBatching(options)
     return new Dispatcher<Request, Request>(
-      { maxBatchSize: b.maxBatchSize, maxDelayMs: b.maxDelayMs, deadlineMs: b.deadlineMs, maxQueueSize: b.maxQueueSize, slots, depth, batching: b.enabled, observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()) },
+      {
+        maxBatchSize: b.maxBatchSize,
+        maxDelayMs: b.maxDelayMs,
+        deadlineMs: b.deadlineMs,
+        maxQueueSize: b.maxQueueSize,
+        slots,
+        depth,
+        batching: b.enabled,
+        observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()),
+      },
       (slices, rows, report) => this.runBatch(pool(), slices, rows, report),
     )
   }
 
   /** A generation whose batches go to remote workers: no model files or processes here. */
-  private async prepareRemote(options: OnnxRunnerOptions, model: ModelInfo, onnxPath: string, target: RemoteTarget): Promise<Generation> {
+  private async prepareRemote(
+    options: OnnxRunnerOptions,
+    model: ModelInfo,
+    onnxPath: string,
+    target: RemoteTarget,
+  ): Promise<Generation> {
     // The batcher sends as many batches at once as the live workers take.
     const dispatcher = this.newDispatcher(options, 1, () => pool, 1)
-    const pool = await startPool(this.remotePool(target, { timeoutMs: resolveBatching(options).timeoutMs, digest: model.digest, onCapacity: (slots) => dispatcher.setSlots(slots) }))
-    return { model, signature: signatureOf(model, onnxPath), warmupPlan: 'on the remote workers', workers: 0, pool, dispatcher }
+    const pool = await startPool(
+      this.remotePool(target, {
+        timeoutMs: resolveBatching(options).timeoutMs,
+        digest: model.digest,
+        onCapacity: (slots) => dispatcher.setSlots(slots),
+      }),
+    )
+    return {
+      model,
+      signature: signatureOf(model, onnxPath),
+      warmupPlan: 'on the remote workers',
+      workers: 0,
+      pool,
+      dispatcher,
+    }
   }
 
   /** Concatenates the slices along the batch dimension, runs one batch, splits the outputs back. */
-  private async runBatch(pool: Pool, slices: readonly Slice<Request>[], _rows: number, report: (ms: number) => void): Promise<Request[]> {
+  private async runBatch(
+    pool: Pool,
+    slices: readonly Slice<Request>[],
+    _rows: number,
+    report: (ms: number) => void,
+  ): Promise<Request[]> {
     const [inDim, outDim] = batchDims(this.options)
     const names = Object.keys(slices[0]!.payload)
     // Along dimension 0 a pool that gathers gets the requests' rows as they are (a process
@@ -283,7 +363,11 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     return slices.map((s) => {
       const part = Object.fromEntries(
         Object.entries(out).map(([k, t]) => {
-          if (!(t.shape.length > outDim)) throw new BundleError('E_RUNNER_BATCH_DIM', `runner ${this.name}: output "${k}" has shape [${t.shape.join(', ')}], no batch dimension ${outDim}; set batching.batchDim, or batching.enabled: false`)
+          if (!(t.shape.length > outDim))
+            throw new BundleError(
+              'E_RUNNER_BATCH_DIM',
+              `runner ${this.name}: output "${k}" has shape [${t.shape.join(', ')}], no batch dimension ${outDim}; set batching.batchDim, or batching.enabled: false`,
+            )
           return [k, sliceRows(t, at, s.rows, outDim)]
         }),
       )
@@ -300,7 +384,8 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   async run(inputs: Inputs): Promise<Outputs> {
     const started = performance.now()
     try {
-      const out = this.cache && this.model ? await this.cached(this.cache, this.model.digest, inputs) : await this.submit(inputs)
+      const out =
+        this.cache && this.model ? await this.cached(this.cache, this.model.digest, inputs) : await this.submit(inputs)
       this.inferenceStats.request(true, this.rowsOf(inputs), performance.now() - started)
       return out
     } catch (err) {
@@ -342,20 +427,44 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     const entries = Object.entries(wire)
     if (entries.length === 0) throw new BundleError('E_INPUT_INVALID', `runner ${this.name} got no inputs`)
     for (const [k, t] of entries) {
-      if (!(t.shape.length > inDim)) throw new BundleError('E_INPUT_INVALID', `runner ${this.name}: input "${k}" has shape [${t.shape.join(', ')}], which has no batch dimension ${inDim}`)
+      if (!(t.shape.length > inDim))
+        throw new BundleError(
+          'E_INPUT_INVALID',
+          `runner ${this.name}: input "${k}" has shape [${t.shape.join(', ')}], which has no batch dimension ${inDim}`,
+        )
     }
     const rows = entries[0]![1].shape[inDim]!
     const odd = entries.find(([, t]) => t.shape[inDim] !== rows)
-    if (odd) throw new BundleError('E_INPUT_INVALID', `runner ${this.name}: inputs disagree on the batch size (dimension ${inDim}): "${entries[0]![0]}" has ${rows}, "${odd[0]}" has ${odd[1].shape[inDim]}`)
+    if (odd)
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `runner ${this.name}: inputs disagree on the batch size (dimension ${inDim}): "${entries[0]![0]}" has ${rows}, "${odd[0]}" has ${odd[1].shape[inDim]}`,
+      )
     if (rows < 1) throw new BundleError('E_INPUT_INVALID', `runner ${this.name}: the batch dimension ${inDim} is empty`)
     // Only requests whose non-batch dimensions and dtypes agree may share a batch.
-    const key = entries.map(([k, t]) => `${k}:${t.dtype}:${t.shape.map((d, i) => (i === inDim ? '*' : d)).join('x')}`).join('|')
+    const key = entries
+      .map(([k, t]) => `${k}:${t.dtype}:${t.shape.map((d, i) => (i === inDim ? '*' : d)).join('x')}`)
+      .join('|')
     // The request this call serves lends its deadline and priority (and learns this runner).
     const call = currentCall()
     call?.uses?.add(this)
-    const parts = await this.dispatcher.submit(wire, rows, call ? { key, deadline: call.deadline, priority: call.priority, gone: call.gone, timing: call.timing } : { key })
+    const parts = await this.dispatcher.submit(
+      wire,
+      rows,
+      call ? { key, deadline: call.deadline, priority: call.priority, gone: call.gone, timing: call.timing } : { key },
+    )
     const names = Object.keys(parts[0]!)
-    return Object.fromEntries(names.map((n) => [n, fromWire(concatRows(parts.map((p) => p[n]!), outDim))]))
+    return Object.fromEntries(
+      names.map((n) => [
+        n,
+        fromWire(
+          concatRows(
+            parts.map((p) => p[n]!),
+            outDim,
+          ),
+        ),
+      ]),
+    )
   }
 
   /** This runner's model as the Open Inference Protocol serves it (once started). */

@@ -91,7 +91,13 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
 
   health(): RunnerHealth {
     const remote = this.remoteState()
-    return { loaded: this.loaded(), idleUnloads: this.idleUnloads, workers: this.workerCount(), restarts: this.restarts(), ...(remote ? { remote } : {}) }
+    return {
+      loaded: this.loaded(),
+      idleUnloads: this.idleUnloads,
+      workers: this.workerCount(),
+      restarts: this.restarts(),
+      ...(remote ? { remote } : {}),
+    }
   }
 
   /**
@@ -117,7 +123,16 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
   }
 
   /** The pool of a runner in remote mode: its batches become jobs on its queue in Redis. */
-  protected remotePool(target: RemoteTarget, o: { timeoutMs: number; digest?: string; onCapacity: (slots: number) => void }): RemotePool {
-    return new RemotePool({ link: target.link, queue: target.queue, runner: this.name, ...o, ...(target.graceMs !== undefined ? { graceMs: target.graceMs } : {}) })
+  protected remotePool(
+    target: RemoteTarget,
+    o: { timeoutMs: number; digest?: string; onCapacity: (slots: number) => void },
+  ): RemotePool {
+    return new RemotePool({
+      link: target.link,
+      queue: target.queue,
+      runner: this.name,
+      ...o,
+      ...(target.graceMs !== undefined ? { graceMs: target.graceMs } : {}),
+    })
   }
 }

@@ -117,7 +117,10 @@ export class HistogramFamily extends Family<HistogramSeries> {
       out.push({ metricName: `${this.name}_bucket`, labels: { ...labels, le }, value: acc })
     })
     out.push({ metricName: `${this.name}_bucket`, labels: { ...labels, le: '+Inf' }, value: s.count })
-    out.push({ metricName: `${this.name}_sum`, labels, value: s.sum }, { metricName: `${this.name}_count`, labels, value: s.count })
+    out.push(
+      { metricName: `${this.name}_sum`, labels, value: s.sum },
+      { metricName: `${this.name}_count`, labels, value: s.count },
+    )
     return out
   }
   protected clear(s: HistogramSeries): void {

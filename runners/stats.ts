@@ -48,7 +48,9 @@ export class RunnerStats {
   }
 
   batchStats(): { batch_size: number; compute_infer: Duration }[] {
-    return [...this.byBatch].sort((a, b) => a[0] - b[0]).map(([batch_size, d]) => ({ batch_size, compute_infer: { ...d } }))
+    return [...this.byBatch]
+      .sort((a, b) => a[0] - b[0])
+      .map(([batch_size, d]) => ({ batch_size, compute_infer: { ...d } }))
   }
 }
 

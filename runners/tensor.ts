@@ -18,7 +18,17 @@ export const TYPED_ARRAYS = {
 } as const
 
 export type RunnerDType = keyof typeof TYPED_ARRAYS
-type AnyTypedArray = Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array
+type AnyTypedArray =
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Uint8Array
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | BigInt64Array
+  | BigUint64Array
 
 /** A dense row-major tensor as runners take and return it. */
 export interface NumericTensor {
@@ -36,7 +46,8 @@ export interface StringTensor {
 
 export type RunnerTensor = NumericTensor | StringTensor
 
-const bytesOf = (t: { data: ArrayBufferView }): Uint8Array => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
+const bytesOf = (t: { data: ArrayBufferView }): Uint8Array =>
+  new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
 
 /** Strings on the wire as the Open Inference Protocol has BYTES: each a 4-byte little-endian length, then its UTF-8 bytes. */
 export function encodeStrings(values: readonly string[]): Uint8Array {
@@ -82,7 +93,11 @@ export function fromWire(w: WireTensor): RunnerTensor {
   if (Ctor === undefined) throw new Error(`unsupported dtype ${w.dtype}`)
   const size = Ctor.BYTES_PER_ELEMENT
   if (w.data.byteOffset % size === 0 && w.data.byteLength % size === 0) {
-    return { dtype: w.dtype as RunnerDType, shape: w.shape, data: new Ctor(w.data.buffer as ArrayBuffer, w.data.byteOffset, w.data.byteLength / size) as AnyTypedArray }
+    return {
+      dtype: w.dtype as RunnerDType,
+      shape: w.shape,
+      data: new Ctor(w.data.buffer as ArrayBuffer, w.data.byteOffset, w.data.byteLength / size) as AnyTypedArray,
+    }
   }
   const copy = new Uint8Array(w.data.byteLength) // aligned
   copy.set(w.data)
@@ -117,12 +132,17 @@ export function sliceRows(t: WireTensor, start: number, rows: number, dim = 0): 
   }
   if (dim === 0) {
     const rb = rowBytes(t)
-    return { dtype: t.dtype, shape: [rows, ...t.shape.slice(1)], data: t.data.subarray(start * rb, (start + rows) * rb) }
+    return {
+      dtype: t.dtype,
+      shape: [rows, ...t.shape.slice(1)],
+      data: t.data.subarray(start * rb, (start + rows) * rb),
+    }
   }
   const { outer, row } = layout(t, dim)
   const total = t.shape[dim]!
   const data = new Uint8Array(outer * rows * row)
-  for (let o = 0; o < outer; o++) data.set(t.data.subarray((o * total + start) * row, (o * total + start + rows) * row), o * rows * row)
+  for (let o = 0; o < outer; o++)
+    data.set(t.data.subarray((o * total + start) * row, (o * total + start + rows) * row), o * rows * row)
   return { dtype: t.dtype, shape: t.shape.map((d, i) => (i === dim ? rows : d)), data }
 }
 

@@ -17,5 +17,7 @@ if (files.length === 0) {
   console.error('no test files found under test/')
   process.exit(1)
 }
-const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-timeout=300000', ...files], { stdio: 'inherit' })
+const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-timeout=300000', ...files], {
+  stdio: 'inherit',
+})
 process.exit(r.status ?? 1)

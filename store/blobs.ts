@@ -1,5 +1,15 @@
 import { createHash } from 'node:crypto'
-import { createReadStream, createWriteStream, existsSync, fsyncSync, openSync, closeSync, chmodSync, renameSync, mkdirSync } from 'node:fs'
+import {
+  createReadStream,
+  createWriteStream,
+  existsSync,
+  fsyncSync,
+  openSync,
+  closeSync,
+  chmodSync,
+  renameSync,
+  mkdirSync,
+} from 'node:fs'
 import { unlink } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { Transform, type Readable } from 'node:stream'
@@ -35,7 +45,12 @@ export class BlobStore {
    * Copies a stream into the temp area while hashing it. `limit` aborts the copy as soon as
    * more bytes arrive than declared (an archive entry lying about its size).
    */
-  async stage(source: Readable, onBytes?: (n: number) => void, limit?: number, signal?: AbortSignal): Promise<StagedBlob> {
+  async stage(
+    source: Readable,
+    onBytes?: (n: number) => void,
+    limit?: number,
+    signal?: AbortSignal,
+  ): Promise<StagedBlob> {
     mkdirSync(this.tmpDir, { recursive: true })
     const tmpPath = tempName(this.tmpDir, 'part')
     const hash = createHash('sha256')

@@ -40,12 +40,18 @@ export class BundleIndex {
     this.q = {
       exact: p(`SELECT ${COLUMNS} FROM bundles WHERE name = ? AND version = ?`),
       latest: p(`SELECT ${COLUMNS} FROM bundles WHERE name = ? ORDER BY created_at DESC, id DESC LIMIT 1`),
-      prefix: p(`SELECT ${COLUMNS} FROM bundles WHERE name = ? AND substr(version, 1, ?) = ? ORDER BY created_at DESC, id DESC LIMIT 21`),
+      prefix: p(
+        `SELECT ${COLUMNS} FROM bundles WHERE name = ? AND substr(version, 1, ?) = ? ORDER BY created_at DESC, id DESC LIMIT 21`,
+      ),
       versions: p(`SELECT id, version FROM bundles WHERE name = ?`),
       byId: p(`SELECT ${COLUMNS} FROM bundles WHERE id = ?`),
-      byDigest: p(`SELECT ${COLUMNS} FROM bundles WHERE name = ? AND digest = ? ORDER BY created_at DESC, id DESC LIMIT 1`),
+      byDigest: p(
+        `SELECT ${COLUMNS} FROM bundles WHERE name = ? AND digest = ? ORDER BY created_at DESC, id DESC LIMIT 1`,
+      ),
       filesOf: p('SELECT path, blob, size FROM bundle_files WHERE bundle_id = ? ORDER BY path'),
-      insert: p(`INSERT INTO bundles (name, version, digest, size, labels, manifest, created_at) VALUES (@name, @version, @digest, @size, @labels, @manifest, @createdAt)`),
+      insert: p(
+        `INSERT INTO bundles (name, version, digest, size, labels, manifest, created_at) VALUES (@name, @version, @digest, @size, @labels, @manifest, @createdAt)`,
+      ),
       insertFile: p('INSERT INTO bundle_files (bundle_id, path, blob, size) VALUES (?, ?, ?, ?)'),
       remove: p('DELETE FROM bundles WHERE id = ?'),
       all: p(`SELECT ${COLUMNS} FROM bundles ORDER BY name, created_at DESC, id DESC`),
@@ -55,7 +61,11 @@ export class BundleIndex {
 
   private withFiles(row: BundleRow | undefined): StoredBundle | undefined {
     if (row === undefined) return undefined
-    const files = (this.q.filesOf!.all(row.id) as { path: string; blob: string; size: number }[]).map((f) => ({ path: f.path, sha256: f.blob, size: f.size }))
+    const files = (this.q.filesOf!.all(row.id) as { path: string; blob: string; size: number }[]).map((f) => ({
+      path: f.path,
+      sha256: f.blob,
+      size: f.size,
+    }))
     return { id: row.id, ...toInfo(row), files }
   }
 
@@ -77,7 +87,10 @@ export class BundleIndex {
   }
 
   prefixed(name: string, prefix: string): { id: number; version: string }[] {
-    return (this.q.prefix!.all(name, prefix.length, prefix) as BundleRow[]).map((r) => ({ id: r.id, version: r.version }))
+    return (this.q.prefix!.all(name, prefix.length, prefix) as BundleRow[]).map((r) => ({
+      id: r.id,
+      version: r.version,
+    }))
   }
 
   versions(name: string): { id: number; version: string }[] {
@@ -91,7 +104,15 @@ export class BundleIndex {
   }
 
   insert(b: NewBundle): number {
-    const { lastInsertRowid } = this.q.insert!.run({ name: b.name, version: b.version, digest: b.digest, size: b.size, labels: JSON.stringify(b.labels), manifest: JSON.stringify(b.manifest), createdAt: b.createdAt })
+    const { lastInsertRowid } = this.q.insert!.run({
+      name: b.name,
+      version: b.version,
+      digest: b.digest,
+      size: b.size,
+      labels: JSON.stringify(b.labels),
+      manifest: JSON.stringify(b.manifest),
+      createdAt: b.createdAt,
+    })
     const id = Number(lastInsertRowid)
     for (const f of b.files) this.q.insertFile!.run(id, f.path, f.sha256, f.size)
     return id

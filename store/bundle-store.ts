@@ -86,7 +86,20 @@ export class BundleStore {
         return { bundle: strip(same), status: 'unchanged' }
       }
     }
-    const { bundle } = await this.commit({ name, version: version ?? generateVersion(createdAt), digest, size: files.reduce((n, f) => n + f.size, 0), labels, manifest: input.manifest, files, createdAt }, staged, 'fail')
+    const { bundle } = await this.commit(
+      {
+        name,
+        version: version ?? generateVersion(createdAt),
+        digest,
+        size: files.reduce((n, f) => n + f.size, 0),
+        labels,
+        manifest: input.manifest,
+        files,
+        createdAt,
+      },
+      staged,
+      'fail',
+    )
     return { bundle, status: 'created' }
   }
 
@@ -94,7 +107,11 @@ export class BundleStore {
    * @internal Places staged blobs and inserts the bundle with its model references (save and
    * import). Order: lease → place (fsynced) → insert, pin and drop the lease in one transaction.
    */
-  async commit(b: NewBundle & { manifest: { models: BundleModelRef[] } }, staged: readonly StagedBlob[], onExisting: 'fail' | 'same-digest-ok'): Promise<{ bundle: BundleInfo; status: 'imported' | 'already-present' }> {
+  async commit(
+    b: NewBundle & { manifest: { models: BundleModelRef[] } },
+    staged: readonly StagedBlob[],
+    onExisting: 'fail' | 'same-digest-ok',
+  ): Promise<{ bundle: BundleInfo; status: 'imported' | 'already-present' }> {
     const owner = randomUUID()
     try {
       const now = Date.now()
@@ -106,13 +123,21 @@ export class BundleStore {
         const tag = formatTag(b.name, b.version)
         const existing = this.index.exact(b.name, b.version)
         if (existing !== undefined) {
-          if (onExisting === 'same-digest-ok' && existing.digest === b.digest) return { bundle: strip(existing), status: 'already-present' as const }
-          throw new BundleError('E_BUNDLE_EXISTS', `${tag} already exists${existing.digest === b.digest ? '' : ` with different content (${existing.digest})`}; choose another --version or delete it first`)
+          if (onExisting === 'same-digest-ok' && existing.digest === b.digest)
+            return { bundle: strip(existing), status: 'already-present' as const }
+          throw new BundleError(
+            'E_BUNDLE_EXISTS',
+            `${tag} already exists${existing.digest === b.digest ? '' : ` with different content (${existing.digest})`}; choose another --version or delete it first`,
+          )
         }
         // Pin and reference every model in the same transaction: a model deleted meanwhile fails the commit.
         for (const ref of b.manifest.models) {
           const m = resolveTag(this.store.index, ref.tag)
-          if (m.digest !== ref.digest) throw new BundleError('E_BUNDLE_MODEL_MISMATCH', `model ${ref.tag} in the store (${m.digest}) is not the one the bundle pins (${ref.digest})`)
+          if (m.digest !== ref.digest)
+            throw new BundleError(
+              'E_BUNDLE_MODEL_MISMATCH',
+              `model ${ref.tag} in the store (${m.digest}) is not the one the bundle pins (${ref.digest})`,
+            )
           this.store.index.addRef(m.id, 'bundle', tag)
         }
         const id = this.index.insert(b)
@@ -159,7 +184,11 @@ export class BundleStore {
   }
 
   /** Imports a `.bundle`: its models go to the model store (deduplicated), then the bundle; all or nothing. */
-  import(file: string): Promise<{ bundle: BundleInfo; status: 'imported' | 'already-present'; models: { tag: string; status: string }[] }> {
+  import(file: string): Promise<{
+    bundle: BundleInfo
+    status: 'imported' | 'already-present'
+    models: { tag: string; status: string }[]
+  }> {
     return importBundle(this.store, file)
   }
 

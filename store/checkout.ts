@@ -14,7 +14,12 @@ export function checkoutDir(store: ModelStore, digest: string): string {
  * A directory keyed by `digest` holding `files` under their own paths, hard-linked
  * to the blobs; made once (atomically, by rename) and reused. Models and bundles use it.
  */
-export async function checkout(store: ModelStore, label: string, digest: string, list: readonly ModelFile[]): Promise<{ dir: string; files: Record<string, string> }> {
+export async function checkout(
+  store: ModelStore,
+  label: string,
+  digest: string,
+  list: readonly ModelFile[],
+): Promise<{ dir: string; files: Record<string, string> }> {
   const dir = checkoutDir(store, digest)
   const files = Object.fromEntries(list.map((f) => [f.path, join(dir, f.path)]))
   const complete = (): boolean =>
@@ -27,7 +32,11 @@ export async function checkout(store: ModelStore, label: string, digest: string,
     })
   if (existsSync(dir) && complete()) return { dir, files }
   for (const f of list) {
-    if (!store.blobs.has(f.sha256)) throw new BundleError('E_STORE_CORRUPT', `${label}: file ${f.path} (blob ${f.sha256.slice(0, 12)}) is missing from the store`)
+    if (!store.blobs.has(f.sha256))
+      throw new BundleError(
+        'E_STORE_CORRUPT',
+        `${label}: file ${f.path} (blob ${f.sha256.slice(0, 12)}) is missing from the store`,
+      )
   }
   const staging = tempName(store.layout.tmp, 'checkout')
   try {

@@ -7,7 +7,11 @@ import type { ModelStore } from './model-store.js'
  * Removes blobs (and checkouts) nobody references or leases. Runs inside a write
  * transaction so a writer cannot lease a digest between the check and the unlink.
  */
-export function collectUnused(store: ModelStore, blobs: Iterable<string>, digests: Iterable<string> = []): { blobs: number; bytes: number } {
+export function collectUnused(
+  store: ModelStore,
+  blobs: Iterable<string>,
+  digests: Iterable<string> = [],
+): { blobs: number; bytes: number } {
   const candidates = [...new Set(blobs)]
   const modelDigests = [...new Set(digests)]
   if (candidates.length === 0 && modelDigests.length === 0) return { blobs: 0, bytes: 0 }

@@ -14,7 +14,12 @@ export type OnExisting = 'fail' | 'same-digest-ok' | 'replace'
  * Places staged blobs and inserts the model, shared by save and import.
  * Order: lease digests → place blobs (fsynced) → insert row and drop lease in one transaction.
  */
-export async function commitModel(store: ModelStore, model: NewModel, staged: readonly StagedBlob[], onExisting: OnExisting): Promise<{ info: ModelInfo; status: ImportStatus }> {
+export async function commitModel(
+  store: ModelStore,
+  model: NewModel,
+  staged: readonly StagedBlob[],
+  onExisting: OnExisting,
+): Promise<{ info: ModelInfo; status: ImportStatus }> {
   const owner = randomUUID()
   const garbage = new Set<string>()
   const oldDigests: string[] = []
@@ -29,13 +34,20 @@ export async function commitModel(store: ModelStore, model: NewModel, staged: re
       let status: ImportStatus = 'imported'
       if (existing !== undefined) {
         // Same content is never "replaced": that would only churn ids and drop references.
-        if (onExisting !== 'fail' && existing.digest === model.digest) return { info: strip(existing), status: 'already-present' as const }
+        if (onExisting !== 'fail' && existing.digest === model.digest)
+          return { info: strip(existing), status: 'already-present' as const }
         if (onExisting !== 'replace') {
-          throw new BundleError('E_STORE_TAG_EXISTS', `${existing.tag} already exists with different content (${existing.digest}); ${onExisting === 'fail' ? 'choose another --version or delete it first' : 'pass --force to replace it'}`)
+          throw new BundleError(
+            'E_STORE_TAG_EXISTS',
+            `${existing.tag} already exists with different content (${existing.digest}); ${onExisting === 'fail' ? 'choose another --version or delete it first' : 'pass --force to replace it'}`,
+          )
         }
         const refs = store.index.refs(existing.id)
         if (refs.length > 0) {
-          throw new BundleError('E_STORE_MODEL_REFERENCED', `refusing to replace ${existing.tag}: used by ${refs.map((r) => `${r.kind} ${r.ref}`).join(', ')}; import it under another version or delete those first`)
+          throw new BundleError(
+            'E_STORE_MODEL_REFERENCED',
+            `refusing to replace ${existing.tag}: used by ${refs.map((r) => `${r.kind} ${r.ref}`).join(', ')}; import it under another version or delete those first`,
+          )
         }
         store.index.remove(existing.id)
         for (const f of existing.files) garbage.add(f.sha256)

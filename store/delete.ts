@@ -21,7 +21,12 @@ export function deleteModels(store: ModelStore, tags: readonly string[], options
     const targets = resolveMany(store.index, tags, MODEL, options.allVersions)
     if (!options.force) {
       const used = targets.flatMap((m) => store.index.refs(m.id).map((r) => `${m.tag} (used by ${r.kind} ${r.ref})`))
-      if (used.length) throw new BundleError('E_STORE_MODEL_REFERENCED', `refusing to delete: ${used.join(', ')}; delete those first or pass --force`, { details: { references: used } })
+      if (used.length)
+        throw new BundleError(
+          'E_STORE_MODEL_REFERENCED',
+          `refusing to delete: ${used.join(', ')}; delete those first or pass --force`,
+          { details: { references: used } },
+        )
     }
     for (const m of targets) store.index.remove(m.id)
     return targets

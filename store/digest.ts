@@ -10,5 +10,5 @@ export function modelDigest(files: readonly ModelFile[]): string {
     .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
     .map((f) => `${f.sha256}  ${f.size}  ${f.path}\n`)
     .join('')
-  return 'sha256:' + createHash('sha256').update(canonical).digest('hex')
+  return `sha256:${createHash('sha256').update(canonical).digest('hex')}`
 }

@@ -52,7 +52,9 @@ export function ioError(err: unknown, what: string): BundleError {
   if (isBundleError(err)) return err
   const e = err as NodeJS.ErrnoException
   if (e?.code === 'ENOSPC') return new BundleError('E_STORE_NO_SPACE', `no space left while ${what}`, { cause: err })
-  return new BundleError('E_STORE_IO', `${what} failed: ${e?.code ?? ''} ${e?.message ?? String(err)}`.trim(), { cause: err })
+  return new BundleError('E_STORE_IO', `${what} failed: ${e?.code ?? ''} ${e?.message ?? String(err)}`.trim(), {
+    cause: err,
+  })
 }
 
 /** Makes a finished file durable (fsync) and gives it its final name in one rename: readers never see it half-written. */

@@ -9,10 +9,16 @@ const MAX_METADATA_BYTES = 64 * 1024
 
 export function validateLabel(key: string, value: string): void {
   if (key.length > MAX_KEY || !KEY.test(key)) {
-    throw new BundleError('E_STORE_LABEL_INVALID', `label key "${key}" must match [A-Za-z0-9]([-._/A-Za-z0-9]*[A-Za-z0-9])? and be at most ${MAX_KEY} characters`)
+    throw new BundleError(
+      'E_STORE_LABEL_INVALID',
+      `label key "${key}" must match [A-Za-z0-9]([-._/A-Za-z0-9]*[A-Za-z0-9])? and be at most ${MAX_KEY} characters`,
+    )
   }
   if (typeof value !== 'string' || value.length > MAX_VALUE || /[\r\n\0]/.test(value)) {
-    throw new BundleError('E_STORE_LABEL_INVALID', `label "${key}": value must be a string of at most ${MAX_VALUE} characters without newlines`)
+    throw new BundleError(
+      'E_STORE_LABEL_INVALID',
+      `label "${key}": value must be a string of at most ${MAX_VALUE} characters without newlines`,
+    )
   }
 }
 
@@ -65,7 +71,10 @@ export function validateMetadata(metadata: unknown): Record<string, unknown> {
     throw new BundleError('E_STORE_METADATA_INVALID', 'metadata cannot be written as JSON', { cause })
   }
   if (Buffer.byteLength(text) > MAX_METADATA_BYTES) {
-    throw new BundleError('E_STORE_METADATA_INVALID', `metadata is ${Buffer.byteLength(text)} bytes as JSON; at most ${MAX_METADATA_BYTES} are allowed`)
+    throw new BundleError(
+      'E_STORE_METADATA_INVALID',
+      `metadata is ${Buffer.byteLength(text)} bytes as JSON; at most ${MAX_METADATA_BYTES} are allowed`,
+    )
   }
   return JSON.parse(text) as Record<string, unknown>
 }
@@ -75,7 +84,10 @@ export function parseMetadataArg(text: string): Record<string, unknown> {
   try {
     value = JSON.parse(text)
   } catch {
-    throw new BundleError('E_STORE_METADATA_INVALID', `--metadata is not valid JSON: ${text.length > 60 ? text.slice(0, 60) + '…' : text}`)
+    throw new BundleError(
+      'E_STORE_METADATA_INVALID',
+      `--metadata is not valid JSON: ${text.length > 60 ? `${text.slice(0, 60)}…` : text}`,
+    )
   }
   return validateMetadata(value)
 }

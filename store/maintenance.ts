@@ -103,4 +103,3 @@ export async function gcStore(store: ModelStore): Promise<GcReport> {
   })
   return { blobs, bytes, tempFiles: temp.length, staleLeases: new Set(stale.map((l) => l.owner)).size, checkouts }
 }
-

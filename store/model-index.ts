@@ -44,7 +44,8 @@ export interface NewModel {
 }
 
 // Most models have no labels, metadata or signatures: skip the parser for the empty object.
-const parseObject = (text: string): Record<string, unknown> => (text === '{}' ? {} : (JSON.parse(text) as Record<string, unknown>))
+const parseObject = (text: string): Record<string, unknown> =>
+  text === '{}' ? {} : (JSON.parse(text) as Record<string, unknown>)
 
 const COLUMNS = 'id, name, version, framework, digest, size, labels, metadata, signatures, created_at'
 
@@ -58,12 +59,15 @@ export class ModelIndex {
       exact: p(`SELECT ${COLUMNS} FROM models WHERE name = ? AND version = ?`),
       latest: p(`SELECT ${COLUMNS} FROM models WHERE name = ? ORDER BY created_at DESC, id DESC LIMIT 1`),
       // substr, not LIKE: "_" and "%" are legal in versions and would be wildcards.
-      prefix: p(`SELECT ${COLUMNS} FROM models WHERE name = ? AND substr(version, 1, ?) = ? ORDER BY created_at DESC, id DESC LIMIT 21`),
+      prefix: p(
+        `SELECT ${COLUMNS} FROM models WHERE name = ? AND substr(version, 1, ?) = ? ORDER BY created_at DESC, id DESC LIMIT 21`,
+      ),
       versions: p(`SELECT ${COLUMNS} FROM models WHERE name = ?`),
       byId: p(`SELECT ${COLUMNS} FROM models WHERE id = ?`),
       filesOf: p('SELECT model_id, path, blob, size FROM model_files WHERE model_id = ? ORDER BY path'),
       allFiles: p('SELECT model_id, path, blob, size FROM model_files ORDER BY model_id, path'),
-      insertModel: p(`INSERT INTO models (name, version, framework, digest, size, labels, metadata, signatures, created_at)
+      insertModel:
+        p(`INSERT INTO models (name, version, framework, digest, size, labels, metadata, signatures, created_at)
                       VALUES (@name, @version, @framework, @digest, @size, @labels, @metadata, @signatures, @createdAt)`),
       insertFile: p('INSERT INTO model_files (model_id, path, blob, size) VALUES (?, ?, ?, ?)'),
       insertLabel: p('INSERT INTO model_labels (model_id, key, value) VALUES (?, ?, ?)'),
@@ -73,12 +77,16 @@ export class ModelIndex {
       removeRef: p('DELETE FROM model_refs WHERE model_id = ? AND kind = ? AND ref = ?'),
       removeRefsTo: p('DELETE FROM model_refs WHERE kind = ? AND ref = ?'),
       // Bundles share the blobs: a blob is in use while a model or a bundle holds it.
-      blobReferenced: p('SELECT 1 FROM model_files WHERE blob = ? UNION ALL SELECT 1 FROM bundle_files WHERE blob = ? LIMIT 1'),
+      blobReferenced: p(
+        'SELECT 1 FROM model_files WHERE blob = ? UNION ALL SELECT 1 FROM bundle_files WHERE blob = ? LIMIT 1',
+      ),
       blobLeased: p('SELECT 1 FROM blob_leases WHERE blob = ? LIMIT 1'),
       addLease: p('INSERT OR IGNORE INTO blob_leases (blob, owner, host, pid, created_at) VALUES (?, ?, ?, ?, ?)'),
       dropLeases: p('DELETE FROM blob_leases WHERE owner = ?'),
       allLeases: p('SELECT blob, owner, host, pid, created_at FROM blob_leases'),
-      allBlobs: p('SELECT blob, MAX(size) AS size FROM (SELECT blob, size FROM model_files UNION ALL SELECT blob, size FROM bundle_files) GROUP BY blob'),
+      allBlobs: p(
+        'SELECT blob, MAX(size) AS size FROM (SELECT blob, size FROM model_files UNION ALL SELECT blob, size FROM bundle_files) GROUP BY blob',
+      ),
       digestInUse: p('SELECT 1 FROM models WHERE digest = ? UNION ALL SELECT 1 FROM bundles WHERE digest = ? LIMIT 1'),
       count: p('SELECT COUNT(*) AS n FROM models'),
       modelsWithBlob: p(
@@ -109,7 +117,11 @@ export class ModelIndex {
 
   private withFiles(row: ModelRow | undefined): StoredModel | undefined {
     if (row === undefined) return undefined
-    const files = (this.q.filesOf!.all(row.id) as FileRow[]).map((f) => ({ path: f.path, sha256: f.blob, size: f.size }))
+    const files = (this.q.filesOf!.all(row.id) as FileRow[]).map((f) => ({
+      path: f.path,
+      sha256: f.blob,
+      size: f.size,
+    }))
     return this.toInfo(row, files)
   }
 
@@ -127,7 +139,10 @@ export class ModelIndex {
 
   /** Versions of `name` starting with `prefix`, newest first (at most 21: enough to show ambiguity). */
   prefixed(name: string, prefix: string): { id: number; version: string }[] {
-    return (this.q.prefix!.all(name, prefix.length, prefix) as ModelRow[]).map((r) => ({ id: r.id, version: r.version }))
+    return (this.q.prefix!.all(name, prefix.length, prefix) as ModelRow[]).map((r) => ({
+      id: r.id,
+      version: r.version,
+    }))
   }
 
   versions(name: string): { id: number; version: string }[] {
@@ -137,7 +152,7 @@ export class ModelIndex {
   /** Only the columns a table shows: no files, metadata or signatures (5× less work at 10k models). */
   summaries(filter: ListFilter = {}): ModelSummary[] {
     const { where, args } = this.filterSql(filter)
-    const sql = `SELECT name, version, framework, digest, size, labels, created_at FROM models ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY name, created_at DESC, id DESC`
+    const sql = `SELECT name, version, framework, digest, size, labels, created_at FROM models ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY name, created_at DESC, id DESC`
     return (this.db.prepare(sql).all(...args) as ModelRow[]).map((r) => ({
       tag: formatTag(r.name, r.version),
       name: r.name,
@@ -171,12 +186,20 @@ export class ModelIndex {
 
   list(filter: ListFilter = {}): ModelInfo[] {
     const { where, args } = this.filterSql(filter)
-    const sql = `SELECT ${COLUMNS} FROM models ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY name, created_at DESC, id DESC`
+    const sql = `SELECT ${COLUMNS} FROM models ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY name, created_at DESC, id DESC`
     const rows = this.db.prepare(sql).all(...args) as ModelRow[]
     if (rows.length === 0) return []
     // One pass over the file table beats one query per model once there are thousands of them.
     const filesById = new Map<number, ModelFile[]>()
-    const fileRows = (where.length === 0 ? this.q.allFiles!.all() : this.db.prepare(`SELECT model_id, path, blob, size FROM model_files WHERE model_id IN (SELECT id FROM models WHERE ${where.join(' AND ')}) ORDER BY model_id, path`).all(...args)) as FileRow[]
+    const fileRows = (
+      where.length === 0
+        ? this.q.allFiles!.all()
+        : this.db
+            .prepare(
+              `SELECT model_id, path, blob, size FROM model_files WHERE model_id IN (SELECT id FROM models WHERE ${where.join(' AND ')}) ORDER BY model_id, path`,
+            )
+            .all(...args)
+    ) as FileRow[]
     for (const f of fileRows) {
       let list = filesById.get(f.model_id)
       if (list === undefined) filesById.set(f.model_id, (list = []))

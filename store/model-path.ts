@@ -20,7 +20,7 @@ export function findPathConflict(paths: readonly string[]): [string, string] | u
 export function isSafeModelPath(p: string): boolean {
   if (typeof p !== 'string' || p.length === 0 || p.length > MAX_PATH) return false
   if (p.startsWith('/') || p.includes('\\') || /^[A-Za-z]:/.test(p)) return false
-  // eslint-disable-next-line no-control-regex
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it rejects
   if (/[\u0000-\u001f\u007f]/.test(p)) return false
   return p.split('/').every((seg) => seg !== '' && seg !== '.' && seg !== '..')
 }

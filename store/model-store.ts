@@ -15,7 +15,18 @@ import { ModelIndex, strip, type NewModel, type StoredModel } from './model-inde
 import { resolveTag } from './resolve.js'
 import { saveModel } from './save.js'
 import { validateName } from './tag.js'
-import type { ImportStatus, ListFilter, ModelInfo, ModelPaths, ModelSummary, ProgressFn, SaveInput, GcReport, VerifyReport, ModelFile } from './types.js'
+import type {
+  ImportStatus,
+  ListFilter,
+  ModelInfo,
+  ModelPaths,
+  ModelSummary,
+  ProgressFn,
+  SaveInput,
+  GcReport,
+  VerifyReport,
+  ModelFile,
+} from './types.js'
 
 // The class is the store's one entry point; what each operation does lives in a file of its own
 // (save, commit, delete, collect, checkout, archive/, maintenance) that receives the store.
@@ -46,7 +57,8 @@ export class ModelStore {
   private constructor(home: string) {
     this.layout = layout(home)
     try {
-      for (const dir of [this.layout.home, this.layout.blobs, this.layout.tmp, this.layout.checkouts]) mkdirSync(dir, { recursive: true })
+      for (const dir of [this.layout.home, this.layout.blobs, this.layout.tmp, this.layout.checkouts])
+        mkdirSync(dir, { recursive: true })
     } catch (err) {
       throw ioError(err, `creating the store at ${this.layout.home}`)
     }
@@ -115,7 +127,11 @@ export class ModelStore {
   }
 
   /** @internal Places staged blobs and inserts the model, shared by save and import. */
-  commit(model: NewModel, staged: readonly StagedBlob[], onExisting: OnExisting): Promise<{ info: ModelInfo; status: ImportStatus }> {
+  commit(
+    model: NewModel,
+    staged: readonly StagedBlob[],
+    onExisting: OnExisting,
+  ): Promise<{ info: ModelInfo; status: ImportStatus }> {
     return commitModel(this, model, staged, onExisting)
   }
 
@@ -162,12 +178,20 @@ export class ModelStore {
   }
 
   /** @internal A directory keyed by `digest` holding `files`, hard-linked to the blobs; made once and reused. */
-  checkout(label: string, digest: string, list: readonly ModelFile[]): Promise<{ dir: string; files: Record<string, string> }> {
+  checkout(
+    label: string,
+    digest: string,
+    list: readonly ModelFile[],
+  ): Promise<{ dir: string; files: Record<string, string> }> {
     return checkout(this, label, digest, list)
   }
 
   /** Writes a `.bundlemodel` archive (default `./<name>-<version>.bundlemodel`). */
-  export(tag: string, out?: string, options: { onProgress?: ProgressFn } = {}): Promise<{ path: string; model: ModelInfo }> {
+  export(
+    tag: string,
+    out?: string,
+    options: { onProgress?: ProgressFn } = {},
+  ): Promise<{ path: string; model: ModelInfo }> {
     return exportModel(this, tag, out, options)
   }
 
@@ -205,4 +229,3 @@ export class ModelStore {
     }
   }
 }
-

@@ -27,7 +27,11 @@ export async function readOnnxSignature(file: string, displayName: string): Prom
   const ort = await import('onnxruntime-node')
   let session: Awaited<ReturnType<typeof ort.InferenceSession.create>> | undefined
   try {
-    session = await ort.InferenceSession.create(file, { graphOptimizationLevel: 'disabled', intraOpNumThreads: 1, interOpNumThreads: 1 })
+    session = await ort.InferenceSession.create(file, {
+      graphOptimizationLevel: 'disabled',
+      intraOpNumThreads: 1,
+      interOpNumThreads: 1,
+    })
     const s = session as unknown as { inputMetadata: OrtValueMetadata[]; outputMetadata: OrtValueMetadata[] }
     return { inputs: s.inputMetadata.map(toSignature), outputs: s.outputMetadata.map(toSignature) }
   } catch (cause) {

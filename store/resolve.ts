@@ -46,20 +46,34 @@ export function resolveIn<T>(index: TagIndex<T>, tag: string, kind: Kind): T {
     const candidates = index.prefixed(q.name, q.version)
     if (candidates.length === 1) return index.byId(candidates[0]!.id)!
     if (candidates.length === 0) {
-      if (index.latest(q.name) === undefined) throw new BundleError(kind.notFound, `${tag}: no ${kind.noun} named "${q.name}" is stored`)
+      if (index.latest(q.name) === undefined)
+        throw new BundleError(kind.notFound, `${tag}: no ${kind.noun} named "${q.name}" is stored`)
       const versions = index.versions(q.name).map((v) => v.version)
       const have = versions.every((v) => semver.valid(v) !== null) ? semver.rsort(versions) : versions.sort().reverse()
       const shown = have.slice(0, MAX_LISTED).join(', ') + (have.length > MAX_LISTED ? ', …' : '')
-      throw new BundleError(kind.notFound, `${kind.noun} ${q.name}:${q.version} is not stored (stored versions of "${q.name}": ${shown})`)
+      throw new BundleError(
+        kind.notFound,
+        `${kind.noun} ${q.name}:${q.version} is not stored (stored versions of "${q.name}": ${shown})`,
+      )
     }
     const shown = candidates.slice(0, MAX_LISTED).map((c) => `${q.name}:${c.version}`)
     const more = candidates.length > MAX_LISTED ? ` and more` : ''
-    throw new BundleError('E_STORE_TAG_AMBIGUOUS', `${tag} matches ${candidates.length > 20 ? 'over 20' : candidates.length} versions: ${shown.join(', ')}${more}`, { details: { candidates: shown } })
+    throw new BundleError(
+      'E_STORE_TAG_AMBIGUOUS',
+      `${tag} matches ${candidates.length > 20 ? 'over 20' : candidates.length} versions: ${shown.join(', ')}${more}`,
+      { details: { candidates: shown } },
+    )
   }
   const semverVersions = index.versions(q.name).filter((v) => semver.valid(v.version) !== null)
-  const best = semver.maxSatisfying(semverVersions.map((v) => v.version), q.range)
+  const best = semver.maxSatisfying(
+    semverVersions.map((v) => v.version),
+    q.range,
+  )
   if (best === null) {
-    const have = semverVersions.map((v) => v.version).sort(semver.rcompare).slice(0, MAX_LISTED)
+    const have = semverVersions
+      .map((v) => v.version)
+      .sort(semver.rcompare)
+      .slice(0, MAX_LISTED)
     const hint = have.length ? `stored semver versions: ${have.join(', ')}` : `"${q.name}" has no semver versions`
     throw new BundleError(kind.notFound, `no version of "${q.name}" satisfies ${q.range} (${hint})`)
   }
@@ -71,7 +85,12 @@ export function resolveIn<T>(index: TagIndex<T>, tag: string, kind: Kind): T {
  * The rows `tags` name, each once, for a delete; with `allVersions` a tag names every version of
  * its name. Throws on the first tag that names nothing, so that nothing is deleted.
  */
-export function resolveMany<T extends { id: number }>(index: TagIndex<T>, tags: readonly string[], kind: Kind, allVersions = false): T[] {
+export function resolveMany<T extends { id: number }>(
+  index: TagIndex<T>,
+  tags: readonly string[],
+  kind: Kind,
+  allVersions = false,
+): T[] {
   const targets = new Map<number, T>()
   for (const tag of tags) {
     if (allVersions) {

@@ -8,20 +8,37 @@ import type { NewModel } from './model-index.js'
 import type { ModelStore } from './model-store.js'
 import { readOnnxSignature } from './onnx-signature.js'
 import { formatTag, validateName, validateVersion } from './tag.js'
-import { FRAMEWORKS, type Framework, type ModelInfo, type ProgressFn, type SaveInput, type Signatures } from './types.js'
+import {
+  FRAMEWORKS,
+  type Framework,
+  type ModelInfo,
+  type ProgressFn,
+  type SaveInput,
+  type Signatures,
+} from './types.js'
 import { generateVersion } from './version-id.js'
 
 /** ModelStore.save: stores files as a new model version. Nothing is visible until every blob is durable. */
-export async function saveModel(store: ModelStore, input: SaveInput, options: { onProgress?: ProgressFn } = {}): Promise<ModelInfo> {
+export async function saveModel(
+  store: ModelStore,
+  input: SaveInput,
+  options: { onProgress?: ProgressFn } = {},
+): Promise<ModelInfo> {
   const name = validateName(input.name)
   const createdAt = Date.now()
   const version = input.version === undefined ? generateVersion(createdAt) : validateVersion(input.version, name)
   const labels = validateLabels(input.labels)
   const metadata = validateMetadata(input.metadata)
   const files = collectInputs(input.paths)
-  const framework = pickFramework(input.framework, files.map((f) => f.path))
+  const framework = pickFramework(
+    input.framework,
+    files.map((f) => f.path),
+  )
   if (store.index.exact(name, version) !== undefined) {
-    throw new BundleError('E_STORE_TAG_EXISTS', `${formatTag(name, version)} already exists; choose another --version or delete it first`)
+    throw new BundleError(
+      'E_STORE_TAG_EXISTS',
+      `${formatTag(name, version)} already exists; choose another --version or delete it first`,
+    )
   }
   // Signatures first: a broken .onnx fails before a single byte is written to the store.
   const signatures: Signatures = {}
@@ -65,7 +82,15 @@ export async function saveModel(store: ModelStore, input: SaveInput, options: { 
 function pickFramework(requested: Framework | undefined, paths: string[]): Framework {
   const hasOnnx = paths.some((p) => p.endsWith('.onnx'))
   if (requested === undefined) return hasOnnx ? 'onnx' : 'custom'
-  if (!FRAMEWORKS.includes(requested)) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `unknown framework "${requested}"; use ${FRAMEWORKS.join(' or ')}`)
-  if (requested === 'onnx' && !hasOnnx) throw new BundleError('E_STORE_FRAMEWORK_INVALID', 'framework onnx needs at least one .onnx file among the saved files')
+  if (!FRAMEWORKS.includes(requested))
+    throw new BundleError(
+      'E_STORE_FRAMEWORK_INVALID',
+      `unknown framework "${requested}"; use ${FRAMEWORKS.join(' or ')}`,
+    )
+  if (requested === 'onnx' && !hasOnnx)
+    throw new BundleError(
+      'E_STORE_FRAMEWORK_INVALID',
+      'framework onnx needs at least one .onnx file among the saved files',
+    )
   return requested
 }

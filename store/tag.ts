@@ -16,14 +16,23 @@ export type TagQuery =
 function checkPart(what: 'name' | 'version', value: string, tag: string, pattern: RegExp = PART): void {
   if (value.length === 0) throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}" has an empty ${what}`)
   if (value.length > MAX_PART_LENGTH) {
-    throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}": ${what} is ${value.length} characters, at most ${MAX_PART_LENGTH} are allowed`)
+    throw new BundleError(
+      'E_STORE_TAG_INVALID',
+      `tag "${tag}": ${what} is ${value.length} characters, at most ${MAX_PART_LENGTH} are allowed`,
+    )
   }
   if (pattern.test(value)) return
   if (pattern.test(value.toLowerCase())) {
     // Upper case is refused, not lowered: two spellings of one tag would otherwise both "work".
-    throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}": ${what} "${value}" has upper-case letters; names and versions are lower case (did you mean "${value.toLowerCase()}"?)`)
+    throw new BundleError(
+      'E_STORE_TAG_INVALID',
+      `tag "${tag}": ${what} "${value}" has upper-case letters; names and versions are lower case (did you mean "${value.toLowerCase()}"?)`,
+    )
   }
-  throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}": ${what} "${value}" must match [a-z0-9]([-._a-z0-9]*[a-z0-9])?`)
+  throw new BundleError(
+    'E_STORE_TAG_INVALID',
+    `tag "${tag}": ${what} "${value}" must match [a-z0-9]([-._a-z0-9]*[a-z0-9])?`,
+  )
 }
 
 export function validateName(name: string): string {
@@ -34,7 +43,11 @@ export function validateName(name: string): string {
 /** A version a user chooses when saving; "latest" is reserved because it means "newest". */
 export function validateVersion(version: string, name = '?'): string {
   checkPart('version', version, `${name}:${version}`)
-  if (version === 'latest') throw new BundleError('E_STORE_TAG_INVALID', `"latest" is reserved (it means the newest version); choose another version for ${name}`)
+  if (version === 'latest')
+    throw new BundleError(
+      'E_STORE_TAG_INVALID',
+      `"latest" is reserved (it means the newest version); choose another version for ${name}`,
+    )
   return version
 }
 
@@ -45,19 +58,24 @@ export function validateVersion(version: string, name = '?'): string {
  * parseTag('ocr-det@^1.2') // { name: 'ocr-det', kind: 'range', range: '^1.2' }
  */
 export function parseTag(tag: string): TagQuery {
-  if (typeof tag !== 'string' || tag.trim() === '') throw new BundleError('E_STORE_TAG_INVALID', 'empty tag: give name[:version] or name@<semver range>')
+  if (typeof tag !== 'string' || tag.trim() === '')
+    throw new BundleError('E_STORE_TAG_INVALID', 'empty tag: give name[:version] or name@<semver range>')
   const at = tag.indexOf('@')
   if (at >= 0) {
     const name = tag.slice(0, at)
     const range = tag.slice(at + 1)
     checkPart('name', name, tag)
     if (range.trim() === '' || semver.validRange(range) === null) {
-      throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}": "${range}" is not a valid semver range (e.g. ^1.2, ~1.2.3, >=1.0.0 <2)`)
+      throw new BundleError(
+        'E_STORE_TAG_INVALID',
+        `tag "${tag}": "${range}" is not a valid semver range (e.g. ^1.2, ~1.2.3, >=1.0.0 <2)`,
+      )
     }
     return { name, kind: 'range', range }
   }
   const parts = tag.split(':')
-  if (parts.length > 2) throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}" has more than one ":"; write name[:version]`)
+  if (parts.length > 2)
+    throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}" has more than one ":"; write name[:version]`)
   const [name = '', version] = parts
   checkPart('name', name, tag)
   if (version === undefined || version === 'latest') return { name, kind: 'latest' }

@@ -44,7 +44,10 @@ export interface ModelInfo {
 }
 
 /** What `bundle models list` shows in a table. */
-export type ModelSummary = Pick<ModelInfo, 'tag' | 'name' | 'version' | 'framework' | 'digest' | 'size' | 'labels' | 'created'>
+export type ModelSummary = Pick<
+  ModelInfo,
+  'tag' | 'name' | 'version' | 'framework' | 'digest' | 'size' | 'labels' | 'created'
+>
 
 export interface SaveInput {
   name: string

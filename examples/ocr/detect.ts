@@ -52,7 +52,14 @@ export interface BoxOptions {
  * region's box grown by area × ratio / perimeter, as DB shrinks text regions by that much when
  * it is trained. Boxes are axis-aligned: fit for horizontal text, which is what this example reads.
  */
-export function boxesFromProbMap(prob: Float32Array, mapW: number, mapH: number, pageW: number, pageH: number, o: BoxOptions = {}): TextBox[] {
+export function boxesFromProbMap(
+  prob: Float32Array,
+  mapW: number,
+  mapH: number,
+  pageW: number,
+  pageH: number,
+  o: BoxOptions = {},
+): TextBox[] {
   const thresh = o.thresh ?? 0.3
   const boxThresh = o.boxThresh ?? 0.6
   const unclipRatio = o.unclipRatio ?? 1.5

@@ -28,7 +28,8 @@ export async function ensureModels(): Promise<string> {
       await store.save({ name, version, paths: files.map((f) => join(assets(), f)), labels: { source: 'paddleocr' } })
     }
     const keys = (await store.paths(REC)).files[KEYS_FILE]
-    if (keys === undefined) throw new Error(`${REC} in the store has no ${KEYS_FILE}; delete it and restart to import it again`)
+    if (keys === undefined)
+      throw new Error(`${REC} in the store has no ${KEYS_FILE}; delete it and restart to import it again`)
     return keys
   } finally {
     store.close()

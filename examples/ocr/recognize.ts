@@ -34,7 +34,8 @@ export function toRecInput(img: RgbImage, padTo = img.width): Float32Array {
 }
 
 /** The width a line of `width` × `height` pixels gets at REC_HEIGHT, rounded up to a multiple of 8. */
-export const recWidth = (width: number, height: number): number => Math.max(8, Math.ceil((width * REC_HEIGHT) / height / 8) * 8)
+export const recWidth = (width: number, height: number): number =>
+  Math.max(8, Math.ceil((width * REC_HEIGHT) / height / 8) * 8)
 
 /** The class list: 0 is the CTC blank, then one class per line of the keys file, then a space. */
 export function loadDictionary(keysFile: string): string[] {
@@ -48,7 +49,12 @@ export function loadDictionary(keysFile: string): string[] {
  * repeats merged, blanks dropped, the ends trimmed; the score is the mean probability of the
  * kept steps.
  */
-export function ctcDecode(probs: Float32Array, steps: number, classes: number, dict: readonly string[]): { text: string; score: number } {
+export function ctcDecode(
+  probs: Float32Array,
+  steps: number,
+  classes: number,
+  dict: readonly string[],
+): { text: string; score: number } {
   if (classes !== dict.length) throw new Error(`the model has ${classes} classes, the dictionary ${dict.length}`)
   let text = ''
   let sum = 0

@@ -21,9 +21,25 @@ const loadSharp = () => import('sharp').then((m) => m.default)
 // Page sizes vary, so warm-up is told typical shapes: a small page, a line crop. Overload is
 // shed at the door (det's bound): a page shed at rec would throw away its det and cls work, so
 // the later stages get bounds wide enough for every page det let in.
-const det = onnxRunner(DET, { batching: { maxBatchSize: 1 }, deadlineMs: 2000, workers: 1, resources: { cpu: 1 }, warmup: { shapes: { x: [3, 320, 736] } } })
-const cls = onnxRunner(CLS, { batching: { maxBatchSize: 32 }, workers: 1, resources: { cpu: 1 }, warmup: { shapes: { x: [3, REC_HEIGHT, CLS_WIDTH] } } })
-const rec = onnxRunner(REC, { batching: { maxBatchSize: 2 }, workers: 2, resources: { cpu: 1 }, warmup: { shapes: { x: [3, REC_HEIGHT, 448] } } })
+const det = onnxRunner(DET, {
+  batching: { maxBatchSize: 1 },
+  deadlineMs: 2000,
+  workers: 1,
+  resources: { cpu: 1 },
+  warmup: { shapes: { x: [3, 320, 736] } },
+})
+const cls = onnxRunner(CLS, {
+  batching: { maxBatchSize: 32 },
+  workers: 1,
+  resources: { cpu: 1 },
+  warmup: { shapes: { x: [3, REC_HEIGHT, CLS_WIDTH] } },
+})
+const rec = onnxRunner(REC, {
+  batching: { maxBatchSize: 2 },
+  workers: 2,
+  resources: { cpu: 1 },
+  warmup: { shapes: { x: [3, REC_HEIGHT, 448] } },
+})
 
 /** Lines recognised with a lower mean probability than this are dropped (PaddleOCR's drop_score). */
 const DROP_SCORE = 0.5
@@ -36,7 +52,11 @@ const Point = z.tuple([z.number(), z.number()])
 const Line = z.object({ text: z.string(), score: z.number(), box: z.tuple([Point, Point, Point, Point]) })
 const Page = z.object({ lines: z.array(Line) })
 
-@service({ name: 'ocr', description: 'Reads printed text from an image (PaddleOCR v4: detection, direction, recognition).', runners: [det, cls, rec] })
+@service({
+  name: 'ocr',
+  description: 'Reads printed text from an image (PaddleOCR v4: detection, direction, recognition).',
+  runners: [det, cls, rec],
+})
 export class Ocr {
   private dict: string[] = []
 
@@ -58,23 +78,42 @@ export class Ocr {
     let crops = await cropLines(page, boxes)
     if (process.env.OCR_DIRECTION !== '0') crops = await this.upright(crops)
     const texts = await this.recognize(crops)
-    const lines = boxes.map((b, i) => ({ ...texts[i]!, box: [[b.x1, b.y1], [b.x2, b.y1], [b.x2, b.y2], [b.x1, b.y2]] as [number, number][] }))
+    const lines = boxes.map((b, i) => ({
+      ...texts[i]!,
+      box: [
+        [b.x1, b.y1],
+        [b.x2, b.y1],
+        [b.x2, b.y2],
+        [b.x1, b.y2],
+      ] as [number, number][],
+    }))
     return { lines: lines.filter((l) => l.text !== '' && l.score >= DROP_SCORE) } as z.infer<typeof Page>
   }
 
   private async detect(page: Image): Promise<TextBox[]> {
     const size = detSize(page.width, page.height)
     const sharp = await loadSharp()
-    const data = await sharp(page.data, { raw: { width: page.width, height: page.height, channels: 3 } }).resize({ ...size, fit: 'fill' }).raw().toBuffer()
-    const out = await det.run({ x: { dtype: 'float32', shape: [1, 3, size.height, size.width], data: toDetInput({ data, ...size }) } })
-    return boxesFromProbMap(Object.values(out)[0]!.data as Float32Array, size.width, size.height, page.width, page.height)
+    const data = await sharp(page.data, { raw: { width: page.width, height: page.height, channels: 3 } })
+      .resize({ ...size, fit: 'fill' })
+      .raw()
+      .toBuffer()
+    const out = await det.run({
+      x: { dtype: 'float32', shape: [1, 3, size.height, size.width], data: toDetInput({ data, ...size }) },
+    })
+    return boxesFromProbMap(
+      Object.values(out)[0]!.data as Float32Array,
+      size.width,
+      size.height,
+      page.width,
+      page.height,
+    )
   }
 
   /** Lines the classifier is sure are upside down (p > 0.9, as PaddleOCR) are turned. */
   private async upright(crops: RgbImage[]): Promise<RgbImage[]> {
     const row = 3 * REC_HEIGHT * CLS_WIDTH
     const x = new Float32Array(crops.length * row)
-    crops.forEach((c, i) => x.set(toClsInput(c), i * row))
+    for (const [i, c] of crops.entries()) x.set(toClsInput(c), i * row)
     const out = await cls.run({ x: { dtype: 'float32', shape: [crops.length, 3, REC_HEIGHT, CLS_WIDTH], data: x } })
     const probs = Object.values(out)[0]!.data as Float32Array
     return crops.map((c, i) => {
@@ -87,11 +126,15 @@ export class Ocr {
     const W = Math.ceil(Math.max(...crops.map((c) => c.width)) / REC_WIDTH_STEP) * REC_WIDTH_STEP
     const row = 3 * REC_HEIGHT * W
     const x = new Float32Array(crops.length * row)
-    crops.forEach((c, i) => x.set(toRecInput(c, W), i * row))
-    const out = Object.values(await rec.run({ x: { dtype: 'float32', shape: [crops.length, 3, REC_HEIGHT, W], data: x } }))[0]!
+    for (const [i, c] of crops.entries()) x.set(toRecInput(c, W), i * row)
+    const out = Object.values(
+      await rec.run({ x: { dtype: 'float32', shape: [crops.length, 3, REC_HEIGHT, W], data: x } }),
+    )[0]!
     const [, steps, classes] = out.shape as [number, number, number]
     const probs = out.data as Float32Array
-    return crops.map((_, i) => ctcDecode(probs.subarray(i * steps * classes, (i + 1) * steps * classes), steps, classes, this.dict))
+    return crops.map((_, i) =>
+      ctcDecode(probs.subarray(i * steps * classes, (i + 1) * steps * classes), steps, classes, this.dict),
+    )
   }
 }
 

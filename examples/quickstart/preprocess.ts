@@ -15,7 +15,10 @@ export const CLS_RESIZE = { height: HEIGHT, maxWidth: WIDTH } as const
  * with OpenCV), normalised to (x / 255 − 0.5) / 0.5. Returns 3 × 48 × 192 float32 values (CHW).
  */
 export function toClsInput(img: Image): Float32Array {
-  if (img.height !== HEIGHT || img.width > WIDTH) throw new Error(`toClsInput takes an image resized by CLS_RESIZE (${HEIGHT} high, at most ${WIDTH} wide), got ${img.width}×${img.height}`)
+  if (img.height !== HEIGHT || img.width > WIDTH)
+    throw new Error(
+      `toClsInput takes an image resized by CLS_RESIZE (${HEIGHT} high, at most ${WIDTH} wide), got ${img.width}×${img.height}`,
+    )
   const { width, data } = img
   const out = new Float32Array(3 * HEIGHT * WIDTH)
   const plane = HEIGHT * WIDTH

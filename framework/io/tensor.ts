@@ -22,10 +22,12 @@ export const DTYPE_HEADER = 'x-tensor-dtype'
 const invalid = (msg: string) => new BundleError('E_INPUT_INVALID', msg)
 
 function checkShape(shape: unknown, declared: readonly number[] | undefined): number[] {
-  if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || d < 0)) throw invalid('tensor shape must be an array of non-negative integers')
+  if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || d < 0))
+    throw invalid('tensor shape must be an array of non-negative integers')
   if (declared) {
     const ok = shape.length === declared.length && declared.every((d, i) => d === -1 || d === shape[i])
-    if (!ok) throw invalid(`tensor shape [${shape.join(',')}] does not match the declared [${declared.join(',')}] (-1 = any)`)
+    if (!ok)
+      throw invalid(`tensor shape [${shape.join(',')}] does not match the declared [${declared.join(',')}] (-1 = any)`)
   }
   return shape as number[]
 }
@@ -42,7 +44,10 @@ function flatten(data: unknown[], shape: readonly number[]): unknown[] {
   const stack: { items: unknown[]; depth: number; i: number }[] = [{ items: data, depth: 0, i: 0 }]
   while (stack.length > 0) {
     const top = stack[stack.length - 1]!
-    if (top.i === 0 && top.items.length !== shape[top.depth]) throw invalid(`tensor data is not rectangular: expected ${shape[top.depth]} items at depth ${top.depth}, got ${top.items.length}`)
+    if (top.i === 0 && top.items.length !== shape[top.depth])
+      throw invalid(
+        `tensor data is not rectangular: expected ${shape[top.depth]} items at depth ${top.depth}, got ${top.items.length}`,
+      )
     if (top.i === top.items.length) {
       stack.pop()
       continue
@@ -53,7 +58,10 @@ function flatten(data: unknown[], shape: readonly number[]): unknown[] {
       if (leaf) throw invalid(`tensor data is nested deeper than its shape [${shape.join(',')}]`)
       stack.push({ items: v, depth: top.depth + 1, i: 0 })
     } else {
-      if (!leaf) throw invalid(`tensor data is not rectangular: a value at depth ${top.depth} where shape [${shape.join(',')}] needs an array`)
+      if (!leaf)
+        throw invalid(
+          `tensor data is not rectangular: a value at depth ${top.depth} where shape [${shape.join(',')}] needs an array`,
+        )
       out.push(v)
     }
   }
@@ -63,19 +71,22 @@ function flatten(data: unknown[], shape: readonly number[]): unknown[] {
 function fromNumbers<D extends DType>(dtype: D, values: unknown[]): TypedArrayOf<D> {
   const Ctor = ARRAYS[dtype]
   if (dtype === 'int64' || dtype === 'uint64') {
-    return (Ctor as BigInt64ArrayConstructor).from(values.map((v) => {
-      if (typeof v !== 'number' && typeof v !== 'string') throw invalid('tensor data must be numbers')
-      try {
-        return BigInt(v)
-      } catch {
-        throw invalid(`tensor data value ${JSON.stringify(v)} is not an integer`)
-      }
-    })) as TypedArrayOf<D>
+    return (Ctor as BigInt64ArrayConstructor).from(
+      values.map((v) => {
+        if (typeof v !== 'number' && typeof v !== 'string') throw invalid('tensor data must be numbers')
+        try {
+          return BigInt(v)
+        } catch {
+          throw invalid(`tensor data value ${JSON.stringify(v)} is not an integer`)
+        }
+      }),
+    ) as TypedArrayOf<D>
   }
   const arr = new (Ctor as Float64ArrayConstructor)(values.length)
   values.forEach((v, i) => {
     const n = typeof v === 'boolean' ? Number(v) : v
-    if (typeof n !== 'number' || !Number.isFinite(n) && dtype !== 'float32' && dtype !== 'float64') throw invalid('tensor data must be numbers')
+    if (typeof n !== 'number' || (!Number.isFinite(n) && dtype !== 'float32' && dtype !== 'float64'))
+      throw invalid('tensor data must be numbers')
     arr[i] = n as number
   })
   return arr as unknown as TypedArrayOf<D>
@@ -83,9 +94,14 @@ function fromNumbers<D extends DType>(dtype: D, values: unknown[]): TypedArrayOf
 
 /** Parses `1,3,48,192` (also `[1,3,48,192]`). */
 export function parseShapeHeader(value: string | null): number[] {
-  if (value === null || value.trim() === '') throw invalid(`a raw tensor body needs an ${SHAPE_HEADER} header, e.g. "1,3,48,192"`)
-  const parts = value.replace(/^\[|\]$/g, '').split(',').map((s) => s.trim())
-  if (parts.some((p) => !/^\d+$/.test(p))) throw invalid(`${SHAPE_HEADER} "${value}" must be comma-separated non-negative integers`)
+  if (value === null || value.trim() === '')
+    throw invalid(`a raw tensor body needs an ${SHAPE_HEADER} header, e.g. "1,3,48,192"`)
+  const parts = value
+    .replace(/^\[|\]$/g, '')
+    .split(',')
+    .map((s) => s.trim())
+  if (parts.some((p) => !/^\d+$/.test(p)))
+    throw invalid(`${SHAPE_HEADER} "${value}" must be comma-separated non-negative integers`)
   return parts.map(Number)
 }
 
@@ -99,30 +115,46 @@ export function parseShapeHeader(value: string | null): number[] {
  */
 export function tensor<D extends DType>(options: { dtype: D; shape?: number[] }): IODescriptor<Tensor<D>, Tensor<D>> {
   const { dtype, shape: declared } = options
-  if (!DTYPES.includes(dtype)) throw new BundleError('E_SERVICE_DEFINITION', `unknown tensor dtype "${dtype}"; use one of ${DTYPES.join(', ')}`)
+  if (!DTYPES.includes(dtype))
+    throw new BundleError('E_SERVICE_DEFINITION', `unknown tensor dtype "${dtype}"; use one of ${DTYPES.join(', ')}`)
   const decodeTensor = (bytes: Uint8Array, body: RequestBody): Tensor<D> => {
     if (baseMediaType(body.contentType) === 'application/octet-stream') {
       const shape = checkShape(parseShapeHeader(body.headers.get(SHAPE_HEADER)), declared)
       const given = body.headers.get(DTYPE_HEADER)
-      if (given !== null && given.trim().toLowerCase() !== dtype) throw invalid(`${DTYPE_HEADER} is "${given}", this API takes ${dtype}`)
+      if (given !== null && given.trim().toLowerCase() !== dtype)
+        throw invalid(`${DTYPE_HEADER} is "${given}", this API takes ${dtype}`)
       const Ctor = ARRAYS[dtype]
       const expected = count(shape) * Ctor.BYTES_PER_ELEMENT
-      if (bytes.byteLength !== expected) throw invalid(`raw tensor body has ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${dtype} needs ${expected}`)
+      if (bytes.byteLength !== expected)
+        throw invalid(
+          `raw tensor body has ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${dtype} needs ${expected}`,
+        )
       // A view where the body's bytes are aligned for the dtype (the usual case: a fresh
       // buffer); a copy only where they are not.
-      if (bytes.byteOffset % Ctor.BYTES_PER_ELEMENT === 0) return { dtype, shape, data: new Ctor(bytes.buffer as ArrayBuffer, bytes.byteOffset, count(shape)) as TypedArrayOf<D> }
+      if (bytes.byteOffset % Ctor.BYTES_PER_ELEMENT === 0)
+        return {
+          dtype,
+          shape,
+          data: new Ctor(bytes.buffer as ArrayBuffer, bytes.byteOffset, count(shape)) as TypedArrayOf<D>,
+        }
       const aligned = new Uint8Array(expected)
       aligned.set(bytes)
       return { dtype, shape, data: new Ctor(aligned.buffer) as TypedArrayOf<D> }
     }
-    if (dtype === 'float16') throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', 'float16 tensors travel as raw bytes only: send application/octet-stream with X-Tensor-Shape')
+    if (dtype === 'float16')
+      throw new BundleError(
+        'E_HTTP_UNSUPPORTED_MEDIA_TYPE',
+        'float16 tensors travel as raw bytes only: send application/octet-stream with X-Tensor-Shape',
+      )
     const raw = parseJsonBody(bytes) as { shape?: unknown; dtype?: unknown; data?: unknown }
     if (raw === null || typeof raw !== 'object') throw invalid('tensor JSON must be an object { shape, dtype, data }')
-    if (raw.dtype !== undefined && raw.dtype !== dtype) throw invalid(`tensor dtype is ${JSON.stringify(raw.dtype)}, this API takes ${dtype}`)
+    if (raw.dtype !== undefined && raw.dtype !== dtype)
+      throw invalid(`tensor dtype is ${JSON.stringify(raw.dtype)}, this API takes ${dtype}`)
     const shape = checkShape(raw.shape, declared)
     if (!Array.isArray(raw.data)) throw invalid('tensor data must be an array (flat or nested, row-major)')
     const values = flatten(raw.data, shape)
-    if (values.length !== count(shape)) throw invalid(`tensor data has ${values.length} values; shape [${shape.join(',')}] needs ${count(shape)}`)
+    if (values.length !== count(shape))
+      throw invalid(`tensor data has ${values.length} values; shape [${shape.join(',')}] needs ${count(shape)}`)
     return { dtype, shape, data: fromNumbers(dtype, values) }
   }
   return {
@@ -132,10 +164,18 @@ export function tensor<D extends DType>(options: { dtype: D; shape?: number[] })
       return withBytes(body, (bytes) => decodeTensor(bytes, body))
     },
     encode(value, accept) {
-      if (!value || !Array.isArray(value.shape) || !ArrayBuffer.isView(value.data) || count(value.shape) !== (value.data as ArrayLike<unknown>).length) {
-        throw new BundleError('E_OUTPUT_INVALID', 'the API output is a tensor: return { dtype, shape, data } with data.length equal to the product of shape')
+      if (
+        !value ||
+        !Array.isArray(value.shape) ||
+        !ArrayBuffer.isView(value.data) ||
+        count(value.shape) !== (value.data as ArrayLike<unknown>).length
+      ) {
+        throw new BundleError(
+          'E_OUTPUT_INVALID',
+          'the API output is a tensor: return { dtype, shape, data } with data.length equal to the product of shape',
+        )
       }
-      if (accept !== undefined && accept.split(',').some((a) => baseMediaType(a) === 'application/octet-stream')) {
+      if (accept?.split(',').some((a) => baseMediaType(a) === 'application/octet-stream')) {
         const v = value.data as ArrayBufferView
         return {
           body: new Uint8Array(v.buffer, v.byteOffset, v.byteLength),
@@ -152,13 +192,23 @@ export function tensor<D extends DType>(options: { dtype: D; shape?: number[] })
           type: 'object',
           required: ['shape', 'data'],
           properties: {
-            shape: { type: 'array', items: { type: 'integer', minimum: 0 }, ...(declared ? { minItems: declared.length, maxItems: declared.length } : {}) },
+            shape: {
+              type: 'array',
+              items: { type: 'integer', minimum: 0 },
+              ...(declared ? { minItems: declared.length, maxItems: declared.length } : {}),
+            },
             dtype: { type: 'string', const: dtype },
             data: { type: 'array', description: 'row-major values, flat or nested' },
           },
         },
       },
-      'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream', description: `raw little-endian ${dtype}; send ${SHAPE_HEADER} (and optionally ${DTYPE_HEADER})` } },
+      'application/octet-stream': {
+        schema: {
+          type: 'string',
+          contentMediaType: 'application/octet-stream',
+          description: `raw little-endian ${dtype}; send ${SHAPE_HEADER} (and optionally ${DTYPE_HEADER})`,
+        },
+      },
     }),
   }
 }

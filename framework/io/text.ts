@@ -16,7 +16,8 @@ export function text(): IODescriptor<string, string> {
       })
     },
     encode(value) {
-      if (typeof value !== 'string') throw new BundleError('E_OUTPUT_INVALID', `the API returned ${typeof value}, its output is text`)
+      if (typeof value !== 'string')
+        throw new BundleError('E_OUTPUT_INVALID', `the API returned ${typeof value}, its output is text`)
       return { body: value, contentType: 'text/plain; charset=utf-8' }
     },
     openapi: () => ({ 'text/plain': { schema: { type: 'string' } } }),

@@ -59,5 +59,11 @@ export function mediaTypeMatches(contentType: string, patterns: readonly string[
   // The usual case, a bare media type exactly as declared, without splitting and lower-casing.
   if (patterns.includes(contentType)) return true
   const base = baseMediaType(contentType)
-  return patterns.some((p) => p === '*/*' || p === base || (p.endsWith('/*') && base.startsWith(p.slice(0, -1))) || (p === 'application/json' && base.endsWith('+json')))
+  return patterns.some(
+    (p) =>
+      p === '*/*' ||
+      p === base ||
+      (p.endsWith('/*') && base.startsWith(p.slice(0, -1))) ||
+      (p === 'application/json' && base.endsWith('+json')),
+  )
 }

@@ -101,24 +101,59 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   // Buffered stdout (64 KiB or 250 ms, whichever first; see LogSink): a write(2) per access
   // line costs more than handling a small request. serve() flushes after lifecycle lines and at shutdown.
   const sink = options.logger ? undefined : new LogSink(1)
-  const log = options.logger ?? pino({ level: process.env.BUNDLE_LOG_LEVEL ?? 'info', base: { service: definition.name } }, sink)
+  const log =
+    options.logger ?? pino({ level: process.env.BUNDLE_LOG_LEVEL ?? 'info', base: { service: definition.name } }, sink)
   const accessLogOn = options.accessLog ?? process.env.BUNDLE_ACCESS_LOG !== '0'
   const logAccess = accessLogOn ? accessLog(log, sink, definition.name) : undefined
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
-  const metrics = createMetrics(definition.name, definition.apis.map((a) => a.name))
+  const metrics = createMetrics(
+    definition.name,
+    definition.apis.map((a) => a.name),
+  )
   // Runner series cover the service's runners and the models loaded at run time (/v2/repository);
   // ensembles have no queue or workers of their own: their steps' runners publish them.
-  const runnerMetrics = new RunnerMetrics(metrics.registry, definition.name, () => [...definition.runners.filter((r) => r.kind !== 'ensemble'), ...repository.loaded()])
+  const runnerMetrics = new RunnerMetrics(metrics.registry, definition.name, () => [
+    ...definition.runners.filter((r) => r.kind !== 'ensemble'),
+    ...repository.loaded(),
+  ])
   for (const r of definition.runners) r.attachMetrics(runnerMetrics)
-  const repository = new ModelRepository(definition.runners, { ...(options.storeHome ? { home: options.storeHome } : {}), attach: (r) => r.attachMetrics(runnerMetrics) })
+  const repository = new ModelRepository(definition.runners, {
+    ...(options.storeHome ? { home: options.storeHome } : {}),
+    attach: (r) => r.attachMetrics(runnerMetrics),
+  })
   const checkKey = options.apiKey ? keyChecker(options.apiKey) : undefined
   const taskApis = definition.apis.filter((a) => a.task)
   const redis = options.redis ?? options.remote?.link
-  const tasks = taskApis.length && redis ? new TaskService({ link: redis, scope: options.remote?.scope ?? options.scope ?? definition.name, apis: taskApis, log }) : undefined
-  const lifecycle = new Lifecycle({ definition, log, runnerConfig: options.runnerConfig, redis: options.redis, remote: options.remote, taskApis, tasks, repository })
+  const tasks =
+    taskApis.length && redis
+      ? new TaskService({
+          link: redis,
+          scope: options.remote?.scope ?? options.scope ?? definition.name,
+          apis: taskApis,
+          log,
+        })
+      : undefined
+  const lifecycle = new Lifecycle({
+    definition,
+    log,
+    runnerConfig: options.runnerConfig,
+    redis: options.redis,
+    remote: options.remote,
+    taskApis,
+    tasks,
+    repository,
+  })
   const deadlines = new Deadlines(definition.traffic.timeoutMs)
   const serverTiming = options.serverTiming ?? process.env.BUNDLE_SERVER_TIMING === '1'
-  const pipeline = new RequestPipeline({ definition, lifecycle, metrics, log, deadlines, maxBodyBytes: maxBody, serverTiming })
+  const pipeline = new RequestPipeline({
+    definition,
+    lifecycle,
+    metrics,
+    log,
+    deadlines,
+    maxBodyBytes: maxBody,
+    serverTiming,
+  })
   const app = new Hono<{ Variables: { requestId: string; headed?: boolean } }>()
 
   app.use('*', async (c, next) => {
@@ -132,7 +167,13 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     if (!c.get('headed')) c.res.headers.set('x-request-id', requestId)
     // While draining, tell keep-alive clients to reconnect (to another replica).
     if (lifecycle.phase === 'draining') c.res.headers.set('connection', 'close')
-    logAccess?.(c.req.method, c.req.path, c.res.status, Math.round((performance.now() - started) * 100) / 100, requestId)
+    logAccess?.(
+      c.req.method,
+      c.req.path,
+      c.res.status,
+      Math.round((performance.now() - started) * 100) / 100,
+      requestId,
+    )
   })
 
   // CORS before the key check: a browser's preflight carries no Authorization header.
@@ -178,14 +219,19 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       }),
     ),
   )
-  app.get('/metrics', async (c) => c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType }))
+  app.get('/metrics', async (c) =>
+    c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType }),
+  )
   const openapi = JSON.stringify(openapiDocument(definition, options.version))
   app.get('/openapi.json', (c) => c.body(openapi, 200, { 'content-type': 'application/json' }))
   app.get('/docs', (c) => c.html(docsPage(definition.name)))
   app.get('/docs/assets/:name', (c) => {
     const asset = docsAsset(c.req.param('name'))
     if (asset === undefined) throw new BundleError('E_HTTP_NOT_FOUND', `no docs asset ${c.req.param('name')}`)
-    return c.body(asset.body as Uint8Array<ArrayBuffer>, 200, { 'content-type': asset.contentType, 'cache-control': 'public, max-age=86400' })
+    return c.body(asset.body as Uint8Array<ArrayBuffer>, 200, {
+      'content-type': asset.contentType,
+      'cache-control': 'public, max-age=86400',
+    })
   })
   app.get('/', (c) => c.redirect('/docs'))
   mountV2(app, {
@@ -197,18 +243,21 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     track: (fn) => pipeline.track(fn),
   })
 
-  if (tasks) mountTaskRoutes(app, tasks, {
-    decode: async (c, a) => {
-      if (lifecycle.phase !== 'ready' || lifecycle.instance === undefined) throw lifecycle.notServing()
-      const ex = honoExchange(c)
-      return await pipeline.decodeInput(new ExchangeHeaders(ex), a, await pipeline.readInput(ex, a))
-    },
-    respond: (c, err) => errorResponse(err, c.get('requestId') ?? randomUUID(), log),
-  })
+  if (tasks)
+    mountTaskRoutes(app, tasks, {
+      decode: async (c, a) => {
+        if (lifecycle.phase !== 'ready' || lifecycle.instance === undefined) throw lifecycle.notServing()
+        const ex = honoExchange(c)
+        return await pipeline.decodeInput(new ExchangeHeaders(ex), a, await pipeline.readInput(ex, a))
+      },
+      respond: (c, err) => errorResponse(err, c.get('requestId') ?? randomUUID(), log),
+    })
   for (const a of definition.apis) {
     if (a.task) continue
     app.post(a.route, async (c) => {
-      const answer = await new Promise<Answer>((resolve, reject) => void pipeline.handle(honoExchange(c), a, c.get('requestId'), resolve).catch(reject))
+      const answer = await new Promise<Answer>(
+        (resolve, reject) => void pipeline.handle(honoExchange(c), a, c.get('requestId'), resolve).catch(reject),
+      )
       // Plain header objects: a Headers instance costs node-server a sort and a copy.
       c.set('headed', true)
       return c.body(answer.body as Uint8Array<ArrayBuffer> | string, answer.status as 200, answer.headers)
@@ -222,14 +271,25 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       throw new BundleError('E_HTTP_METHOD_NOT_ALLOWED', `${p} takes GET`)
     })
   }
-  app.notFound((c) => errorResponse(new BundleError('E_HTTP_NOT_FOUND', `no route for ${c.req.method} ${c.req.path}`), c.get('requestId') ?? randomUUID(), log))
+  app.notFound((c) =>
+    errorResponse(
+      new BundleError('E_HTTP_NOT_FOUND', `no route for ${c.req.method} ${c.req.path}`),
+      c.get('requestId') ?? randomUUID(),
+      log,
+    ),
+  )
   app.onError((err, c) => {
-    const allow: Record<string, string> = isBundleError(err) && err.code === 'E_HTTP_METHOD_NOT_ALLOWED' ? { allow: definition.apis.some((a) => a.route === c.req.path) ? 'POST' : 'GET' } : {}
+    const allow: Record<string, string> =
+      isBundleError(err) && err.code === 'E_HTTP_METHOD_NOT_ALLOWED'
+        ? { allow: definition.apis.some((a) => a.route === c.req.path) ? 'POST' : 'GET' }
+        : {}
     return errorResponse(err, c.get('requestId') ?? randomUUID(), log, allow)
   })
 
   // Off with CORS, whose headers only the hono middleware writes.
-  const fast = options.corsOrigins?.length ? undefined : fastPath({ apis: definition.apis, pipeline, lifecycle, metrics, log, checkKey, logAccess })
+  const fast = options.corsOrigins?.length
+    ? undefined
+    : fastPath({ apis: definition.apis, pipeline, lifecycle, metrics, log, checkKey, logAccess })
   return {
     app: app as unknown as Hono,
     definition,

@@ -11,8 +11,23 @@ import { BundleError } from '../../errors/index.js'
  * already tells its callers), and read-only /v2 server and model metadata, health and stats.
  * Unknown paths need the key too, so a client without it learns nothing about what exists.
  */
-const OPEN_EXACT = new Set(['/', '/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/v2', '/v2/health/live', '/v2/health/ready', '/v2/models/stats'])
-const OPEN_PATTERNS = [/^\/docs\/assets\/[^/]+$/, /^\/v2\/models\/[^/]+(?:\/versions\/[^/]+)?(?:\/(?:ready|config|stats))?$/]
+const OPEN_EXACT = new Set([
+  '/',
+  '/livez',
+  '/healthz',
+  '/readyz',
+  '/metrics',
+  '/openapi.json',
+  '/docs',
+  '/v2',
+  '/v2/health/live',
+  '/v2/health/ready',
+  '/v2/models/stats',
+])
+const OPEN_PATTERNS = [
+  /^\/docs\/assets\/[^/]+$/,
+  /^\/v2\/models\/[^/]+(?:\/versions\/[^/]+)?(?:\/(?:ready|config|stats))?$/,
+]
 
 /** Whether `path` (as the router matches it) answers without the API key. */
 export function isOpenPath(path: string): boolean {
@@ -29,6 +44,10 @@ export function keyChecker(apiKey: string): (authorization: string | undefined) 
   const want = digest(apiKey)
   return (authorization) => {
     const m = /^Bearer\s+(.+)$/i.exec(authorization ?? '')
-    if (!m || !timingSafeEqual(digest(m[1]!.trim()), want)) throw new BundleError('E_HTTP_UNAUTHORIZED', m ? 'the API key is not valid' : 'this server requires an API key: send Authorization: Bearer <key>')
+    if (!m || !timingSafeEqual(digest(m[1]!.trim()), want))
+      throw new BundleError(
+        'E_HTTP_UNAUTHORIZED',
+        m ? 'the API key is not valid' : 'this server requires an API key: send Authorization: Bearer <key>',
+      )
   }
 }

@@ -2,7 +2,8 @@ import { BundleError } from '../../errors/index.js'
 
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
-const tooLarge = (max: number) => new BundleError('E_HTTP_PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`)
+const tooLarge = (max: number) =>
+  new BundleError('E_HTTP_PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`)
 
 /**
  * Reads a request body, refusing past `max` bytes: at once when Content-Length says so,
@@ -10,7 +11,12 @@ const tooLarge = (max: number) => new BundleError('E_HTTP_PAYLOAD_TOO_LARGE', `r
  * the body is read through `whole()` (hono's fast path on node, which never builds a web
  * ReadableStream); a chunked body is read chunk by chunk so it can be cut off early.
  */
-export async function readBody(contentLength: string | undefined, whole: () => Promise<ArrayBuffer>, stream: () => ReadableStream<Uint8Array> | null, max: number): Promise<Uint8Array> {
+export async function readBody(
+  contentLength: string | undefined,
+  whole: () => Promise<ArrayBuffer>,
+  stream: () => ReadableStream<Uint8Array> | null,
+  max: number,
+): Promise<Uint8Array> {
   if (contentLength !== undefined && /^\d+$/.test(contentLength)) {
     if (Number(contentLength) > max) throw tooLarge(max)
     const buf = new Uint8Array(await whole())

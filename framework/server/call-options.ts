@@ -17,12 +17,21 @@ export interface CallOptions {
  * waits, from when the request arrived (it can only shorten a runner's deadlineMs) — and
  * `Request-Priority: 1–9 | high | normal | low` (else the API's own priority). Bad values are 400s.
  */
-export function callOptions(ex: Pick<Exchange, 'header'>, a: ApiDefinition, arrived: number, uses: Set<object>): CallOptions {
+export function callOptions(
+  ex: Pick<Exchange, 'header'>,
+  a: ApiDefinition,
+  arrived: number,
+  uses: Set<object>,
+): CallOptions {
   const timeout = ex.header('request-timeout')
   let deadline: number | undefined
   if (timeout !== undefined) {
     const ms = Number(timeout.trim())
-    if (timeout.trim() === '' || !Number.isFinite(ms) || ms <= 0 || ms > MAX_TIMEOUT_MS) throw new BundleError('E_INPUT_INVALID', `the Request-Timeout header must be a number of milliseconds from 1 to ${MAX_TIMEOUT_MS}; got ${JSON.stringify(timeout)}`)
+    if (timeout.trim() === '' || !Number.isFinite(ms) || ms <= 0 || ms > MAX_TIMEOUT_MS)
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `the Request-Timeout header must be a number of milliseconds from 1 to ${MAX_TIMEOUT_MS}; got ${JSON.stringify(timeout)}`,
+      )
     deadline = arrived + ms
   }
   const priority = parseClientPriority(ex.header('request-priority'), 'the Request-Priority header') ?? a.priority

@@ -16,7 +16,14 @@ export function corsMiddleware(origins: readonly string[]): MiddlewareHandler | 
     allowMethods: ['GET', 'HEAD', 'POST'],
     // Read by clients: the request id, the binary tensor extension's JSON length, a binary
     // tensor answer's shape and dtype, a file's name, and how long to back off when shed.
-    exposeHeaders: ['x-request-id', 'inference-header-content-length', 'content-disposition', 'x-tensor-shape', 'x-tensor-dtype', 'retry-after'],
+    exposeHeaders: [
+      'x-request-id',
+      'inference-header-content-length',
+      'content-disposition',
+      'x-tensor-shape',
+      'x-tensor-dtype',
+      'retry-after',
+    ],
     maxAge: 600,
   })
 }

@@ -11,7 +11,8 @@ const ASSETS: Record<string, string> = {
 }
 
 let root: string | undefined
-const distRoot = (): string => (root ??= (createRequire(import.meta.url)('swagger-ui-dist') as { getAbsoluteFSPath(): string }).getAbsoluteFSPath())
+const distRoot = (): string =>
+  (root ??= (createRequire(import.meta.url)('swagger-ui-dist') as { getAbsoluteFSPath(): string }).getAbsoluteFSPath())
 
 const cache = new Map<string, Uint8Array>()
 

@@ -7,11 +7,22 @@ export interface ErrorBody {
 }
 
 // 5xx codes whose message is written for clients (no paths, no internals): shown as they are.
-const CLIENT_SAFE_5XX: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['E_HTTP_NOT_READY', 'E_HTTP_TIMEOUT', 'E_RUNNER_OVERLOADED', 'E_RUNNER_CRASHED', 'E_RUNNER_TIMEOUT', 'E_RUNNER_STOPPED', 'E_RUNNER_NOT_DECLARED', 'E_REMOTE_UNAVAILABLE', 'E_REMOTE_NO_WORKERS', 'E_REMOTE_MODEL_MISMATCH'])
+const CLIENT_SAFE_5XX: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'E_HTTP_NOT_READY',
+  'E_HTTP_TIMEOUT',
+  'E_RUNNER_OVERLOADED',
+  'E_RUNNER_CRASHED',
+  'E_RUNNER_TIMEOUT',
+  'E_RUNNER_STOPPED',
+  'E_RUNNER_NOT_DECLARED',
+  'E_REMOTE_UNAVAILABLE',
+  'E_REMOTE_NO_WORKERS',
+  'E_REMOTE_MODEL_MISMATCH',
+])
 
 // Absolute file paths and file:// URLs (two segments or more), and anything from a stack trace on.
 const PATH = /(?<![\w.~-])(?:file:\/\/)?(?:\/[\w.@+~%-]+){2,}\/?/g
-const STACK = /\n\s*at [^]*$/
+const STACK = /\n\s*at [\s\S]*$/
 
 /**
  * A message with file paths and stack frames taken out, for text that reaches clients but may
@@ -24,7 +35,13 @@ export function redactPaths(message: string): string {
 /** A client that hung up mid-request: not a server error, nothing to answer. */
 export function isClientGone(err: unknown): boolean {
   const code = (err as NodeJS.ErrnoException | null)?.code
-  return code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'ECONNABORTED' || (err as Error | null)?.message === 'aborted' || (err as Error | null)?.name === 'AbortError'
+  return (
+    code === 'ECONNRESET' ||
+    code === 'ERR_STREAM_PREMATURE_CLOSE' ||
+    code === 'ECONNABORTED' ||
+    (err as Error | null)?.message === 'aborted' ||
+    (err as Error | null)?.name === 'AbortError'
+  )
 }
 
 /**
@@ -48,7 +65,10 @@ export function clientFacing(err: unknown, requestId: string, log: Logger): Bund
   }
   if (isBundleError(err) && err.code === 'E_OUTPUT_INVALID') {
     log.error({ requestId, code: err.code, details: err.details }, err.message)
-    return new BundleError('E_OUTPUT_INVALID', 'the API produced an output that does not match its schema; the server log has the details under this request id')
+    return new BundleError(
+      'E_OUTPUT_INVALID',
+      'the API produced an output that does not match its schema; the server log has the details under this request id',
+    )
   }
   log.error({ requestId, err }, isBundleError(err) ? err.message : 'unhandled error in request')
   return new BundleError('E_INTERNAL', 'internal server error; the server log has the details under this request id')
@@ -68,14 +88,35 @@ export function errorHeaders(code: ErrorCode): Record<string, string> | undefine
 }
 
 /** The one place an error becomes an HTTP answer (see clientFacing for what is shown). */
-export function errorAnswer(err: unknown, requestId: string, log: Logger, extraHeaders: Record<string, string> = {}): Answer {
+export function errorAnswer(
+  err: unknown,
+  requestId: string,
+  log: Logger,
+  extraHeaders: Record<string, string> = {},
+): Answer {
   const e = clientFacing(err, requestId, log)
-  const body: ErrorBody = { error: { code: e.code, message: e.message, ...(e.details === undefined ? {} : { details: e.details }), requestId } }
-  return { status: e.status, headers: { 'content-type': 'application/json', 'x-request-id': requestId, ...extraHeaders, ...errorHeaders(e.code) }, body: JSON.stringify(body) }
+  const body: ErrorBody = {
+    error: { code: e.code, message: e.message, ...(e.details === undefined ? {} : { details: e.details }), requestId },
+  }
+  return {
+    status: e.status,
+    headers: {
+      'content-type': 'application/json',
+      'x-request-id': requestId,
+      ...extraHeaders,
+      ...errorHeaders(e.code),
+    },
+    body: JSON.stringify(body),
+  }
 }
 
 /** errorAnswer as a web Response, for hono's routes. */
-export function errorResponse(err: unknown, requestId: string, log: Logger, extraHeaders: Record<string, string> = {}): Response {
+export function errorResponse(
+  err: unknown,
+  requestId: string,
+  log: Logger,
+  extraHeaders: Record<string, string> = {},
+): Response {
   const a = errorAnswer(err, requestId, log, extraHeaders)
   return new Response(a.body as string, { status: a.status, headers: a.headers })
 }

@@ -46,19 +46,28 @@ export class BodyOf implements RequestBody {
     return Promise.resolve(this.raw)
   }
   formData(): Promise<FormData> {
-    return new Response(this.raw as Uint8Array<ArrayBuffer>, { headers: { 'content-type': this.contentType } }).formData()
+    return new Response(this.raw as Uint8Array<ArrayBuffer>, {
+      headers: { 'content-type': this.contentType },
+    }).formData()
   }
 }
 
 export function honoExchange(c: Context): Exchange {
   return {
     header: (name) => headerOf(c, name),
-    body: (max) => readBody(headerOf(c, 'content-length'), () => c.req.arrayBuffer(), () => c.req.raw.body, max),
+    body: (max) =>
+      readBody(
+        headerOf(c, 'content-length'),
+        () => c.req.arrayBuffer(),
+        () => c.req.raw.body,
+        max,
+      ),
     outgoing: (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing,
   }
 }
 
-const tooLarge = (max: number) => new BundleError('E_HTTP_PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`)
+const tooLarge = (max: number) =>
+  new BundleError('E_HTTP_PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`)
 
 /** The body of a node request, cut off as soon as it passes `max` (the answer then closes the connection). */
 export function readNodeBody(req: IncomingMessage, max: number): Promise<Uint8Array> {

@@ -44,7 +44,9 @@ export function fastPath(o: FastPathOptions): (req: IncomingMessage, res: Server
         if (!res.destroyed) {
           const headers = answer.headers
           // A length, not chunked encoding: one write of headers and body, as hono's answers.
-          headers['content-length'] = String(typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.byteLength)
+          headers['content-length'] = String(
+            typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.byteLength,
+          )
           // Answered with an error before its body has all arrived (an early refusal, 413,
           // 415): close rather than read the rest only to throw it away, as node would to
           // keep the connection.

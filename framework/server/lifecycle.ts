@@ -1,6 +1,13 @@
 import type { Logger } from 'pino'
 import { BundleError, isBundleError } from '../../errors/index.js'
-import { envOverrides, mergeOverrides, queueName, undeclaredRunners, type RedisLink, type RunnerOverrides } from '../../runners/index.js'
+import {
+  envOverrides,
+  mergeOverrides,
+  queueName,
+  undeclaredRunners,
+  type RedisLink,
+  type RunnerOverrides,
+} from '../../runners/index.js'
 import type { ApiDefinition, ServiceDefinition } from '../service/definition.js'
 import type { TaskService } from './tasks/queue.js'
 import type { ModelRepository } from './v2/repository.js'
@@ -47,7 +54,10 @@ export class Lifecycle {
 
   /** The error for a request that arrives while the service is not serving. */
   notServing(): BundleError {
-    return new BundleError('E_HTTP_NOT_READY', this.phase === 'starting' ? 'the service is still starting' : `the service is ${this.phase}`)
+    return new BundleError(
+      'E_HTTP_NOT_READY',
+      this.phase === 'starting' ? 'the service is still starting' : `the service is ${this.phase}`,
+    )
   }
 
   configure(): void {
@@ -56,10 +66,20 @@ export class Lifecycle {
     // Operators tune runners without touching code: config file, then environment.
     const names = new Set(definition.runners.map((r) => r.name))
     for (const name of Object.keys(runnerConfig ?? {})) {
-      if (!names.has(name)) throw new BundleError('E_SERVE_CONFIG_INVALID', `the config names runner "${name}", but this service has ${[...names].join(', ') || 'no runners'}`)
+      if (!names.has(name))
+        throw new BundleError(
+          'E_SERVE_CONFIG_INVALID',
+          `the config names runner "${name}", but this service has ${[...names].join(', ') || 'no runners'}`,
+        )
     }
-    const layers = definition.runners.map((r) => [r, mergeOverrides({}, runnerConfig?.[r.name] ?? {}, envOverrides(r.name))] as const)
-    if (taskApis.length && tasks === undefined) throw new BundleError('E_SERVE_CONFIG_INVALID', `${taskApis.map((a) => a.route).join(', ')} ${taskApis.length > 1 ? 'are tasks' : 'is a task'}, which live in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL)`)
+    const layers = definition.runners.map(
+      (r) => [r, mergeOverrides({}, runnerConfig?.[r.name] ?? {}, envOverrides(r.name))] as const,
+    )
+    if (taskApis.length && tasks === undefined)
+      throw new BundleError(
+        'E_SERVE_CONFIG_INVALID',
+        `${taskApis.map((a) => a.route).join(', ')} ${taskApis.length > 1 ? 'are tasks' : 'is a task'}, which live in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL)`,
+      )
     // Every layer parsed before any runner changes: a bad variable leaves every runner as it was.
     for (const [r, overrides] of layers) r.configure(overrides)
     this.configured = true
@@ -76,7 +96,13 @@ export class Lifecycle {
       this.configure()
       const redis = this.o.redis ?? remote?.link
       if (redis) for (const r of definition.runners) r.useRedis?.(redis)
-      if (remote) for (const r of definition.runners) r.remote?.useRemote({ link: remote.link, queue: queueName(remote.scope, r.name), ...(remote.graceMs !== undefined ? { graceMs: remote.graceMs } : {}) })
+      if (remote)
+        for (const r of definition.runners)
+          r.remote?.useRemote({
+            link: remote.link,
+            queue: queueName(remote.scope, r.name),
+            ...(remote.graceMs !== undefined ? { graceMs: remote.graceMs } : {}),
+          })
       const instance = definition.create()
       this.instance = instance
       for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
@@ -88,11 +114,18 @@ export class Lifecycle {
       if (this.phase !== 'starting') return
       this.phase = 'ready'
       this.reason = ''
-      if (definition.runners.length) log.info({ runners: Object.fromEntries(definition.runners.map((r) => [r.name, r.effectiveConfig()])) }, 'runner configuration')
+      if (definition.runners.length)
+        log.info(
+          { runners: Object.fromEntries(definition.runners.map((r) => [r.name, r.effectiveConfig()])) },
+          'runner configuration',
+        )
       // A runner the service's code uses but does not declare is never started: say so now,
       // not on the first request that calls it.
       for (const r of undeclaredRunners(definition.runners)) {
-        log.warn({ runner: r.name }, `runner ${r.name} was created but is not in the runners of service ${definition.name}, so it was not started and every call to it fails with E_RUNNER_NOT_DECLARED; add it: @service({ runners: [...] })`)
+        log.warn(
+          { runner: r.name },
+          `runner ${r.name} was created but is not in the runners of service ${definition.name}, so it was not started and every call to it fails with E_RUNNER_NOT_DECLARED; add it: @service({ runners: [...] })`,
+        )
       }
       log.info({ apis: definition.apis.map((a) => a.route) }, 'service ready')
     } catch (err) {
@@ -129,7 +162,9 @@ export class Lifecycle {
     // Tasks stop first: they may still use what the shutdown hooks release.
     await attempt('tasks', () => tasks?.stop())
     const instance = this.instance
-    if (instance) for (const hook of definition.onShutdown) await attempt(`shutdown hook ${hook}`, () => (instance[hook] as () => unknown).call(instance))
+    if (instance)
+      for (const hook of definition.onShutdown)
+        await attempt(`shutdown hook ${hook}`, () => (instance[hook] as () => unknown).call(instance))
     for (const r of definition.runners) await attempt(`runner ${r.name}`, () => r.stop())
     await attempt('models loaded at run time', () => repository.stopAll())
     this.phase = 'stopped'

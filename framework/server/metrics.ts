@@ -23,10 +23,16 @@ export function createMetrics(service: string, endpoints: readonly string[]): Se
   // prom-client names these gauges *_total, which Prometheus reserves for counters (promtool
   // check metrics fails on them); the process handle and resource counts stay available as
   // nodejs_active_handles, nodejs_active_requests and nodejs_active_resources.
-  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name)
+  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'])
+    registry.removeSingleMetric(name)
   // Plain series (runners/series.ts): the request path updates numbers, the scrape reads them.
   const total = new CounterFamily('bundle_request_total', 'API requests by endpoint and HTTP status', registry)
-  const duration = new HistogramFamily('bundle_request_duration_seconds', 'API request latency, from the first byte read to the response', registry, [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60])
+  const duration = new HistogramFamily(
+    'bundle_request_duration_seconds',
+    'API request latency, from the first byte read to the response',
+    registry,
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  )
   const inProgress = new GaugeFamily('bundle_request_in_progress', 'API requests being handled now', registry)
   const bound = new Map<string, EndpointMetrics>()
   for (const endpoint of endpoints) {

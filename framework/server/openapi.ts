@@ -5,16 +5,77 @@ const errorRef = { $ref: '#/components/responses/Error' }
 /** An OpenAPI 3.1 document for a service: every API with its request and response schemas. */
 export function openapiDocument(def: ServiceDefinition, version = '0.0.0'): Record<string, unknown> {
   const paths: Record<string, unknown> = {}
-  const taskIdParam = [{ name: 'taskId', in: 'query', required: true, schema: { type: 'string' }, description: 'the id submit returned' }]
-  const taskState = { 'application/json': { schema: { type: 'object', required: ['taskId', 'status'], properties: { taskId: { type: 'string' }, status: { enum: ['pending', 'running', 'success', 'failure', 'cancelled'] }, createdAt: { type: 'string' }, startedAt: { type: 'string' }, finishedAt: { type: 'string' }, error: { type: 'string' } } } } }
+  const taskIdParam = [
+    { name: 'taskId', in: 'query', required: true, schema: { type: 'string' }, description: 'the id submit returned' },
+  ]
+  const taskState = {
+    'application/json': {
+      schema: {
+        type: 'object',
+        required: ['taskId', 'status'],
+        properties: {
+          taskId: { type: 'string' },
+          status: { enum: ['pending', 'running', 'success', 'failure', 'cancelled'] },
+          createdAt: { type: 'string' },
+          startedAt: { type: 'string' },
+          finishedAt: { type: 'string' },
+          error: { type: 'string' },
+        },
+      },
+    },
+  }
   for (const a of def.apis) {
     if (a.task) {
       // A durable task: submit answers at once; status, result, cancel and retry take its id.
       const tags = ['tasks']
-      paths[`${a.route}/submit`] = { post: { operationId: `${a.name}_submit`, summary: `${a.description ?? a.name} (submit a task)`, tags, requestBody: { required: true, content: a.input.openapi() }, responses: { '202': { description: 'accepted', content: taskState }, '400': errorRef, '401': errorRef, '413': errorRef, '415': errorRef, '503': errorRef } } }
-      paths[`${a.route}/status`] = { get: { operationId: `${a.name}_status`, summary: `${a.name}: a task's state`, tags, parameters: taskIdParam, responses: { '200': { description: 'state', content: taskState }, '404': errorRef } } }
-      paths[`${a.route}/result`] = { get: { operationId: `${a.name}_result`, summary: `${a.name}: a finished task's output`, tags, parameters: taskIdParam, responses: { '200': { description: 'the output', content: a.output.openapi() }, '404': errorRef, '409': errorRef } } }
-      for (const op of ['cancel', 'retry']) paths[`${a.route}/${op}`] = { post: { operationId: `${a.name}_${op}`, summary: `${a.name}: ${op} a task`, tags, parameters: taskIdParam, responses: { '200': { description: 'done', content: taskState }, '404': errorRef, '409': errorRef } } }
+      paths[`${a.route}/submit`] = {
+        post: {
+          operationId: `${a.name}_submit`,
+          summary: `${a.description ?? a.name} (submit a task)`,
+          tags,
+          requestBody: { required: true, content: a.input.openapi() },
+          responses: {
+            '202': { description: 'accepted', content: taskState },
+            '400': errorRef,
+            '401': errorRef,
+            '413': errorRef,
+            '415': errorRef,
+            '503': errorRef,
+          },
+        },
+      }
+      paths[`${a.route}/status`] = {
+        get: {
+          operationId: `${a.name}_status`,
+          summary: `${a.name}: a task's state`,
+          tags,
+          parameters: taskIdParam,
+          responses: { '200': { description: 'state', content: taskState }, '404': errorRef },
+        },
+      }
+      paths[`${a.route}/result`] = {
+        get: {
+          operationId: `${a.name}_result`,
+          summary: `${a.name}: a finished task's output`,
+          tags,
+          parameters: taskIdParam,
+          responses: {
+            '200': { description: 'the output', content: a.output.openapi() },
+            '404': errorRef,
+            '409': errorRef,
+          },
+        },
+      }
+      for (const op of ['cancel', 'retry'])
+        paths[`${a.route}/${op}`] = {
+          post: {
+            operationId: `${a.name}_${op}`,
+            summary: `${a.name}: ${op} a task`,
+            tags,
+            parameters: taskIdParam,
+            responses: { '200': { description: 'done', content: taskState }, '404': errorRef, '409': errorRef },
+          },
+        }
       continue
     }
     paths[a.route] = {
@@ -37,11 +98,25 @@ export function openapiDocument(def: ServiceDefinition, version = '0.0.0'): Reco
       },
     }
   }
-  const probe = (summary: string) => ({ get: { summary, tags: ['infrastructure'], responses: { '200': { description: 'ok' }, '503': { description: 'not ready' } } } })
+  const probe = (summary: string) => ({
+    get: {
+      summary,
+      tags: ['infrastructure'],
+      responses: { '200': { description: 'ok' }, '503': { description: 'not ready' } },
+    },
+  })
   paths['/livez'] = probe('the process is up')
   paths['/healthz'] = probe('alias of /livez')
   paths['/readyz'] = probe('start-up finished and every runner is ready')
-  paths['/metrics'] = { get: { summary: 'Prometheus metrics', tags: ['infrastructure'], responses: { '200': { description: 'Prometheus text format', content: { 'text/plain': { schema: { type: 'string' } } } } } } }
+  paths['/metrics'] = {
+    get: {
+      summary: 'Prometheus metrics',
+      tags: ['infrastructure'],
+      responses: {
+        '200': { description: 'Prometheus text format', content: { 'text/plain': { schema: { type: 'string' } } } },
+      },
+    },
+  }
   return {
     openapi: '3.1.0',
     info: { title: def.name, version, ...(def.description ? { description: def.description } : {}) },
@@ -55,12 +130,22 @@ export function openapiDocument(def: ServiceDefinition, version = '0.0.0'): Reco
             error: {
               type: 'object',
               required: ['code', 'message', 'requestId'],
-              properties: { code: { type: 'string' }, message: { type: 'string' }, details: {}, requestId: { type: 'string' } },
+              properties: {
+                code: { type: 'string' },
+                message: { type: 'string' },
+                details: {},
+                requestId: { type: 'string' },
+              },
             },
           },
         },
       },
-      responses: { Error: { description: 'error (see docs/errors.md for codes)', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } } },
+      responses: {
+        Error: {
+          description: 'error (see docs/errors.md for codes)',
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        },
+      },
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
     },
   }

@@ -17,11 +17,19 @@ import { decodeBody } from './v2/encoding.js'
  * method = the API method (runner calls included: their queue, transfer and compute are also
  * given apart), encode = the output into bytes, total = all of it.
  */
-function timingHeader(started: number, read: number, decoded: number, ran: number, encoded: number, stages: StageTimes | undefined): string {
+function timingHeader(
+  started: number,
+  read: number,
+  decoded: number,
+  ran: number,
+  encoded: number,
+  stages: StageTimes | undefined,
+): string {
   const d = (name: string, ms: number) => `${name};dur=${ms.toFixed(3)}`
   const parts = [d('read', read - started), d('decode', decoded - read), d('method', ran - decoded)]
   // Only for requests that called a runner.
-  if (stages && stages.computeMs + stages.queueMs + stages.transferMs > 0) parts.push(d('queue', stages.queueMs), d('transfer', stages.transferMs), d('compute', stages.computeMs))
+  if (stages && stages.computeMs + stages.queueMs + stages.transferMs > 0)
+    parts.push(d('queue', stages.queueMs), d('transfer', stages.transferMs), d('compute', stages.computeMs))
   parts.push(d('encode', encoded - ran), d('total', encoded - started))
   return parts.join(', ')
 }
@@ -55,7 +63,9 @@ export class RequestPipeline {
 
   constructor(private readonly o: PipelineOptions) {
     const { definition } = o
-    this.apiRunners = new Map(definition.runners.length ? definition.apis.map((a) => [a.name, new Set<object>()] as const) : [])
+    this.apiRunners = new Map(
+      definition.runners.length ? definition.apis.map((a) => [a.name, new Set<object>()] as const) : [],
+    )
   }
 
   count(): number {
@@ -90,7 +100,10 @@ export class RequestPipeline {
   async readInput(ex: Exchange, a: ApiDefinition): Promise<{ contentType: string; bytes: Uint8Array }> {
     const contentType = ex.header('content-type') ?? ''
     if (!mediaTypeMatches(contentType, a.input.mediaTypes)) {
-      throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', `${a.route} accepts ${a.input.mediaTypes.join(', ')}; got ${contentType === '' ? 'no Content-Type' : contentType}`)
+      throw new BundleError(
+        'E_HTTP_UNSUPPORTED_MEDIA_TYPE',
+        `${a.route} accepts ${a.input.mediaTypes.join(', ')}; got ${contentType === '' ? 'no Content-Type' : contentType}`,
+      )
     }
     const max = this.o.maxBodyBytes
     const raw = await ex.body(max)
@@ -99,12 +112,19 @@ export class RequestPipeline {
   }
 
   /** The body as the API's input descriptor reads it: at once where the descriptor can (json, text, tensor). */
-  decodeInput(headers: HeaderReader, a: ApiDefinition, { contentType, bytes }: { contentType: string; bytes: Uint8Array }): unknown {
+  decodeInput(
+    headers: HeaderReader,
+    a: ApiDefinition,
+    { contentType, bytes }: { contentType: string; bytes: Uint8Array },
+  ): unknown {
     return a.input.decode(new BodyOf(contentType, headers, bytes))
   }
 
   private tooMany(): BundleError {
-    return new BundleError('E_HTTP_TOO_MANY_REQUESTS', `the service is handling its maximum of ${this.o.definition.traffic.maxConcurrency} concurrent requests; retry later`)
+    return new BundleError(
+      'E_HTTP_TOO_MANY_REQUESTS',
+      `the service is handling its maximum of ${this.o.definition.traffic.maxConcurrency} concurrent requests; retry later`,
+    )
   }
 
   /**
@@ -154,14 +174,25 @@ export class RequestPipeline {
       const decoded = serverTiming ? performance.now() : 0
       const method = instance[a.name] as (input: unknown, ctx: unknown) => unknown
       const ctx = new RequestContext(requestId, headers, ex.outgoing)
-      const stages: StageTimes | undefined = serverTiming && call ? { queueMs: 0, computeMs: 0, transferMs: 0 } : undefined
-      const result = call ? withCallContext({ ...call, gone: () => ctx.gone(), ...(stages ? { timing: stages } : {}) }, () => method.call(instance, input, ctx)) : method.call(instance, input, ctx)
+      const stages: StageTimes | undefined =
+        serverTiming && call ? { queueMs: 0, computeMs: 0, transferMs: 0 } : undefined
+      const result = call
+        ? withCallContext({ ...call, gone: () => ctx.gone(), ...(stages ? { timing: stages } : {}) }, () =>
+            method.call(instance, input, ctx),
+          )
+        : method.call(instance, input, ctx)
       let output = result
       if (result instanceof Promise) {
         // The timeout answers by itself; the method's own end is awaited as it is (no race).
         deadline = deadlines.add(definition.traffic.timeoutMs, () => {
           ctx.abort(new Error('timeout'))
-          answer(errorAnswer(new BundleError('E_HTTP_TIMEOUT', `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`), requestId, log))
+          answer(
+            errorAnswer(
+              new BundleError('E_HTTP_TIMEOUT', `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`),
+              requestId,
+              log,
+            ),
+          )
         })
         output = await result
         if (answered) return
@@ -169,8 +200,13 @@ export class RequestPipeline {
       const ran = serverTiming ? performance.now() : 0
       let encoded = a.output.encode(output, ex.header('accept'))
       if (encoded instanceof Promise) encoded = await encoded
-      const ok: Answer = { status: 200, headers: { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers }, body: encoded.body }
-      if (serverTiming) ok.headers['server-timing'] = timingHeader(started, read, decoded, ran, performance.now(), stages)
+      const ok: Answer = {
+        status: 200,
+        headers: { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers },
+        body: encoded.body,
+      }
+      if (serverTiming)
+        ok.headers['server-timing'] = timingHeader(started, read, decoded, ran, performance.now(), stages)
       answer(ok)
     } catch (err) {
       // Failed after its timeout was answered: nothing more to say.

@@ -47,9 +47,10 @@ export class RequestContext implements ApiContext {
     if (this.#abort === undefined) {
       this.#abort = new AbortController()
       if (this.#reason !== undefined) this.#abort.abort(this.#reason)
-      else this.outgoing?.once('close', () => {
-        if (!this.outgoing!.writableFinished) this.abort(new Error('client closed the connection'))
-      })
+      else
+        this.outgoing?.once('close', () => {
+          if (!this.outgoing!.writableFinished) this.abort(new Error('client closed the connection'))
+        })
     }
     return this.#abort.signal
   }

@@ -57,7 +57,11 @@ const stallPending = Symbol('stallPending')
  * `limit` ms. Pending bytes are node's write buffer plus libuv's queue (which shrinks with every
  * partial write), so a slow reader that keeps reading is progress, not a stall.
  */
-function stalled(socket: Socket & { [stallSince]?: number; [stallPending]?: number; _handle?: { writeQueueSize?: number } | null }, now: number, limit: number): boolean {
+function stalled(
+  socket: Socket & { [stallSince]?: number; [stallPending]?: number; _handle?: { writeQueueSize?: number } | null },
+  now: number,
+  limit: number,
+): boolean {
   const pending = socket.destroyed ? 0 : socket.writableLength + (socket._handle?.writeQueueSize ?? 0)
   if (pending === 0 || pending !== socket[stallPending]) {
     socket[stallPending] = pending
@@ -69,9 +73,18 @@ function stalled(socket: Socket & { [stallSince]?: number; [stallPending]?: numb
 
 /** Why the socket could not open, as a coded error naming the address. */
 function listenError(err: NodeJS.ErrnoException, host: string, port: number): Error {
-  if (err.code === 'EADDRINUSE') return new BundleError('E_ADDRESS_IN_USE', `port ${port} on ${host} is already in use by another process; stop it or pass another --port (PORT)`, { cause: err })
+  if (err.code === 'EADDRINUSE')
+    return new BundleError(
+      'E_ADDRESS_IN_USE',
+      `port ${port} on ${host} is already in use by another process; stop it or pass another --port (PORT)`,
+      { cause: err },
+    )
   if (err.code === 'EACCES' || err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN') {
-    return new BundleError('E_ADDRESS_NOT_AVAILABLE', `cannot listen on ${host}:${port} (${err.code}): ${err.code === 'EACCES' ? 'ports below 1024 need privileges' : 'that address is not one of this machine\'s'}; pass another --host or --port`, { cause: err })
+    return new BundleError(
+      'E_ADDRESS_NOT_AVAILABLE',
+      `cannot listen on ${host}:${port} (${err.code}): ${err.code === 'EACCES' ? 'ports below 1024 need privileges' : "that address is not one of this machine's"}; pass another --host or --port`,
+      { cause: err },
+    )
   }
   return err
 }
@@ -90,7 +103,8 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   // these deadlines every connectionsCheckingInterval, so keep it well below them.
   const ms = (name: string, v: number | undefined, fallback: number): number => {
     if (v === undefined) return fallback
-    if (!Number.isFinite(v) || v <= 0) throw new BundleError('E_SERVE_CONFIG_INVALID', `${name} must be a positive number of milliseconds, got ${v}`)
+    if (!Number.isFinite(v) || v <= 0)
+      throw new BundleError('E_SERVE_CONFIG_INVALID', `${name} must be a positive number of milliseconds, got ${v}`)
     return v
   }
   const headersTimeout = ms('headersTimeoutMs', options.headersTimeoutMs, 15_000)
@@ -115,15 +129,23 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   // descriptors for its runners, Redis, the store and logs however many clients come.
   const maxConnections = options.maxConnections ?? defaultMaxConnections()
   if (maxConnections > 0) server.maxConnections = maxConnections
-  const closedEarly = new Counter({ name: 'bundle_http_connections_closed_total', help: 'Connections the server closed on a client: slow_request (headers or body not in time), send_stalled (not reading its response), max_connections (over the cap)', labelNames: ['service', 'reason'], registers: [service.metrics.registry] })
-  for (const reason of ['slow_request', 'send_stalled', 'max_connections']) closedEarly.labels(definition.name, reason).inc(0)
+  const closedEarly = new Counter({
+    name: 'bundle_http_connections_closed_total',
+    help: 'Connections the server closed on a client: slow_request (headers or body not in time), send_stalled (not reading its response), max_connections (over the cap)',
+    labelNames: ['service', 'reason'],
+    registers: [service.metrics.registry],
+  })
+  for (const reason of ['slow_request', 'send_stalled', 'max_connections'])
+    closedEarly.labels(definition.name, reason).inc(0)
   new Gauge({
     name: 'bundle_http_connections_open',
     help: 'Open client connections',
     labelNames: ['service'],
     registers: [service.metrics.registry],
     collect() {
-      return new Promise<void>((resolve) => server.getConnections((err, n) => (err ? undefined : this.labels(definition.name).set(n), resolve())))
+      return new Promise<void>((resolve) =>
+        server.getConnections((err, n) => (err ? undefined : this.labels(definition.name).set(n), resolve())),
+      )
     },
   })
   server.on('drop', () => closedEarly.labels(definition.name, 'max_connections').inc())
@@ -146,17 +168,25 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
     connections.add(socket)
     socket.once('close', () => connections.delete(socket))
   })
-  const responsesDone = (): Promise<void> => (open === 0 ? Promise.resolve() : new Promise<void>((resolve) => (onIdle = resolve)))
+  const responsesDone = (): Promise<void> =>
+    open === 0 ? Promise.resolve() : new Promise<void>((resolve) => (onIdle = resolve))
   // A client that stops reading its response would hold the connection and the response's
   // bytes forever (node has no send timeout): drop it once no byte has left for sendTimeout.
-  const sweep = setInterval(() => {
-    const now = Date.now()
-    for (const socket of connections) if (stalled(socket, now, sendTimeout)) {
-      closedEarly.labels(definition.name, 'send_stalled').inc()
-      service.log.info({ reason: 'send_stalled', sendTimeoutMs: sendTimeout }, 'client stopped reading its response; connection closed')
-      socket.destroy()
-    }
-  }, Math.min(1_000, Math.ceil(sendTimeout / 4)))
+  const sweep = setInterval(
+    () => {
+      const now = Date.now()
+      for (const socket of connections)
+        if (stalled(socket, now, sendTimeout)) {
+          closedEarly.labels(definition.name, 'send_stalled').inc()
+          service.log.info(
+            { reason: 'send_stalled', sendTimeoutMs: sendTimeout },
+            'client stopped reading its response; connection closed',
+          )
+          socket.destroy()
+        }
+    },
+    Math.min(1_000, Math.ceil(sendTimeout / 4)),
+  )
   sweep.unref()
   await new Promise<void>((resolve, reject) => {
     const failed = (err: Error) => {
@@ -179,14 +209,27 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
     if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) return void socket.destroy()
     const [status, text, code, message] =
       err.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'Request Header Fields Too Large', 'E_HTTP_HEADERS_TOO_LARGE', `the request line and headers are larger than ${options.maxHeaderBytes ?? 16 * 1024} bytes`]
+        ? [
+            431,
+            'Request Header Fields Too Large',
+            'E_HTTP_HEADERS_TOO_LARGE',
+            `the request line and headers are larger than ${options.maxHeaderBytes ?? 16 * 1024} bytes`,
+          ]
         : timedOut
-          ? [408, 'Request Timeout', 'E_HTTP_REQUEST_TIMEOUT', `the request was not received in time (headers within ${headersTimeout} ms, all of it within ${requestTimeout} ms)`]
+          ? [
+              408,
+              'Request Timeout',
+              'E_HTTP_REQUEST_TIMEOUT',
+              `the request was not received in time (headers within ${headersTimeout} ms, all of it within ${requestTimeout} ms)`,
+            ]
           : [400, 'Bad Request', 'E_INPUT_INVALID', 'the request is not valid HTTP']
     const requestId = randomUUID()
     const body = JSON.stringify({ error: { code, message, requestId } })
     // Write the answer, then drop the connection: a client trickling headers must not keep it.
-    socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`, () => socket.destroy())
+    socket.end(
+      `HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+      () => socket.destroy(),
+    )
     // A write the client does not read must not keep the socket either.
     setTimeout(() => socket.destroy(), 1_000).unref()
     service.log.info({ status, requestId, reason: err.code }, 'request refused by the HTTP parser')
@@ -211,9 +254,15 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
       const graceOver = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), graceMs)))
       // Wait for every response to be written and every API call to end (a timed-out call may
       // still be running), up to the grace period.
-      const outcome = await Promise.race([responsesDone().then(() => service.idle()).then(() => 'idle' as const), graceOver])
+      const outcome = await Promise.race([
+        responsesDone()
+          .then(() => service.idle())
+          .then(() => 'idle' as const),
+        graceOver,
+      ])
       clearTimeout(timer)
-      if (outcome === 'timeout') service.log.warn({ inFlight: service.inFlight() }, 'grace period over; closing remaining connections')
+      if (outcome === 'timeout')
+        service.log.warn({ inFlight: service.inFlight() }, 'grace period over; closing remaining connections')
       for (const [sig, fn] of signalHandlers) process.off(sig, fn)
       try {
         await service.stop()

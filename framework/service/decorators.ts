@@ -1,7 +1,13 @@
 import { BundleError } from '../../errors/index.js'
 import { toPriority, type Priority } from '../../runners/index.js'
 import type { IODescriptor, InputOf, OutputOf } from '../io/types.js'
-import { buildDefinition, type ApiContext, type ApiDefinition, type ServiceDefinition, type ServiceOptions } from './definition.js'
+import {
+  buildDefinition,
+  type ApiContext,
+  type ApiDefinition,
+  type ServiceDefinition,
+  type ServiceOptions,
+} from './definition.js'
 
 // Keys in context.metadata; Symbol.for so that two copies of the framework still agree.
 const APIS = Symbol.for('modelbundle.apis')
@@ -25,7 +31,11 @@ type Hooks = { onStartup: string[]; onShutdown: string[] }
 
 function metadataOf(context: { metadata?: DecoratorMetadataObject }): DecoratorMetadataObject {
   // Without Symbol.metadata (Node 20) there is no metadata object; framework/index.ts polyfills it.
-  if (context.metadata === undefined) throw new BundleError('E_SERVICE_DEFINITION', "decorator metadata is unavailable: import from 'modelbundle' before declaring the service class")
+  if (context.metadata === undefined)
+    throw new BundleError(
+      'E_SERVICE_DEFINITION',
+      "decorator metadata is unavailable: import from 'modelbundle' before declaring the service class",
+    )
   return context.metadata
 }
 
@@ -42,12 +52,20 @@ function ownList<T>(metadata: DecoratorMetadataObject, key: symbol, empty: () =>
 }
 
 function hooksOf(context: { metadata?: DecoratorMetadataObject }): Hooks {
-  return ownList<Hooks>(metadataOf(context), HOOKS, () => ({ onStartup: [], onShutdown: [] }), (h) => ({ onStartup: [...h.onStartup], onShutdown: [...h.onShutdown] }))
+  return ownList<Hooks>(
+    metadataOf(context),
+    HOOKS,
+    () => ({ onStartup: [], onShutdown: [] }),
+    (h) => ({ onStartup: [...h.onStartup], onShutdown: [...h.onShutdown] }),
+  )
 }
 
 function plainMethod(context: ClassMethodDecoratorContext<any, any>, what: string): string {
   if (context.static || context.private || typeof context.name !== 'string') {
-    throw new BundleError('E_SERVICE_DEFINITION', `${what} goes on a public instance method (found on ${String(context.name)})`)
+    throw new BundleError(
+      'E_SERVICE_DEFINITION',
+      `${what} goes on a public instance method (found on ${String(context.name)})`,
+    )
   }
   return context.name
 }
@@ -61,21 +79,37 @@ function plainMethod(context: ClassMethodDecoratorContext<any, any>, what: strin
  * async greet({ name }: { name: string }) { return { greeting: `hello ${name}` } }
  */
 export function api<I extends IODescriptor<any, any>, O extends IODescriptor<any, any>>(options: ApiOptions<I, O>) {
-  return function <This>(
+  return <This>(
     _method: (this: This, input: InputOf<I>, context: ApiContext) => OutputOf<O> | Promise<OutputOf<O>>,
-    context: ClassMethodDecoratorContext<This, (this: This, input: InputOf<I>, context: ApiContext) => OutputOf<O> | Promise<OutputOf<O>>>,
-  ): void {
+    context: ClassMethodDecoratorContext<
+      This,
+      (this: This, input: InputOf<I>, context: ApiContext) => OutputOf<O> | Promise<OutputOf<O>>
+    >,
+  ): void => {
     const name = plainMethod(context, '@api')
-    const list = ownList<ApiDefinition[]>(metadataOf(context), APIS, () => [], (l) => [...l])
+    const list = ownList<ApiDefinition[]>(
+      metadataOf(context),
+      APIS,
+      () => [],
+      (l) => [...l],
+    )
     // A subclass redefining an inherited API replaces it.
     const at = list.findIndex((x) => x.name === name)
     if (at >= 0) list.splice(at, 1)
     const priority = toPriority(options.priority, `@api ${name}`)
-    list.push({ name, route: options.route ?? `/${name}`, input: options.input, output: options.output, ...(options.description ? { description: options.description } : {}), ...(priority !== undefined ? { priority } : {}) })
+    list.push({
+      name,
+      route: options.route ?? `/${name}`,
+      input: options.input,
+      output: options.output,
+      ...(options.description ? { description: options.description } : {}),
+      ...(priority !== undefined ? { priority } : {}),
+    })
   }
 }
 
-export interface TaskOptions<I extends IODescriptor<any, any>, O extends IODescriptor<any, any>> extends ApiOptions<I, O> {
+export interface TaskOptions<I extends IODescriptor<any, any>, O extends IODescriptor<any, any>>
+  extends ApiOptions<I, O> {
   /** Tasks of this kind one server runs at once (default 2); more replicas run more. */
   concurrency?: number
 }
@@ -92,10 +126,13 @@ export interface TaskOptions<I extends IODescriptor<any, any>, O extends IODescr
  */
 export function task<I extends IODescriptor<any, any>, O extends IODescriptor<any, any>>(options: TaskOptions<I, O>) {
   const mark = api(options)
-  return function <This>(
+  return <This>(
     method: (this: This, input: InputOf<I>, context: ApiContext) => OutputOf<O> | Promise<OutputOf<O>>,
-    context: ClassMethodDecoratorContext<This, (this: This, input: InputOf<I>, context: ApiContext) => OutputOf<O> | Promise<OutputOf<O>>>,
-  ): void {
+    context: ClassMethodDecoratorContext<
+      This,
+      (this: This, input: InputOf<I>, context: ApiContext) => OutputOf<O> | Promise<OutputOf<O>>
+    >,
+  ): void => {
     mark(method, context)
     const list = metadataOf(context)[APIS] as ApiDefinition[]
     const i = list.findIndex((x) => x.name === context.name)
@@ -104,12 +141,18 @@ export function task<I extends IODescriptor<any, any>, O extends IODescriptor<an
 }
 
 /** Runs before the server reports ready (load resources, warm up). */
-export function onStartup<This>(_method: (this: This) => unknown, context: ClassMethodDecoratorContext<This, (this: This) => unknown>): void {
+export function onStartup<This>(
+  _method: (this: This) => unknown,
+  context: ClassMethodDecoratorContext<This, (this: This) => unknown>,
+): void {
   hooksOf(context).onStartup.push(plainMethod(context, '@onStartup'))
 }
 
 /** Runs during graceful shutdown, after in-flight requests finished. */
-export function onShutdown<This>(_method: (this: This) => unknown, context: ClassMethodDecoratorContext<This, (this: This) => unknown>): void {
+export function onShutdown<This>(
+  _method: (this: This) => unknown,
+  context: ClassMethodDecoratorContext<This, (this: This) => unknown>,
+): void {
   hooksOf(context).onShutdown.push(plainMethod(context, '@onShutdown'))
 }
 
@@ -118,7 +161,7 @@ export function onShutdown<This>(_method: (this: This) => unknown, context: Clas
  * definition that `serve`, OpenAPI and bundles read (`definitionOf(Class)`).
  */
 export function service(options: ServiceOptions) {
-  return function <C extends new () => object>(cls: C, context: ClassDecoratorContext<C>): void {
+  return <C extends new () => object>(cls: C, context: ClassDecoratorContext<C>): void => {
     const metadata = metadataOf(context)
     const apis = (metadata[APIS] as ApiDefinition[] | undefined) ?? []
     const hooks = (metadata[HOOKS] as Hooks | undefined) ?? { onStartup: [], onShutdown: [] }
@@ -129,6 +172,7 @@ export function service(options: ServiceOptions) {
 
 export function definitionOf(value: unknown): ServiceDefinition | undefined {
   if (value === null || (typeof value !== 'function' && typeof value !== 'object')) return undefined
-  if (typeof value === 'object' && 'apis' in value && 'create' in value && 'traffic' in value) return value as ServiceDefinition
+  if (typeof value === 'object' && 'apis' in value && 'create' in value && 'traffic' in value)
+    return value as ServiceDefinition
   return (value as Record<symbol, ServiceDefinition | undefined>)[DEFINITION]
 }

@@ -15,7 +15,9 @@ export interface DefinedApi<I extends IODescriptor<any, any>, O extends IODescri
 }
 
 /** Keeps each API's handler typed against its own input/output descriptors. */
-export function defineApi<I extends IODescriptor<any, any>, O extends IODescriptor<any, any>>(a: DefinedApi<I, O>): DefinedApi<I, O> {
+export function defineApi<I extends IODescriptor<any, any>, O extends IODescriptor<any, any>>(
+  a: DefinedApi<I, O>,
+): DefinedApi<I, O> {
   return a
 }
 
@@ -41,7 +43,10 @@ export function defineService(options: DefineServiceOptions): ServiceDefinition 
     ...(a.priority !== undefined ? { priority: toPriority(a.priority, `API ${name}`)! } : {}),
     ...(a.task ? { task: { concurrency: (typeof a.task === 'object' ? a.task.concurrency : undefined) ?? 2 } } : {}),
   }))
-  const hooks = { onStartup: options.onStartup ? ['__onStartup'] : [], onShutdown: options.onShutdown ? ['__onShutdown'] : [] }
+  const hooks = {
+    onStartup: options.onStartup ? ['__onStartup'] : [],
+    onShutdown: options.onShutdown ? ['__onShutdown'] : [],
+  }
   return buildDefinition(options, apis, hooks, () => {
     const instance: Record<string, unknown> = {}
     for (const [name, a] of Object.entries(options.apis)) instance[name] = a.handler

@@ -60,23 +60,44 @@ export interface ServiceOptions {
 const NAME = /^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/
 const ROUTE = /^\/[A-Za-z0-9][-._A-Za-z0-9/]*$/
 /** Paths the server owns; an API cannot take them. */
-export const RESERVED_ROUTES = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/runners', '/v2', '/']
+export const RESERVED_ROUTES = [
+  '/livez',
+  '/healthz',
+  '/readyz',
+  '/metrics',
+  '/openapi.json',
+  '/docs',
+  '/runners',
+  '/v2',
+  '/',
+]
 
 const bad = (msg: string) => new BundleError('E_SERVICE_DEFINITION', msg)
 
-export function buildDefinition(options: ServiceOptions, apis: readonly ApiDefinition[], hooks: { onStartup: string[]; onShutdown: string[] }, create: () => Record<string, unknown>): ServiceDefinition {
+export function buildDefinition(
+  options: ServiceOptions,
+  apis: readonly ApiDefinition[],
+  hooks: { onStartup: string[]; onShutdown: string[] },
+  create: () => Record<string, unknown>,
+): ServiceDefinition {
   if (typeof options?.name !== 'string' || !NAME.test(options.name) || options.name.length > 63) {
-    throw bad(`service name ${JSON.stringify(options?.name)} must be lower case [a-z0-9]([-._a-z0-9]*[a-z0-9])?, at most 63 characters`)
+    throw bad(
+      `service name ${JSON.stringify(options?.name)} must be lower case [a-z0-9]([-._a-z0-9]*[a-z0-9])?, at most 63 characters`,
+    )
   }
   const timeoutMs = options.traffic?.timeoutMs ?? 60_000
   const maxConcurrency = options.traffic?.maxConcurrency ?? 128
-  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw bad(`traffic.timeoutMs must be a positive number, got ${timeoutMs}`)
-  if (!Number.isSafeInteger(maxConcurrency) || maxConcurrency <= 0) throw bad(`traffic.maxConcurrency must be a positive integer, got ${maxConcurrency}`)
+  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
+    throw bad(`traffic.timeoutMs must be a positive number, got ${timeoutMs}`)
+  if (!Number.isSafeInteger(maxConcurrency) || maxConcurrency <= 0)
+    throw bad(`traffic.maxConcurrency must be a positive integer, got ${maxConcurrency}`)
   if (apis.length === 0) throw bad(`service ${options.name} has no @api methods`)
   const routes = new Map<string, string>()
   for (const a of apis) {
-    if (!ROUTE.test(a.route)) throw bad(`API ${a.name}: route "${a.route}" must look like /name (letters, digits, - . _ /)`)
-    if (RESERVED_ROUTES.some((r) => a.route === r || (r !== '/' && a.route.startsWith(r + '/')))) throw bad(`API ${a.name}: route ${a.route} is reserved by the server`)
+    if (!ROUTE.test(a.route))
+      throw bad(`API ${a.name}: route "${a.route}" must look like /name (letters, digits, - . _ /)`)
+    if (RESERVED_ROUTES.some((r) => a.route === r || (r !== '/' && a.route.startsWith(`${r}/`))))
+      throw bad(`API ${a.name}: route ${a.route} is reserved by the server`)
     const prior = routes.get(a.route)
     if (prior !== undefined) throw bad(`APIs ${prior} and ${a.name} both use route ${a.route}`)
     routes.set(a.route, a.name)

@@ -25,7 +25,11 @@ export class Admission {
   ) {}
 
   /** The refusal `rows` rows arriving now would get, or undefined (see Dispatcher.refusal). */
-  refusal(rows: number, options: Pick<SubmitOptions, 'deadline' | 'priority'>, record: boolean): BundleError | undefined {
+  refusal(
+    rows: number,
+    options: Pick<SubmitOptions, 'deadline' | 'priority'>,
+    record: boolean,
+  ): BundleError | undefined {
     const { observer } = this.settings
     if (this.queue.size >= this.settings.maxQueueSize) {
       if (record) observer?.rejected('queue_full')
@@ -39,7 +43,10 @@ export class Admission {
     // Nothing ahead of it moves before a worker frees up: a client told to come back sooner
     // would only be refused again.
     const pace = Math.max(predicted - deadline, this.workers.soonestFree(now) - now)
-    return overloaded(`the runner cannot finish this request before its deadline (${Math.round(deadline - now)} ms left, about ${Math.round(predicted - now)} ms needed)`, pace)
+    return overloaded(
+      `the runner cannot finish this request before its deadline (${Math.round(deadline - now)} ms left, about ${Math.round(predicted - now)} ms needed)`,
+      pace,
+    )
   }
 
   /** When a request arriving now must have finished running (its deadline less the headroom). */

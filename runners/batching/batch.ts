@@ -23,7 +23,11 @@ export interface Slice<P> {
  * event loop — under a storm of refused requests that wait can be ten times the compute, and a
  * batcher that learned it would refuse everything (see DESIGN in docs/batching.md).
  */
-export type Execute<P, R> = (slices: readonly Slice<P>[], rows: number, report: (computeMs: number) => void) => Promise<R[]>
+export type Execute<P, R> = (
+  slices: readonly Slice<P>[],
+  rows: number,
+  report: (computeMs: number) => void,
+) => Promise<R[]>
 
 /** What forming and running a batch touches; the dispatcher owns all of it. */
 export interface BatchDeps<P, R> {
@@ -99,35 +103,37 @@ export class BatchRunner<P, R> {
     } catch (err) {
       result = Promise.reject(err)
     }
-    result.then(
-      (results) => {
-        const total = clock.now() - started
-        // The runner's own measure when it gives one; the rest was the way there and back.
-        model.observe(taken, compute ?? total)
-        if (compute !== undefined) this.d.overhead.observe(total - compute)
-        settings.observer?.batch(taken, waited, total, true)
-        slices.forEach((s, i) => {
-          const item = owners[i]!
-          if (item.timing) {
-            item.timing.queueMs += waited[i]!
-            item.timing.computeMs += compute ?? total
-            item.timing.transferMs += compute === undefined ? 0 : total - compute
+    result
+      .then(
+        (results) => {
+          const total = clock.now() - started
+          // The runner's own measure when it gives one; the rest was the way there and back.
+          model.observe(taken, compute ?? total)
+          if (compute !== undefined) this.d.overhead.observe(total - compute)
+          settings.observer?.batch(taken, waited, total, true)
+          slices.forEach((s, i) => {
+            const item = owners[i]!
+            if (item.timing) {
+              item.timing.queueMs += waited[i]!
+              item.timing.computeMs += compute ?? total
+              item.timing.transferMs += compute === undefined ? 0 : total - compute
+            }
+            partDone(item, s.start, results[i]!)
+          })
+        },
+        (err) => {
+          settings.observer?.batch(taken, waited, clock.now() - started, false)
+          for (const item of owners) {
+            item.outstanding--
+            // The rest of a split request must not run for nothing.
+            this.d.queue.remove(item)
+            fail(item, err)
           }
-          partDone(item, s.start, results[i]!)
-        })
-      },
-      (err) => {
-        settings.observer?.batch(taken, waited, clock.now() - started, false)
-        for (const item of owners) {
-          item.outstanding--
-          // The rest of a split request must not run for nothing.
-          this.d.queue.remove(item)
-          fail(item, err)
-        }
-      },
-    ).finally(() => {
-      this.d.workers.returned()
-      this.d.settled()
-    })
+        },
+      )
+      .finally(() => {
+        this.d.workers.returned()
+        this.d.settled()
+      })
   }
 }

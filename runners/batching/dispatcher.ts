@@ -89,7 +89,18 @@ export class Dispatcher<P, R> {
       this.schedule()
       this.checkDrained()
     }
-    this.batches = new BatchRunner({ settings, queue, workers, sizer, model, overhead, shedding, clock, execute, settled })
+    this.batches = new BatchRunner({
+      settings,
+      queue,
+      workers,
+      sizer,
+      model,
+      overhead,
+      shedding,
+      clock,
+      execute,
+      settled,
+    })
   }
 
   /** Batches that may run at once changes with the number of workers (autoscaling). */
@@ -100,7 +111,14 @@ export class Dispatcher<P, R> {
   }
 
   stats(): DispatcherStats {
-    return { queuedRows: this.queue.rows, queuedRequests: this.queue.size, inFlight: this.workers.busy, targetBatchSize: this.sizer.target(), observations: this.model.observations, overheadMs: this.overhead.best() }
+    return {
+      queuedRows: this.queue.rows,
+      queuedRequests: this.queue.size,
+      inFlight: this.workers.busy,
+      targetBatchSize: this.sizer.target(),
+      observations: this.model.observations,
+      overheadMs: this.overhead.best(),
+    }
   }
 
   /**
@@ -117,7 +135,11 @@ export class Dispatcher<P, R> {
    * or work at its level and above that would not let it finish before its deadline. `record`:
    * count it as refused (the caller answers with it).
    */
-  refusal(rows = 1, options: Pick<SubmitOptions, 'deadline' | 'priority'> = {}, record = true): BundleError | undefined {
+  refusal(
+    rows = 1,
+    options: Pick<SubmitOptions, 'deadline' | 'priority'> = {},
+    record = true,
+  ): BundleError | undefined {
     if (this.closed) return undefined // the call itself says it is stopping
     return this.admission.refusal(rows, options, record)
   }
@@ -126,8 +148,12 @@ export class Dispatcher<P, R> {
   submit(payload: P, rows: number, options: string | SubmitOptions = {}): Promise<R[]> {
     const o: SubmitOptions = typeof options === 'string' ? { key: options } : options
     if (this.closed) return Promise.reject(new BundleError('E_RUNNER_STOPPED', 'the runner is stopping'))
-    if (!Number.isInteger(rows) || rows < 1) return Promise.reject(new Error(`rows must be a positive integer, got ${rows}`))
-    if (o.signal?.aborted) return Promise.reject(new BundleError('E_HTTP_CLIENT_CLOSED', 'the caller went away before the request was queued'))
+    if (!Number.isInteger(rows) || rows < 1)
+      return Promise.reject(new Error(`rows must be a positive integer, got ${rows}`))
+    if (o.signal?.aborted)
+      return Promise.reject(
+        new BundleError('E_HTTP_CLIENT_CLOSED', 'the caller went away before the request was queued'),
+      )
     const now = this.clock.now()
     this.window.arrived(now, rows)
     const refused = this.refusal(rows, o)
@@ -135,7 +161,23 @@ export class Dispatcher<P, R> {
     const priority = o.priority ?? PRIORITY.normal
     const deadline = this.admission.budgetEnd(now, o.deadline)
     return new Promise<R[]>((resolve, reject) => {
-      const item: Pending<P, R> = { payload, rows, key: o.key ?? '', priority, seq: this.seq++, arrived: now, deadline, next: 0, parts: [], outstanding: 0, failed: false, resolve, reject, gone: o.gone, timing: o.timing }
+      const item: Pending<P, R> = {
+        payload,
+        rows,
+        key: o.key ?? '',
+        priority,
+        seq: this.seq++,
+        arrived: now,
+        deadline,
+        next: 0,
+        parts: [],
+        outstanding: 0,
+        failed: false,
+        resolve,
+        reject,
+        gone: o.gone,
+        timing: o.timing,
+      }
       if (o.signal) {
         const signal = o.signal
         const gone = () => {
@@ -202,7 +244,13 @@ export class Dispatcher<P, R> {
       // The batch that would run now: the head alone without batching; a full target batch
       // (bigger under a backlog that target-sized batches cannot clear before the head's
       // deadline: latency first, then throughput); or, short of target, what is queued.
-      const size = !batching ? headRows : queued >= target ? (known ? this.sizer.drainSize(queued, head.deadline - now) : target) : queued
+      const size = !batching
+        ? headRows
+        : queued >= target
+          ? known
+            ? this.sizer.drainSize(queued, head.deadline - now)
+            : target
+          : queued
       // A batch handed over while the worker is busy starts when its current one ends: count on
       // that one's slow time, not its typical one, so its requests are not made late.
       const start = this.workers.soonestFree(now, true)

@@ -46,7 +46,8 @@ const median = (xs: readonly number[]): number => {
 }
 
 /** The 90th percentile (nearest rank): with the default window of 15, the second slowest. */
-const p90 = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil(0.9 * xs.length) - 1)]!
+const p90 = (xs: readonly number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil(0.9 * xs.length) - 1)]!
 
 type Which = 'typical' | 'best' | 'slow'
 

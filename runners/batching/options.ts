@@ -70,9 +70,11 @@ export interface Settings {
 export function settingsOf(options: DispatcherOptions): Settings {
   const deadlineMs = options.deadlineMs ?? options.maxLatencyMs ?? DEFAULT_DEADLINE_MS
   const maxDelayMs = options.maxDelayMs ?? DEFAULT_MAX_DELAY_MS
-  if (!(options.maxBatchSize >= 1) || !(deadlineMs > 0) || !(options.slots >= 1) || !(maxDelayMs >= 0)) throw new Error('maxBatchSize, deadlineMs and slots must be positive, maxDelayMs at least 0')
+  if (!(options.maxBatchSize >= 1) || !(deadlineMs > 0) || !(options.slots >= 1) || !(maxDelayMs >= 0))
+    throw new Error('maxBatchSize, deadlineMs and slots must be positive, maxDelayMs at least 0')
   const headroomMs = options.headroomMs ?? Math.min(50, deadlineMs * 0.1)
-  if (!(headroomMs >= 0 && headroomMs < deadlineMs)) throw new Error('headroomMs must be at least 0 and below the deadline')
+  if (!(headroomMs >= 0 && headroomMs < deadlineMs))
+    throw new Error('headroomMs must be at least 0 and below the deadline')
   return {
     maxBatchSize: options.maxBatchSize,
     maxDelayMs,

@@ -17,8 +17,12 @@ export type Priority = number | PriorityName
 export function toPriority(value: Priority | undefined, where: string): number | undefined {
   if (value === undefined) return undefined
   if (typeof value === 'string' && value in PRIORITY) return PRIORITY[value as PriorityName]
-  if (typeof value === 'number' && Number.isInteger(value) && value >= MIN_PRIORITY && value <= MAX_PRIORITY) return value
-  throw new BundleError('E_SERVICE_DEFINITION', `${where}: priority ${JSON.stringify(value)} must be 1 (most urgent) to 9, or high, normal, low`)
+  if (typeof value === 'number' && Number.isInteger(value) && value >= MIN_PRIORITY && value <= MAX_PRIORITY)
+    return value
+  throw new BundleError(
+    'E_SERVICE_DEFINITION',
+    `${where}: priority ${JSON.stringify(value)} must be 1 (most urgent) to 9, or high, normal, low`,
+  )
 }
 
 /**
@@ -30,7 +34,11 @@ export function parseClientPriority(raw: string | number | undefined, where: str
   const text = String(raw).trim().toLowerCase()
   if (text in PRIORITY) return PRIORITY[text as PriorityName]
   const n = Number(text)
-  if (text === '' || !Number.isInteger(n) || n < 0) throw new BundleError('E_INPUT_INVALID', `${where} must be a priority level 1 (most urgent) to 9, or high, normal, low; got ${JSON.stringify(String(raw))}`)
+  if (text === '' || !Number.isInteger(n) || n < 0)
+    throw new BundleError(
+      'E_INPUT_INVALID',
+      `${where} must be a priority level 1 (most urgent) to 9, or high, normal, low; got ${JSON.stringify(String(raw))}`,
+    )
   if (n === 0) return undefined
   return Math.min(n, MAX_PRIORITY)
 }

@@ -45,6 +45,12 @@ export class Shedding<P, R> {
   shed(item: Pending<P, R>, now: number): void {
     this.queue.remove(item)
     this.settings.observer?.rejected('deadline')
-    fail(item, overloaded(`the request waited ${Math.round(now - item.arrived)} ms and can no longer finish before its deadline`, this.settings.deadlineMs / 2))
+    fail(
+      item,
+      overloaded(
+        `the request waited ${Math.round(now - item.arrived)} ms and can no longer finish before its deadline`,
+        this.settings.deadlineMs / 2,
+      ),
+    )
   }
 }

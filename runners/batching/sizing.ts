@@ -30,7 +30,10 @@ export class BatchSizer {
     const proposed = this.model.bestBatchSize(max, true, perBatch)
     if (slackMs === Infinity || this.model.observations < 3) return Math.max(1, proposed)
     const measured = this.model.bestBatchSize(max, false, perBatch)
-    return Math.max(1, proposed === measured || 2 * this.model.estimate(proposed, 'slow') <= slackMs ? proposed : measured)
+    return Math.max(
+      1,
+      proposed === measured || 2 * this.model.estimate(proposed, 'slow') <= slackMs ? proposed : measured,
+    )
   }
 
   /**

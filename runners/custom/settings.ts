@@ -74,9 +74,22 @@ export function customSettings(code: CustomRunnerOptions, operator: RunnerOverri
         if (!m.batchable || ob.enabled === false) return [method, { batchable: false as const }]
         const mb = resolveBatching({
           deadlineMs: operatorDeadline ?? m.deadlineMs ?? m.maxLatencyMs ?? code.deadlineMs,
-          batching: { maxBatchSize: ob.maxBatchSize ?? m.maxBatchSize, maxDelayMs: ob.maxDelayMs ?? m.maxDelayMs, maxQueueSize: ob.maxQueueSize ?? m.maxQueueSize },
+          batching: {
+            maxBatchSize: ob.maxBatchSize ?? m.maxBatchSize,
+            maxDelayMs: ob.maxDelayMs ?? m.maxDelayMs,
+            maxQueueSize: ob.maxQueueSize ?? m.maxQueueSize,
+          },
         })
-        return [method, { batchable: true as const, maxBatchSize: mb.maxBatchSize, maxDelayMs: mb.maxDelayMs, deadlineMs: mb.deadlineMs, maxQueueSize: mb.maxQueueSize }]
+        return [
+          method,
+          {
+            batchable: true as const,
+            maxBatchSize: mb.maxBatchSize,
+            maxDelayMs: mb.maxDelayMs,
+            deadlineMs: mb.deadlineMs,
+            maxQueueSize: mb.maxQueueSize,
+          },
+        ]
       }),
     ),
   }

@@ -7,7 +7,7 @@ import { resolveBatching, RUNNER_DEFAULTS } from '../defaults.js'
 import { gpuDevices } from '../gpu/devices.js'
 import { placeWorkers, type GpuRequest } from '../gpu/placement.js'
 import type { TensorSpec } from '../inference.js'
-import { ONNX_RUN, type OnnxRunArgs, type WireTensor } from '../pool/protocol.js'
+import { ONNX_RUN, type WireTensor } from '../pool/protocol.js'
 import { WorkerPool } from '../pool/worker-pool.js'
 import { startPool, type Pool } from '../pool/pool.js'
 import { zeros } from '../tensor.js'
@@ -47,7 +47,10 @@ export async function startLocal(o: {
 }): Promise<Generation> {
   const model = o.model
   const cpu = o.options.resources?.cpu
-  const workers = o.options.minWorkers ?? o.options.workers ?? (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : RUNNER_DEFAULTS.workers)
+  const workers =
+    o.options.minWorkers ??
+    o.options.workers ??
+    (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : RUNNER_DEFAULTS.workers)
   const threads = o.options.intraOpThreads ?? (cpu ? Math.max(1, Math.ceil(cpu)) : undefined)
   // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
   const placement = placeWorkers(workers, o.options.resources?.gpu, devicesFor(o.options.resources?.gpu))
@@ -62,11 +65,19 @@ export async function startLocal(o: {
   const signature = signatureOf(model, o.onnxPath)
   const rowShapes = warmupShapes(o.name, o.options, sig?.inputs ?? [])
   const sizes = batching ? batchSizes(maxBatchSize) : [1]
-  const rounds = (o.options.warmup || {}).rounds ?? 1
-  const warmupPlan = rowShapes ? { rounds, sizes, shapes: Object.fromEntries(rowShapes.map((r) => [r.name, r.shape])) } : o.options.warmup === false || rounds < 1 ? false : 'off: the model has variable non-batch dimensions; set warmup.shapes'
+  const rounds = o.options.warmup === false ? 1 : (o.options.warmup?.rounds ?? 1)
+  const warmupPlan = rowShapes
+    ? { rounds, sizes, shapes: Object.fromEntries(rowShapes.map((r) => [r.name, r.shape])) }
+    : o.options.warmup === false || rounds < 1
+      ? false
+      : 'off: the model has variable non-batch dimensions; set warmup.shapes'
   const isolation = o.options.isolation ?? RUNNER_DEFAULTS.isolation
   // CUDA_VISIBLE_DEVICES is read once per process: GPU placement needs a process per worker.
-  if (isolation === 'thread' && placement) throw new BundleError('E_SERVE_CONFIG_INVALID', `runner ${o.name}: isolation 'thread' runs workers inside the API process, where each cannot see only its own GPUs; use isolation 'process' with resources.gpu`)
+  if (isolation === 'thread' && placement)
+    throw new BundleError(
+      'E_SERVE_CONFIG_INVALID',
+      `runner ${o.name}: isolation 'thread' runs workers inside the API process, where each cannot see only its own GPUs; use isolation 'process' with resources.gpu`,
+    )
   pool = new WorkerPool({
     isolation,
     depth: b.batchesPerWorker,
@@ -74,14 +85,26 @@ export async function startLocal(o: {
     runner: o.name,
     workers,
     timeoutMs: b.timeoutMs,
-    backend: { kind: 'onnx', modelPath: o.modelFile, ...(providers ? { executionProviders: providers } : {}), ...(threads ? { intraOpThreads: threads } : {}) },
+    backend: {
+      kind: 'onnx',
+      modelPath: o.modelFile,
+      ...(providers ? { executionProviders: providers } : {}),
+      ...(threads ? { intraOpThreads: threads } : {}),
+    },
     ...(rowShapes
       ? {
           warmup: {
             method: ONNX_RUN,
             sizes,
             rounds,
-            args: (rows: number) => ({ inputs: Object.fromEntries(rowShapes.map(({ name, dtype, shape }) => [name, zeros(dtype, [...shape.slice(0, inDim), rows, ...shape.slice(inDim)])])) }),
+            args: (rows: number) => ({
+              inputs: Object.fromEntries(
+                rowShapes.map(({ name, dtype, shape }) => [
+                  name,
+                  zeros(dtype, [...shape.slice(0, inDim), rows, ...shape.slice(inDim)]),
+                ]),
+              ),
+            }),
             // Warm-up timings seed the batcher: it starts with measured batch times.
             observe: (rows: number, ms: number) => dispatcher.model.observe(rows, ms),
             // A batch twice this size would already blow the latency bound: bigger ones

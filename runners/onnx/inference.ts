@@ -9,7 +9,11 @@ import { resolveBatching } from '../defaults.js'
 /** A model file's inputs and outputs as the runner reports them. */
 export function signatureOf(model: ModelInfo, onnxPath: string): { inputs: TensorSpec[]; outputs: TensorSpec[] } {
   const sig = model.signatures[onnxPath]
-  const spec = (t: { name: string; dtype: string; shape: number[] }): TensorSpec => ({ name: t.name, dtype: t.dtype, shape: t.shape })
+  const spec = (t: { name: string; dtype: string; shape: number[] }): TensorSpec => ({
+    name: t.name,
+    dtype: t.dtype,
+    shape: t.shape,
+  })
   return { inputs: (sig?.inputs ?? []).map(spec), outputs: (sig?.outputs ?? []).map(spec) }
 }
 
@@ -48,7 +52,17 @@ export function inferenceModel(r: {
       max_batch_size: b.maxBatchSize,
       // Triton's names: the batch window, and the queue policy (its timeout is our deadline).
       dynamic_batching: b.enabled
-        ? { max_queue_delay_microseconds: Math.round(b.maxDelayMs * 1000), preserve_ordering: true, default_queue_policy: { timeout_action: 'REJECT', default_timeout_microseconds: Math.round(b.deadlineMs * 1000), max_queue_size: b.maxQueueSize }, priority_levels: MAX_PRIORITY, default_priority_level: PRIORITY.normal }
+        ? {
+            max_queue_delay_microseconds: Math.round(b.maxDelayMs * 1000),
+            preserve_ordering: true,
+            default_queue_policy: {
+              timeout_action: 'REJECT',
+              default_timeout_microseconds: Math.round(b.deadlineMs * 1000),
+              max_queue_size: b.maxQueueSize,
+            },
+            priority_levels: MAX_PRIORITY,
+            default_priority_level: PRIORITY.normal,
+          }
         : undefined,
       instance_group: [{ count: r.instances(), kind }],
       model: r.model.tag,

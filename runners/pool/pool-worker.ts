@@ -1,5 +1,12 @@
 import { BundleError, errorFromWire } from '../../errors/index.js'
-import { isGathered, joined, type BackendSpec, type ParentMessage, type ShmSlot, type WorkerMessage } from './protocol.js'
+import {
+  isGathered,
+  joined,
+  type BackendSpec,
+  type ParentMessage,
+  type ShmSlot,
+  type WorkerMessage,
+} from './protocol.js'
 import { ShmChannel } from './shm.js'
 import type { Transport } from './transport.js'
 
@@ -77,7 +84,13 @@ export class PoolWorker {
     this.exited = new Promise((resolve) => (this.gone = (detail) => resolve(this.onExit(detail, file))))
     this.t.onExit((detail) => this.gone(detail))
     this.t.onMessage((m) => this.onMessage(m, file))
-    const msg: ParentMessage = { type: 'init', runner: o.runner, index: o.index, backend: o.backend, ...(file ? { shm: file.path } : {}) }
+    const msg: ParentMessage = {
+      type: 'init',
+      runner: o.runner,
+      index: o.index,
+      backend: o.backend,
+      ...(file ? { shm: file.path } : {}),
+    }
     this.t.send(msg)
   }
 
@@ -105,13 +118,24 @@ export class PoolWorker {
         (err: Error) => {
           // A warm-up that fails on a live worker is a configuration problem: say so.
           if (this.state === 'down') return
-          this.startWaiter?.reject(new BundleError('E_RUNNER_CRASHED', `runner ${this.o.runner} worker #${this.o.index} failed its warm-up: ${err.message}`))
+          this.startWaiter?.reject(
+            new BundleError(
+              'E_RUNNER_CRASHED',
+              `runner ${this.o.runner} worker #${this.o.index} failed its warm-up: ${err.message}`,
+            ),
+          )
           this.t.kill()
         },
       )
     } else if (m.type === 'init-error') {
       // A coded failure (no GPU, a model the backend could not find) keeps its code.
-      this.startWaiter?.reject(new BundleError(m.code ?? 'E_RUNNER_CRASHED', `runner ${this.o.runner} worker #${this.o.index} could not start: ${m.message}`, m.details === undefined ? {} : { details: m.details }))
+      this.startWaiter?.reject(
+        new BundleError(
+          m.code ?? 'E_RUNNER_CRASHED',
+          `runner ${this.o.runner} worker #${this.o.index} could not start: ${m.message}`,
+          m.details === undefined ? {} : { details: m.details },
+        ),
+      )
       this.t.kill()
     } else if (m.type === 'result' || m.type === 'error') {
       const call = this.calls.get(m.id)
@@ -149,9 +173,18 @@ export class PoolWorker {
     for (const call of calls) {
       clearTimeout(call.timer)
       // The call that timed out says so; the ones queued behind it in the worker were lost with it.
-      call.reject(this.killedFor && call.id === this.killedCall ? this.killedFor : new BundleError('E_RUNNER_CRASHED', `runner ${this.o.runner} worker #${this.o.index} ${detail} while running ${call.method}`))
+      call.reject(
+        this.killedFor && call.id === this.killedCall
+          ? this.killedFor
+          : new BundleError(
+              'E_RUNNER_CRASHED',
+              `runner ${this.o.runner} worker #${this.o.index} ${detail} while running ${call.method}`,
+            ),
+      )
     }
-    this.startWaiter?.reject(new BundleError('E_RUNNER_CRASHED', `runner ${this.o.runner} worker #${this.o.index} ${detail} during start-up`))
+    this.startWaiter?.reject(
+      new BundleError('E_RUNNER_CRASHED', `runner ${this.o.runner} worker #${this.o.index} ${detail} during start-up`),
+    )
     this.freed()
     return { detail, timedOut: this.killedFor !== undefined }
   }
@@ -179,7 +212,10 @@ export class PoolWorker {
     if (timeoutMs !== undefined) {
       // Counted from the call's turn in the worker: the calls ahead of it there may take their own time.
       call.timer = setTimeout(() => {
-        this.killedFor = new BundleError('E_RUNNER_TIMEOUT', `runner ${this.o.runner} took longer than ${timeoutMs} ms on ${call.method}; the worker was recycled`)
+        this.killedFor = new BundleError(
+          'E_RUNNER_TIMEOUT',
+          `runner ${this.o.runner} took longer than ${timeoutMs} ms on ${call.method}; the worker was recycled`,
+        )
         this.killedCall = call.id
         this.t.kill()
         // A thread inside a native call ends only when that call returns, which may be never:
@@ -197,7 +233,10 @@ export class PoolWorker {
       args = joinAll(call.args, undefined) // the bytes go inline
       shm = []
     }
-    this.t.send({ type: 'run', id: call.id, method: call.method, args, region, ...(shm.length ? { shm } : {}) }, transfer)
+    this.t.send(
+      { type: 'run', id: call.id, method: call.method, args, region, ...(shm.length ? { shm } : {}) },
+      transfer,
+    )
   }
 
   /** Runs the warm-up calls, timed inside the worker (compute, as batches are). */
@@ -207,7 +246,14 @@ export class PoolWorker {
     const call = (rows: number) =>
       new Promise<number>((resolve, reject) => {
         let ms = 0
-        this.send({ id: -this.nextId++, method: w.method, args: w.args(rows), timing: (t) => (ms = t), resolve: () => resolve(ms), reject })
+        this.send({
+          id: -this.nextId++,
+          method: w.method,
+          args: w.args(rows),
+          timing: (t) => (ms = t),
+          resolve: () => resolve(ms),
+          reject,
+        })
       })
     for (const rows of w.sizes) {
       await call(rows)

@@ -27,7 +27,11 @@ export interface GatheredTensor {
   parts: Uint8Array[]
 }
 
-export const isGathered = (v: unknown): v is GatheredTensor => typeof v === 'object' && v !== null && Array.isArray((v as GatheredTensor).parts) && typeof (v as GatheredTensor).dtype === 'string'
+export const isGathered = (v: unknown): v is GatheredTensor =>
+  typeof v === 'object' &&
+  v !== null &&
+  Array.isArray((v as GatheredTensor).parts) &&
+  typeof (v as GatheredTensor).dtype === 'string'
 
 /** The same tensor with its pieces joined (for IPC without shared memory). */
 export function joined(t: GatheredTensor): WireTensor {

@@ -47,9 +47,16 @@ interface TensorLike {
 }
 
 const isTensor = (v: unknown): v is TensorLike =>
-  typeof v === 'object' && v !== null && typeof (v as TensorLike).dtype === 'string' && Array.isArray((v as TensorLike).shape) && (v as TensorLike).data instanceof Uint8Array
+  typeof v === 'object' &&
+  v !== null &&
+  typeof (v as TensorLike).dtype === 'string' &&
+  Array.isArray((v as TensorLike).shape) &&
+  (v as TensorLike).data instanceof Uint8Array
 
-const isPlain = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)
+const isPlain = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' &&
+  v !== null &&
+  (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)
 
 /** Stands where a tensor's bytes were: they are in the file, at the place its ShmSlot says. */
 const MOVED = new Uint8Array(0)
@@ -66,7 +73,10 @@ export class ShmChannel {
   /** API side: a new private file in `dir`, or undefined when it cannot be made. */
   static create(dir: string | undefined, label: string): ShmChannel | undefined {
     if (dir === undefined) return undefined
-    const path = join(dir, `modelbundle-${process.pid}-${label.replace(/[^\w.-]/g, '_')}-${randomBytes(6).toString('hex')}`)
+    const path = join(
+      dir,
+      `modelbundle-${process.pid}-${label.replace(/[^\w.-]/g, '_')}-${randomBytes(6).toString('hex')}`,
+    )
     try {
       return new ShmChannel(openSync(path, 'wx+', 0o600), path)
     } catch {
@@ -118,7 +128,8 @@ export class ShmChannel {
       // `value` is the message as it arrived (a copy of its own): its tensors are filled in place.
       let holder: unknown = value
       for (const key of slot.path) holder = (holder as Record<string | number, unknown> | undefined)?.[key]
-      if (typeof holder !== 'object' || holder === null) throw new Error(`shared-memory tensor at ${slot.path.join('.')} is not in the message`)
+      if (typeof holder !== 'object' || holder === null)
+        throw new Error(`shared-memory tensor at ${slot.path.join('.')} is not in the message`)
       ;(holder as { data: Uint8Array }).data = this.read(slot, at)
     }
     return value
@@ -137,7 +148,12 @@ export class ShmChannel {
     return new Uint8Array(this.scratch.buffer, start, length)
   }
 
-  private walkOut(v: unknown, at: { offset: number; end: number }, path: (string | number)[], slots: ShmSlot[]): unknown {
+  private walkOut(
+    v: unknown,
+    at: { offset: number; end: number },
+    path: (string | number)[],
+    slots: ShmSlot[],
+  ): unknown {
     if (isGathered(v)) {
       const length = v.parts.reduce((n, p) => n + p.byteLength, 0)
       if (length < SHM_MIN_BYTES || this.fd === undefined || at.offset + length > at.end) return joined(v)
@@ -162,7 +178,10 @@ export class ShmChannel {
       return { ...v, data: MOVED }
     }
     if (path.length >= MAX_DEPTH) return v
-    if (Array.isArray(v)) return v.some((x) => typeof x === 'object' && x !== null) ? v.map((x, i) => this.walkOut(x, at, [...path, i], slots)) : v
+    if (Array.isArray(v))
+      return v.some((x) => typeof x === 'object' && x !== null)
+        ? v.map((x, i) => this.walkOut(x, at, [...path, i], slots))
+        : v
     if (isPlain(v)) {
       const out: Record<string, unknown> = {}
       for (const [k, x] of Object.entries(v)) out[k] = this.walkOut(x, at, [...path, k], slots)

@@ -37,7 +37,12 @@ const KILL_AFTER_MS = 2_000
 /** A worker in a child process, over child_process IPC with the 'advanced' serializer. */
 export function processTransport(title: string, env: Record<string, string> = {}): Transport {
   const { file, execArgv } = entry()
-  const child = fork(file, [title], { execArgv, serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...env } })
+  const child = fork(file, [title], {
+    execArgv,
+    serialization: 'advanced',
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, ...env },
+  })
   // IPC to a worker that just died fails with EPIPE; the 'exit' listener does the cleanup.
   child.on('error', () => undefined)
   const gone = () => child.exitCode !== null || child.signalCode !== null
@@ -47,12 +52,14 @@ export function processTransport(title: string, env: Record<string, string> = {}
     // A send that fails means the worker is gone: its exit fails what it held.
     send: (m) => void child.send(m, (err) => err && child.kill('SIGKILL')),
     onMessage: (listener) => void child.on('message', listener),
-    onExit: (listener) => void child.once('exit', (code, signal) => listener(signal ? `killed by ${signal}` : `exited with code ${code}`)),
+    onExit: (listener) =>
+      void child.once('exit', (code, signal) => listener(signal ? `killed by ${signal}` : `exited with code ${code}`)),
     kill: () => void child.kill('SIGKILL'),
     async shutDown() {
       if (gone()) return
       const kill = setTimeout(() => child.kill('SIGKILL'), KILL_AFTER_MS)
-      if (child.connected) child.send({ type: 'shutdown' } satisfies ParentMessage, (err) => err && child.kill('SIGKILL'))
+      if (child.connected)
+        child.send({ type: 'shutdown' } satisfies ParentMessage, (err) => err && child.kill('SIGKILL'))
       else child.kill('SIGTERM')
       await exited
       clearTimeout(kill)
@@ -68,8 +75,15 @@ export function processTransport(title: string, env: Record<string, string> = {}
 export function threadTransport(title: string, env: Record<string, string> = {}): Transport {
   const { file, execArgv } = entry()
   // Threads take no --import: from source, a one-line module loads the entry through tsx.
-  const source = execArgv.length > 0 ? `import('tsx/esm/api').then(({ tsImport }) => tsImport(${JSON.stringify(pathToFileURL(file).href)}, ${JSON.stringify(import.meta.url)}))` : undefined
-  const worker = new Worker(source ?? file, { ...(source ? { eval: true } : {}), argv: [title], env: { ...process.env, ...env } })
+  const source =
+    execArgv.length > 0
+      ? `import('tsx/esm/api').then(({ tsImport }) => tsImport(${JSON.stringify(pathToFileURL(file).href)}, ${JSON.stringify(import.meta.url)}))`
+      : undefined
+  const worker = new Worker(source ?? file, {
+    ...(source ? { eval: true } : {}),
+    argv: [title],
+    env: { ...process.env, ...env },
+  })
   let done = false
   const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()))
   let crash: string | undefined
@@ -101,4 +115,5 @@ export function threadTransport(title: string, env: Record<string, string> = {})
   }
 }
 
-export const transportFor = (isolation: Isolation): typeof processTransport => (isolation === 'thread' ? threadTransport : processTransport)
+export const transportFor = (isolation: Isolation): typeof processTransport =>
+  isolation === 'thread' ? threadTransport : processTransport

@@ -5,7 +5,15 @@ import { pathToFileURL } from 'node:url'
 import { isMainThread, parentPort } from 'node:worker_threads'
 import { errorToWire } from '../../errors/index.js'
 import { encodeStrings, fromWire } from '../tensor.js'
-import { ONNX_RUN, type BackendSpec, type OnnxRunArgs, type OnnxRunResult, type ParentMessage, type WireTensor, type WorkerMessage } from './protocol.js'
+import {
+  ONNX_RUN,
+  type BackendSpec,
+  type OnnxRunArgs,
+  type OnnxRunResult,
+  type ParentMessage,
+  type WireTensor,
+  type WorkerMessage,
+} from './protocol.js'
 import { ShmChannel } from './shm.js'
 
 type Methods = Record<string, (args: unknown) => unknown>
@@ -30,7 +38,13 @@ function transfers(m: WorkerMessage): ArrayBuffer[] {
   const out = new Set<ArrayBuffer>()
   for (const t of Object.values(m.value as Record<string, unknown>)) {
     const data = (t as WireTensor | undefined)?.data
-    if (data instanceof Uint8Array && data.buffer instanceof ArrayBuffer && data.byteOffset === 0 && data.byteLength === data.buffer.byteLength) out.add(data.buffer)
+    if (
+      data instanceof Uint8Array &&
+      data.buffer instanceof ArrayBuffer &&
+      data.byteOffset === 0 &&
+      data.byteLength === data.buffer.byteLength
+    )
+      out.add(data.buffer)
   }
   return [...out]
 }
@@ -39,15 +53,23 @@ async function load(spec: BackendSpec): Promise<Methods> {
   if (spec.kind === 'custom') {
     const url = pathToFileURL(spec.module).href
     // TypeScript modules go through tsx, as `bundle serve` loads services.
-    const mod = (/\.[cm]?ts$/.test(spec.module) ? await (await import('tsx/esm/api')).tsImport(url, import.meta.url) : await import(url)) as Record<string, unknown>
+    const mod = (
+      /\.[cm]?ts$/.test(spec.module)
+        ? await (await import('tsx/esm/api')).tsImport(url, import.meta.url)
+        : await import(url)
+    ) as Record<string, unknown>
     const exported = mod[spec.exportName]
     if (exported === undefined) throw new Error(`${spec.module} has no export named ${spec.exportName}`)
-    const instance = (typeof exported === 'function' ? new (exported as new () => object)() : exported) as Record<string, unknown>
+    const instance = (typeof exported === 'function' ? new (exported as new () => object)() : exported) as Record<
+      string,
+      unknown
+    >
     const methods: Methods = {}
     let proto: object | null = instance
     while (proto !== null && proto !== Object.prototype) {
       for (const name of Object.getOwnPropertyNames(proto)) {
-        if (name !== 'constructor' && typeof instance[name] === 'function' && !(name in methods)) methods[name] = (instance[name] as (a: unknown) => unknown).bind(instance)
+        if (name !== 'constructor' && typeof instance[name] === 'function' && !(name in methods))
+          methods[name] = (instance[name] as (a: unknown) => unknown).bind(instance)
       }
       proto = Object.getPrototypeOf(proto)
     }
@@ -70,7 +92,12 @@ async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<M
   } catch (err) {
     if (providers.includes('cuda')) {
       // The usual cause: onnxruntime-node was installed without its CUDA binaries.
-      throw Object.assign(new Error(`onnxruntime could not start the CUDA execution provider (${(err as Error).message.split('\n')[0]}); on a machine with CUDA 12, fetch its CUDA binaries with \`ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install\``), { code: 'E_RUNNER_GPU_UNAVAILABLE' })
+      throw Object.assign(
+        new Error(
+          `onnxruntime could not start the CUDA execution provider (${(err as Error).message.split('\n')[0]}); on a machine with CUDA 12, fetch its CUDA binaries with \`ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install\``,
+        ),
+        { code: 'E_RUNNER_GPU_UNAVAILABLE' },
+      )
     }
     throw err
   }
@@ -87,9 +114,20 @@ async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<M
       const result = outputs ? await session.run(feeds, outputs) : await session.run(feeds)
       return Object.fromEntries(
         Object.entries(result).map(([k, t]): [string, WireTensor] => {
-          if (t.type === 'string') return [k, { dtype: 'string', shape: [...t.dims], data: encodeStrings(t.data as string[]) } satisfies WireTensor]
+          if (t.type === 'string')
+            return [
+              k,
+              { dtype: 'string', shape: [...t.dims], data: encodeStrings(t.data as string[]) } satisfies WireTensor,
+            ]
           const view = t.data as ArrayBufferView
-          return [k, { dtype: t.type, shape: [...t.dims], data: new Uint8Array(view.buffer, view.byteOffset, view.byteLength) } satisfies WireTensor]
+          return [
+            k,
+            {
+              dtype: t.type,
+              shape: [...t.dims],
+              data: new Uint8Array(view.buffer, view.byteOffset, view.byteLength),
+            } satisfies WireTensor,
+          ]
         }),
       )
     },
@@ -126,7 +164,10 @@ function onMessage(msg: ParentMessage): void {
     )
   } else if (msg.type === 'run') {
     const fn = methods?.[msg.method]
-    if (fn === undefined) return send({ type: 'error', id: msg.id, message: `the runner has no method ${msg.method}` })
+    if (fn === undefined) {
+      send({ type: 'error', id: msg.id, message: `the runner has no method ${msg.method}` })
+      return
+    }
     let started = 0
     // Calls run one after the other, in arrival order, even when the pool hands over the next
     // before this one is answered (its depth): a method never runs beside itself.

@@ -91,7 +91,11 @@ export class WorkerPool implements LocalPool {
 
   /** Adds a worker; resolves once it is ready (warmed). The pool stays ready meanwhile. */
   async grow(): Promise<void> {
-    const slot: Slot = { index: Math.max(-1, ...this.slots.map((s) => s.index)) + 1, backoff: this.backoffMin, growing: true }
+    const slot: Slot = {
+      index: Math.max(-1, ...this.slots.map((s) => s.index)) + 1,
+      backoff: this.backoffMin,
+      growing: true,
+    }
     this.slots.push(slot)
     try {
       await this.spawn(slot)
@@ -161,7 +165,8 @@ export class WorkerPool implements LocalPool {
    * `timing` is told how long the call ran inside the worker.
    */
   run(method: string, args: unknown, timing?: (ms: number) => void): Promise<unknown> {
-    if (this.stopping) return Promise.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
+    if (this.stopping)
+      return Promise.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
     return new Promise((resolve, reject) => {
       this.waiting.push({ id: this.nextId++, method, args, timing, resolve, reject })
       this.pump()
@@ -185,7 +190,8 @@ export class WorkerPool implements LocalPool {
   /** Fails queued calls, lets running ones finish (up to graceMs), then stops every worker. */
   async stop(graceMs = 10_000): Promise<void> {
     this.stopping = true
-    for (const call of this.waiting.splice(0)) call.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
+    for (const call of this.waiting.splice(0))
+      call.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
     let timer: NodeJS.Timeout | undefined
     const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))
     await Promise.race([Promise.all(this.slots.map((s) => s.worker?.idle())), grace])

@@ -61,6 +61,9 @@ export class ResponseCache {
     if (this.link.unavailable() !== undefined) return
     const bytes = serialize(value)
     if (bytes.byteLength > this.maxEntryBytes) return
-    this.link.client().set(key, bytes, 'PX', this.ttlMs).catch(() => undefined)
+    this.link
+      .client()
+      .set(key, bytes, 'PX', this.ttlMs)
+      .catch(() => undefined)
   }
 }

@@ -10,19 +10,36 @@ export type Role = 'workers' | 'apis'
 const key = (link: RedisLink, queue: string, role: Role) => `${link.prefix}:${role}:${queue}`
 
 /** A worker (or API server) announces itself until the returned function is called. */
-export function announce(link: RedisLink, queue: string, id: string, concurrency: number, role: Role = 'workers'): () => Promise<void> {
-  const beat = () => link.client().hset(key(link, queue, role), id, `${concurrency}|${link.now() + TTL_MS}`).catch(() => undefined)
+export function announce(
+  link: RedisLink,
+  queue: string,
+  id: string,
+  concurrency: number,
+  role: Role = 'workers',
+): () => Promise<void> {
+  const beat = () =>
+    link
+      .client()
+      .hset(key(link, queue, role), id, `${concurrency}|${link.now() + TTL_MS}`)
+      .catch(() => undefined)
   void beat()
   const timer = setInterval(beat, 1_000)
   timer.unref()
   return async () => {
     clearInterval(timer)
-    await link.client().hdel(key(link, queue, role), id).catch(() => undefined)
+    await link
+      .client()
+      .hdel(key(link, queue, role), id)
+      .catch(() => undefined)
   }
 }
 
 /** Live members of a queue (workers or API servers) and the batches they take at once, in total. */
-export async function capacity(link: RedisLink, queue: string, role: Role = 'workers'): Promise<{ workers: number; slots: number }> {
+export async function capacity(
+  link: RedisLink,
+  queue: string,
+  role: Role = 'workers',
+): Promise<{ workers: number; slots: number }> {
   const all = await link.client().hgetall(key(link, queue, role))
   const now = link.now()
   let workers = 0
@@ -37,6 +54,10 @@ export async function capacity(link: RedisLink, queue: string, role: Role = 'wor
     workers++
     slots += c > 0 ? c : 1
   }
-  if (gone.length) await link.client().hdel(key(link, queue, role), ...gone).catch(() => undefined)
+  if (gone.length)
+    await link
+      .client()
+      .hdel(key(link, queue, role), ...gone)
+      .catch(() => undefined)
   return { workers, slots }
 }

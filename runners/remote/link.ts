@@ -25,7 +25,10 @@ export class RedisLink {
       const u = new URL(url)
       if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') throw new Error('scheme')
     } catch {
-      throw new BundleError('E_CLI_USAGE', `"${url.replace(/\/\/[^@/]*@/, '//***@')}" is not a Redis URL; use redis://HOST:PORT[/DB]`)
+      throw new BundleError(
+        'E_CLI_USAGE',
+        `"${url.replace(/\/\/[^@/]*@/, '//***@')}" is not a Redis URL; use redis://HOST:PORT[/DB]`,
+      )
     }
     this.shown = url.replace(/\/\/[^@/]*@/, '//***@')
   }
@@ -118,7 +121,11 @@ export class RedisLink {
   /** Throws E_REMOTE_UNAVAILABLE while Redis is down: callers fail fast instead of waiting. */
   check(): void {
     // Clients learn that Redis is down, not where it lives (that is in /readyz and the log).
-    if (this.unavailable() !== undefined) throw new BundleError('E_REMOTE_UNAVAILABLE', 'Redis is unreachable, so remote runners and tasks are too; retry shortly')
+    if (this.unavailable() !== undefined)
+      throw new BundleError(
+        'E_REMOTE_UNAVAILABLE',
+        'Redis is unreachable, so remote runners and tasks are too; retry shortly',
+      )
   }
 
   /** Resolves once connected, or rejects after `ms`. */
@@ -141,7 +148,16 @@ export class RedisLink {
   async close(): Promise<void> {
     clearInterval(this.clockTimer)
     // quit() waits for a connection that may never come back; a link that is down just drops.
-    await Promise.all(this.conns.splice(0).map((c) => (c.status === 'ready' ? c.quit().then(() => undefined, () => c.disconnect()) : c.disconnect())))
+    await Promise.all(
+      this.conns.splice(0).map((c) =>
+        c.status === 'ready'
+          ? c.quit().then(
+              () => undefined,
+              () => c.disconnect(),
+            )
+          : c.disconnect(),
+      ),
+    )
     this.command = undefined
   }
 }

@@ -43,7 +43,8 @@ function transport(err: unknown, what: string): BundleError {
 }
 
 /** Whether an error from pack/unpack (or a Redis call like them) was the connection failing. */
-export const isTransportError = (err: unknown): boolean => (err as { code?: unknown } | undefined)?.code === 'E_REMOTE_UNAVAILABLE'
+export const isTransportError = (err: unknown): boolean =>
+  (err as { code?: unknown } | undefined)?.code === 'E_REMOTE_UNAVAILABLE'
 
 export async function pack(link: RedisLink, key: string, value: unknown, ttlMs: number): Promise<Packed> {
   const bytes = serialize(value)
@@ -69,11 +70,15 @@ export async function unpack(link: RedisLink, p: Packed, consume: boolean): Prom
     } catch (err) {
       throw transport(err, 'reading a payload')
     }
-    if (bytes === null) throw new BundleError('E_RUNNER_TIMEOUT', 'the batch payload expired in Redis before it was read')
+    if (bytes === null)
+      throw new BundleError('E_RUNNER_TIMEOUT', 'the batch payload expired in Redis before it was read')
   }
   try {
     return deserialize(bytes)
   } catch (err) {
-    throw new BundleError('E_INTERNAL', `a remote runner payload could not be read (API servers and workers must run the same Node.js version): ${(err as Error).message}`)
+    throw new BundleError(
+      'E_INTERNAL',
+      `a remote runner payload could not be read (API servers and workers must run the same Node.js version): ${(err as Error).message}`,
+    )
   }
 }

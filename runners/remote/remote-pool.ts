@@ -73,7 +73,11 @@ export class RemotePool implements RemoteLikePool {
     const { link, queue } = this.o
     this.conns = [link.connection(false), link.connection(true)]
     // Events are read as they come; a short stream is enough and bounds Redis memory.
-    this.queue = new Queue(queue, { connection: this.conns[0]!, prefix: link.prefix, streams: { events: { maxLen: 1_000 } } })
+    this.queue = new Queue(queue, {
+      connection: this.conns[0]!,
+      prefix: link.prefix,
+      streams: { events: { maxLen: 1_000 } },
+    })
     this.queue.on('error', () => undefined)
     this.events = new QueueEvents(queue, { connection: this.conns[1]!, prefix: link.prefix })
     this.events.on('error', () => undefined)
@@ -97,11 +101,18 @@ export class RemotePool implements RemoteLikePool {
     // Requests waiting on a Redis that went away would wait for answers that may never come.
     this.offLink = link.onChange((up) => {
       if (up) return
-      for (const id of [...this.pending.keys()]) this.take(id)?.reject(new BundleError('E_REMOTE_UNAVAILABLE', `runner ${this.o.runner}: lost Redis while its batch was out`))
+      for (const id of [...this.pending.keys()])
+        this.take(id)?.reject(
+          new BundleError('E_REMOTE_UNAVAILABLE', `runner ${this.o.runner}: lost Redis while its batch was out`),
+        )
     })
     const refresh = async () => {
       try {
-        const [live, apis, counts] = await Promise.all([capacity(link, queue), capacity(link, queue, 'apis'), this.queue!.getJobCounts('wait', 'prioritized')])
+        const [live, apis, counts] = await Promise.all([
+          capacity(link, queue),
+          capacity(link, queue, 'apis'),
+          this.queue!.getJobCounts('wait', 'prioritized'),
+        ])
         this.setLive(live)
         this.queued = (counts.wait ?? 0) + (counts.prioritized ?? 0)
         // Each API server sends its share of what the workers take at once, so replicas do not
@@ -114,9 +125,16 @@ export class RemotePool implements RemoteLikePool {
     // The server starts even while Redis is down (not ready, saying why) and recovers by itself.
     // Answers are read from the event stream from the moment it connects: wait for that before
     // the first batch, but never for long, as Redis may be down.
-    const up = await link.connected(3_000).then(() => true, () => false)
+    const up = await link.connected(3_000).then(
+      () => true,
+      () => false,
+    )
     this.unannounce = announce(link, queue, randomUUID(), 1, 'apis')
-    if (up) await Promise.all([Promise.race([this.events.waitUntilReady(), new Promise((r) => setTimeout(r, 3_000))]).catch(() => undefined), refresh()])
+    if (up)
+      await Promise.all([
+        Promise.race([this.events.waitUntilReady(), new Promise((r) => setTimeout(r, 3_000))]).catch(() => undefined),
+        refresh(),
+      ])
     this.poll = setInterval(refresh, 1_000)
     this.poll.unref()
   }
@@ -128,7 +146,10 @@ export class RemotePool implements RemoteLikePool {
 
   /** Why not ready (for /readyz), or undefined. */
   notReadyReason(): string | undefined {
-    return this.o.link.unavailable() ?? (this.live.workers === 0 ? `no live remote worker for queue ${this.o.queue}` : undefined)
+    return (
+      this.o.link.unavailable() ??
+      (this.live.workers === 0 ? `no live remote worker for queue ${this.o.queue}` : undefined)
+    )
   }
 
   private setLive(live: { workers: number; slots: number }): void {
@@ -167,12 +188,18 @@ export class RemotePool implements RemoteLikePool {
     // batch a worker holds is locked and stays (remove answers 0): its answer is on its way.
     const removed = await this.queue?.remove(jobId).catch(() => 0)
     if (removed !== 1) return
-    void this.o.link.client().del(this.payloadKey(jobId)).catch(() => undefined)
+    void this.o.link
+      .client()
+      .del(this.payloadKey(jobId))
+      .catch(() => undefined)
     this.take(jobId)?.reject(this.noWorkers())
   }
 
   private noWorkers(): BundleError {
-    return new BundleError('E_REMOTE_NO_WORKERS', `runner ${this.o.runner}: no live remote worker for its queue (waited ${this.graceMs} ms); start one with bundle worker`)
+    return new BundleError(
+      'E_REMOTE_NO_WORKERS',
+      `runner ${this.o.runner}: no live remote worker for its queue (waited ${this.graceMs} ms); start one with bundle worker`,
+    )
   }
 
   private payloadKey(jobId: string): string {
@@ -218,7 +245,10 @@ export class RemotePool implements RemoteLikePool {
         p?.reject(
           p.started
             ? new BundleError('E_RUNNER_TIMEOUT', `runner ${this.o.runner}: no answer within ${this.o.timeoutMs} ms`)
-            : new BundleError('E_REMOTE_NO_WORKERS', `runner ${this.o.runner}: no remote worker took the batch within ${this.o.timeoutMs} ms (${this.live.workers} live)`),
+            : new BundleError(
+                'E_REMOTE_NO_WORKERS',
+                `runner ${this.o.runner}: no remote worker took the batch within ${this.o.timeoutMs} ms (${this.live.workers} live)`,
+              ),
         )
       }, this.o.timeoutMs)
       this.pending.set(jobId, { resolve, reject, timer, started: false })
@@ -228,12 +258,21 @@ export class RemotePool implements RemoteLikePool {
     result.catch(() => undefined)
     if (this.live.workers === 0) this.armGrace(jobId)
     try {
-      const data: JobData = { method, args: await pack(this.o.link, this.payloadKey(jobId), args, this.o.timeoutMs + 5_000), deadline, ...(this.o.digest ? { digest: this.o.digest } : {}) }
+      const data: JobData = {
+        method,
+        args: await pack(this.o.link, this.payloadKey(jobId), args, this.o.timeoutMs + 5_000),
+        deadline,
+        ...(this.o.digest ? { digest: this.o.digest } : {}),
+      }
       // Retried at once (no backoff) when a worker lost Redis while moving it.
       await queue.add(method, data, { jobId, removeOnComplete: true, removeOnFail: true, attempts: ATTEMPTS })
     } catch (err) {
       this.take(jobId)
-      throw new BundleError('E_REMOTE_UNAVAILABLE', `runner ${this.o.runner}: the batch could not be queued (Redis unreachable); retry shortly`, { cause: err })
+      throw new BundleError(
+        'E_REMOTE_UNAVAILABLE',
+        `runner ${this.o.runner}: the batch could not be queued (Redis unreachable); retry shortly`,
+        { cause: err },
+      )
     }
     return result
   }
@@ -243,9 +282,17 @@ export class RemotePool implements RemoteLikePool {
     const p = this.take(jobId)
     if (p === undefined) return
     // The batch's payload key, if it had one, is no longer needed by any worker.
-    void this.o.link.client().del(this.payloadKey(jobId)).catch(() => undefined)
+    void this.o.link
+      .client()
+      .del(this.payloadKey(jobId))
+      .catch(() => undefined)
     if (failed?.startsWith(`${TRANSPORT_FAILURE}:`)) {
-      p.reject(new BundleError('E_REMOTE_UNAVAILABLE', `runner ${this.o.runner}: the batch failed ${ATTEMPTS} times on workers that lost Redis while moving it; retry shortly`))
+      p.reject(
+        new BundleError(
+          'E_REMOTE_UNAVAILABLE',
+          `runner ${this.o.runner}: the batch failed ${ATTEMPTS} times on workers that lost Redis while moving it; retry shortly`,
+        ),
+      )
       return
     }
     if (failed !== undefined) {
@@ -269,7 +316,10 @@ export class RemotePool implements RemoteLikePool {
   async stop(graceMs = 10_000): Promise<void> {
     if (this.pending.size > 0) {
       let timer: NodeJS.Timeout | undefined
-      await Promise.race([new Promise<void>((resolve) => (this.drained = resolve)), new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))])
+      await Promise.race([
+        new Promise<void>((resolve) => (this.drained = resolve)),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs))),
+      ])
       clearTimeout(timer)
       this.drained = undefined
     }
@@ -277,7 +327,10 @@ export class RemotePool implements RemoteLikePool {
     this.offLink?.()
     await this.unannounce?.()
     // BullMQ's close waits on its connections; with Redis gone that could be forever.
-    const closing = Promise.all([this.events?.close().catch(() => undefined), this.queue?.close().catch(() => undefined)])
+    const closing = Promise.all([
+      this.events?.close().catch(() => undefined),
+      this.queue?.close().catch(() => undefined),
+    ])
     await Promise.race([closing, new Promise((r) => setTimeout(r, 1_000).unref())])
     for (const c of this.conns) this.o.link.release(c)
     this.conns = []
@@ -290,4 +343,5 @@ export class RemotePool implements RemoteLikePool {
  * A runner's queue: scoped by the bundle (name and digest) or service, so API servers and
  * workers of different versions never exchange batches.
  */
-export const queueName = (scope: string, runner: string): string => `${scope}.${runner}`.replace(/[^A-Za-z0-9._-]/g, '-')
+export const queueName = (scope: string, runner: string): string =>
+  `${scope}.${runner}`.replace(/[^A-Za-z0-9._-]/g, '-')

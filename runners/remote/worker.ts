@@ -93,10 +93,22 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
     o.queue,
     async (job): Promise<JobResult> => {
       const d = job.data as JobData
-      if (o.link.now() > d.deadline) return { error: { code: 'E_RUNNER_TIMEOUT', message: `runner ${o.runner.name}: the batch waited past its deadline and was not run` }, stale: true }
+      if (o.link.now() > d.deadline)
+        return {
+          error: {
+            code: 'E_RUNNER_TIMEOUT',
+            message: `runner ${o.runner.name}: the batch waited past its deadline and was not run`,
+          },
+          stale: true,
+        }
       const mine = o.runner.digest?.()
       if (d.digest && mine && d.digest !== mine) {
-        return { error: { code: 'E_REMOTE_MODEL_MISMATCH', message: `runner ${o.runner.name}: the API server serves model ${d.digest.slice(0, 19)}…, this worker runs ${mine.slice(0, 19)}…; run workers of the same bundle` } }
+        return {
+          error: {
+            code: 'E_REMOTE_MODEL_MISMATCH',
+            message: `runner ${o.runner.name}: the API server serves model ${d.digest.slice(0, 19)}…, this worker runs ${mine.slice(0, 19)}…; run workers of the same bundle`,
+          },
+        }
       }
       let args: unknown
       try {
@@ -112,12 +124,28 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
         return answer(err)
       }
       try {
-        return { ok: await pack(o.link, `${o.link.prefix}:result:${job.id}`, out, Math.max(1_000, d.deadline - o.link.now() + 5_000)) }
+        return {
+          ok: await pack(
+            o.link,
+            `${o.link.prefix}:result:${job.id}`,
+            out,
+            Math.max(1_000, d.deadline - o.link.now() + 5_000),
+          ),
+        }
       } catch (err) {
         return failed(err)
       }
     },
-    { connection: o.link.connection(true), prefix: o.link.prefix, concurrency, lockDuration: lockMs, stalledInterval: Math.max(500, lockMs / 2), maxStalledCount: 1, autorun: false, runRetryDelay: RUN_RETRY_MS },
+    {
+      connection: o.link.connection(true),
+      prefix: o.link.prefix,
+      concurrency,
+      lockDuration: lockMs,
+      stalledInterval: Math.max(500, lockMs / 2),
+      maxStalledCount: 1,
+      autorun: false,
+      runRetryDelay: RUN_RETRY_MS,
+    },
   )
   worker.on('error', () => undefined)
   // Both of the worker's own connections (commands and the blocking wait for jobs).

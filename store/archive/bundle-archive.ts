@@ -45,7 +45,8 @@ interface BundleArchiveManifest {
   models: ArchivedModel[]
 }
 
-export const defaultBundleArchiveName = (b: Pick<BundleInfo, 'name' | 'version'>): string => `${b.name}-${b.version}${BUNDLE_ARCHIVE_EXTENSION}`
+export const defaultBundleArchiveName = (b: Pick<BundleInfo, 'name' | 'version'>): string =>
+  `${b.name}-${b.version}${BUNDLE_ARCHIVE_EXTENSION}`
 
 const sha256Of = async (file: string): Promise<string> => {
   const h = createHash('sha256')
@@ -58,10 +59,19 @@ const sha256Of = async (file: string): Promise<string> => {
  * bundle's files, then each model as its own `.bundlemodel` (so importing reuses the model
  * archive checks). Fixed order, owners, modes and mtimes: the same bundle exports to the same bytes.
  */
-export async function exportBundle(store: ModelStore, tag: string, out?: string): Promise<{ path: string; bundle: BundleInfo }> {
+export async function exportBundle(
+  store: ModelStore,
+  tag: string,
+  out?: string,
+): Promise<{ path: string; bundle: BundleInfo }> {
   const bundle = store.bundles.get(tag)
   const target = exportTarget(out, defaultBundleArchiveName(bundle))
-  for (const f of bundle.files) if (!store.blobs.has(f.sha256)) throw new BundleError('E_STORE_CORRUPT', `${bundle.tag}: file ${f.path} is missing from the store; run \`bundle models verify\``)
+  for (const f of bundle.files)
+    if (!store.blobs.has(f.sha256))
+      throw new BundleError(
+        'E_STORE_CORRUPT',
+        `${bundle.tag}: file ${f.path} is missing from the store; run \`bundle models verify\``,
+      )
   const work = tempName(store.layout.tmp, 'bundle-export')
   const partial = join(dirname(target), `.${basename(target)}.${process.pid}-${randomBytes(4).toString('hex')}.part`)
   try {
@@ -91,8 +101,9 @@ export async function exportBundle(store: ModelStore, tag: string, out?: string)
       for await (const chunk of createReadStream(file)) await tar.data(chunk as Buffer)
       await tar.end(size)
     }
-    await tar.file(MANIFEST, Buffer.from(JSON.stringify(manifest, null, 2) + '\n'))
-    for (const f of [...bundle.files].sort((a, b) => (a.path < b.path ? -1 : 1))) await copy(FILES + f.path, store.blobs.path(f.sha256), f.size)
+    await tar.file(MANIFEST, Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`))
+    for (const f of [...bundle.files].sort((a, b) => (a.path < b.path ? -1 : 1)))
+      await copy(FILES + f.path, store.blobs.path(f.sha256), f.size)
     for (const m of models) await copy(m.entry, join(work, m.entry.slice(MODELS.length)), m.size)
     await tar.finish()
     gzip.end()
@@ -114,7 +125,8 @@ function ensureDir(dir: string): string {
 
 function parseExact(tag: string): { name: string; version: string } {
   const q = parseTag(tag)
-  if (q.kind !== 'version') throw new BundleError('E_BUNDLE_INVALID', `bundle pins ${tag}, which is not an exact name:version`)
+  if (q.kind !== 'version')
+    throw new BundleError('E_BUNDLE_INVALID', `bundle pins ${tag}, which is not an exact name:version`)
   return { name: q.name, version: q.version }
 }
 
@@ -133,8 +145,12 @@ function parseBundleManifest(text: string, maxBytes: number): BundleArchiveManif
   }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw bad('not a JSON object')
   const m = raw as Record<string, unknown>
-  if (m.kind !== KIND) throw bad(`kind is ${JSON.stringify(m.kind)}, expected "${KIND}" (a model archive goes to \`bundle models import\`)`)
-  if (m.formatVersion !== FORMAT_VERSION) throw bad(`format version ${JSON.stringify(m.formatVersion)} is not supported`)
+  if (m.kind !== KIND)
+    throw bad(
+      `kind is ${JSON.stringify(m.kind)}, expected "${KIND}" (a model archive goes to \`bundle models import\`)`,
+    )
+  if (m.formatVersion !== FORMAT_VERSION)
+    throw bad(`format version ${JSON.stringify(m.formatVersion)} is not supported`)
   if (typeof m.name !== 'string' || typeof m.version !== 'string') throw bad('name and version must be strings')
   try {
     validateName(m.name)
@@ -148,21 +164,46 @@ function parseBundleManifest(text: string, maxBytes: number): BundleArchiveManif
   const files = parsed.files
   let total = parsed.total
   const inner = m.manifest as BundleArchiveManifest['manifest'] | undefined
-  if (inner === null || typeof inner !== 'object' || Array.isArray(inner) || !Array.isArray(inner.models)) throw bad('manifest must be an object with models')
+  if (inner === null || typeof inner !== 'object' || Array.isArray(inner) || !Array.isArray(inner.models))
+    throw bad('manifest must be an object with models')
   if (!Array.isArray(m.models)) throw bad('models must be an array')
   const models: ArchivedModel[] = m.models.map((x: unknown, i: number) => {
     const a = x as Record<string, unknown>
-    if (a === null || typeof a !== 'object' || typeof a.tag !== 'string' || !isDigest(a.digest) || !isSha(a.sha256) || !isSize(a.size) || typeof a.entry !== 'string') throw bad(`models[${i}] needs tag, digest, entry, sha256 and size`)
+    if (
+      a === null ||
+      typeof a !== 'object' ||
+      typeof a.tag !== 'string' ||
+      !isDigest(a.digest) ||
+      !isSha(a.sha256) ||
+      !isSize(a.size) ||
+      typeof a.entry !== 'string'
+    )
+      throw bad(`models[${i}] needs tag, digest, entry, sha256 and size`)
     parseExact(a.tag)
-    if (!a.entry.startsWith(MODELS) || !a.entry.endsWith('.bundlemodel') || !isSafeModelPath(a.entry) || a.entry.slice(MODELS.length).includes('/')) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `models[${i}].entry ${JSON.stringify(a.entry)} is not models/<file>.bundlemodel`)
+    if (
+      !a.entry.startsWith(MODELS) ||
+      !a.entry.endsWith('.bundlemodel') ||
+      !isSafeModelPath(a.entry) ||
+      a.entry.slice(MODELS.length).includes('/')
+    )
+      throw new BundleError(
+        'E_ARCHIVE_UNSAFE_ENTRY',
+        `models[${i}].entry ${JSON.stringify(a.entry)} is not models/<file>.bundlemodel`,
+      )
     total += a.size
     return { tag: a.tag, digest: a.digest, entry: a.entry, sha256: a.sha256, size: a.size }
   })
   // The bundle's own pins and the archived models must be the same set.
   const pins = inner.models.map((p) => `${p.tag} ${p.digest}`).sort()
-  if (JSON.stringify(pins) !== JSON.stringify(models.map((p) => `${p.tag} ${p.digest}`).sort())) throw bad('the archived models are not the models the bundle pins')
-  if (new Set(models.map((x) => x.entry)).size !== models.length) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', 'bundle archive lists one model entry twice')
-  if (total > maxBytes) throw new BundleError('E_ARCHIVE_TOO_LARGE', `archive declares ${total} bytes; the import limit is ${maxBytes} (BUNDLE_IMPORT_MAX_BYTES)`)
+  if (JSON.stringify(pins) !== JSON.stringify(models.map((p) => `${p.tag} ${p.digest}`).sort()))
+    throw bad('the archived models are not the models the bundle pins')
+  if (new Set(models.map((x) => x.entry)).size !== models.length)
+    throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', 'bundle archive lists one model entry twice')
+  if (total > maxBytes)
+    throw new BundleError(
+      'E_ARCHIVE_TOO_LARGE',
+      `archive declares ${total} bytes; the import limit is ${maxBytes} (BUNDLE_IMPORT_MAX_BYTES)`,
+    )
   let labels: Record<string, string>
   try {
     labels = validateLabels(m.labels)
@@ -170,7 +211,18 @@ function parseBundleManifest(text: string, maxBytes: number): BundleArchiveManif
     throw bad((err as Error).message)
   }
   if (text.length > MAX_MANIFEST_BYTES) throw bad('too large')
-  return { kind: KIND, formatVersion: FORMAT_VERSION, name: m.name, version: m.version, digest: m.digest, labels, created: new Date(m.created).toISOString(), manifest: inner, files, models }
+  return {
+    kind: KIND,
+    formatVersion: FORMAT_VERSION,
+    name: m.name,
+    version: m.version,
+    digest: m.digest,
+    labels,
+    created: new Date(m.created).toISOString(),
+    manifest: inner,
+    files,
+    models,
+  }
 }
 
 /**
@@ -179,26 +231,49 @@ function parseBundleManifest(text: string, maxBytes: number): BundleArchiveManif
  * is kept), then commits the bundle. If anything fails, models this import added are removed
  * again and nothing of the bundle is stored.
  */
-export async function importBundle(store: ModelStore, file: string): Promise<{ bundle: BundleInfo; status: 'imported' | 'already-present'; models: { tag: string; status: string }[] }> {
+export async function importBundle(
+  store: ModelStore,
+  file: string,
+): Promise<{ bundle: BundleInfo; status: 'imported' | 'already-present'; models: { tag: string; status: string }[] }> {
   const maxBytes = importLimit()
   const { manifest, staged } = await readArchive<BundleArchiveManifest>(store, file, {
     manifestName: MANIFEST,
     parse: (text) => parseBundleManifest(text, maxBytes),
-    entries: (m) => [...m.files.map((f) => ({ entry: FILES + f.path, size: f.size, sha256: f.sha256 })), ...m.models.map((x) => ({ entry: x.entry, size: x.size, sha256: x.sha256 }))],
+    entries: (m) => [
+      ...m.files.map((f) => ({ entry: FILES + f.path, size: f.size, sha256: f.sha256 })),
+      ...m.models.map((x) => ({ entry: x.entry, size: x.size, sha256: x.sha256 })),
+    ],
   })
   const added: string[] = []
   const models: { tag: string; status: string }[] = []
   const fileBlobs = manifest.files.map((f) => staged.get(FILES + f.path)!)
   try {
-    if (modelDigest(manifest.files) !== manifest.digest) throw new BundleError('E_ARCHIVE_CHECKSUM', `bundle digest ${manifest.digest} does not match its files (${modelDigest(manifest.files)})`)
+    if (modelDigest(manifest.files) !== manifest.digest)
+      throw new BundleError(
+        'E_ARCHIVE_CHECKSUM',
+        `bundle digest ${manifest.digest} does not match its files (${modelDigest(manifest.files)})`,
+      )
     for (const m of manifest.models) {
       const { model, status } = await store.import(staged.get(m.entry)!.tmpPath)
       if (status === 'imported') added.push(model.tag)
-      if (model.tag !== m.tag || model.digest !== m.digest) throw new BundleError('E_ARCHIVE_CHECKSUM', `${m.entry} holds ${model.tag} (${model.digest}), the bundle pins ${m.tag} (${m.digest})`)
+      if (model.tag !== m.tag || model.digest !== m.digest)
+        throw new BundleError(
+          'E_ARCHIVE_CHECKSUM',
+          `${m.entry} holds ${model.tag} (${model.digest}), the bundle pins ${m.tag} (${m.digest})`,
+        )
       models.push({ tag: model.tag, status })
     }
     const { bundle, status } = await store.bundles.commit(
-      { name: manifest.name, version: manifest.version, digest: manifest.digest, size: manifest.files.reduce((n, f) => n + f.size, 0), labels: manifest.labels, manifest: manifest.manifest, files: manifest.files, createdAt: Date.parse(manifest.created) },
+      {
+        name: manifest.name,
+        version: manifest.version,
+        digest: manifest.digest,
+        size: manifest.files.reduce((n, f) => n + f.size, 0),
+        labels: manifest.labels,
+        manifest: manifest.manifest,
+        files: manifest.files,
+        createdAt: Date.parse(manifest.created),
+      },
       fileBlobs,
       'same-digest-ok',
     )

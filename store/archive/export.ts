@@ -23,11 +23,20 @@ export function defaultArchiveName(m: Pick<ModelInfo, 'name' | 'version'>): stri
  * Owner, modes and mtimes are fixed, so exporting one model twice gives identical bytes.
  * The file appears under its final name only when complete.
  */
-export async function exportModel(store: ModelStore, tag: string, out?: string, options: { onProgress?: ProgressFn } = {}): Promise<{ path: string; model: ModelInfo }> {
+export async function exportModel(
+  store: ModelStore,
+  tag: string,
+  out?: string,
+  options: { onProgress?: ProgressFn } = {},
+): Promise<{ path: string; model: ModelInfo }> {
   const model = store.get(tag)
   const target = exportTarget(out, defaultArchiveName(model))
   for (const f of model.files) {
-    if (!store.blobs.has(f.sha256)) throw new BundleError('E_STORE_CORRUPT', `${model.tag}: file ${f.path} is missing from the store; run \`bundle models verify\``)
+    if (!store.blobs.has(f.sha256))
+      throw new BundleError(
+        'E_STORE_CORRUPT',
+        `${model.tag}: file ${f.path} is missing from the store; run \`bundle models verify\``,
+      )
   }
   const partial = join(dirname(target), `.${basename(target)}.${process.pid}-${randomBytes(4).toString('hex')}.part`)
   const gzip = createGzip({ level: 6 })
@@ -42,7 +51,7 @@ export async function exportModel(store: ModelStore, tag: string, out?: string, 
     const failed = written.then(() => new Promise<never>(() => undefined))
     failed.catch(() => undefined)
     const step = <T>(p: Promise<T>): Promise<T> => Promise.race([p, failed])
-    await step(tar.file(MANIFEST_NAME, Buffer.from(JSON.stringify(manifestOf(model), null, 2) + '\n')))
+    await step(tar.file(MANIFEST_NAME, Buffer.from(`${JSON.stringify(manifestOf(model), null, 2)}\n`)))
     for (const f of [...model.files].sort((a, b) => (a.path < b.path ? -1 : 1))) {
       await step(tar.begin(FILES_PREFIX + f.path, f.size))
       for await (const chunk of createReadStream(store.blobs.path(f.sha256))) {

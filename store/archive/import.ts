@@ -27,7 +27,11 @@ export function importLimit(env: NodeJS.ProcessEnv = process.env): number {
  * readArchive: manifest first, entry types, paths, sizes, sha256s) and then the model digest.
  * A failure leaves the store unchanged.
  */
-export async function importModel(store: ModelStore, file: string, options: ImportOptions = {}): Promise<{ model: ModelInfo; status: ImportStatus }> {
+export async function importModel(
+  store: ModelStore,
+  file: string,
+  options: ImportOptions = {},
+): Promise<{ model: ModelInfo; status: ImportStatus }> {
   const maxBytes = options.maxBytes ?? importLimit()
   const { manifest, staged } = await readArchive<ArchiveManifest>(store, file, {
     manifestName: MANIFEST_NAME,
@@ -37,11 +41,16 @@ export async function importModel(store: ModelStore, file: string, options: Impo
   })
   const blobs: StagedBlob[] = manifest.files.map((f) => staged.get(FILES_PREFIX + f.path)!)
   try {
-    if (modelDigest(manifest.files) !== manifest.digest) throw new BundleError('E_ARCHIVE_CHECKSUM', `model digest ${manifest.digest} does not match its files (${modelDigest(manifest.files)})`)
+    if (modelDigest(manifest.files) !== manifest.digest)
+      throw new BundleError(
+        'E_ARCHIVE_CHECKSUM',
+        `model digest ${manifest.digest} does not match its files (${modelDigest(manifest.files)})`,
+      )
     // Signatures are re-read from the files, not trusted from the manifest.
     const signatures: Signatures = {}
     if (manifest.framework === 'onnx') {
-      for (const [i, f] of manifest.files.entries()) if (f.path.endsWith('.onnx')) signatures[f.path] = await readOnnxSignature(blobs[i]!.tmpPath, f.path)
+      for (const [i, f] of manifest.files.entries())
+        if (f.path.endsWith('.onnx')) signatures[f.path] = await readOnnxSignature(blobs[i]!.tmpPath, f.path)
     }
     const { info, status } = await store.commit(
       {

@@ -42,16 +42,27 @@ export function parseFileList(raw: unknown, bad: (why: string) => BundleError): 
   const files: ModelFile[] = raw.map((f: unknown, i: number) => {
     const file = f as Record<string, unknown>
     if (file === null || typeof file !== 'object') throw bad(`files[${i}] is not an object`)
-    if (typeof file.path !== 'string' || !isSafeModelPath(file.path)) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `archive manifest lists an unsafe file path ${JSON.stringify(file.path)}`)
-    if (seen.has(file.path)) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `archive manifest lists "${file.path}" twice`)
+    if (typeof file.path !== 'string' || !isSafeModelPath(file.path))
+      throw new BundleError(
+        'E_ARCHIVE_UNSAFE_ENTRY',
+        `archive manifest lists an unsafe file path ${JSON.stringify(file.path)}`,
+      )
+    if (seen.has(file.path))
+      throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `archive manifest lists "${file.path}" twice`)
     seen.add(file.path)
-    if (typeof file.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(file.sha256)) throw bad(`files[${i}].sha256 must be 64 hex digits`)
-    if (typeof file.size !== 'number' || !Number.isSafeInteger(file.size) || file.size < 0) throw bad(`files[${i}].size must be a non-negative integer`)
+    if (typeof file.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(file.sha256))
+      throw bad(`files[${i}].sha256 must be 64 hex digits`)
+    if (typeof file.size !== 'number' || !Number.isSafeInteger(file.size) || file.size < 0)
+      throw bad(`files[${i}].size must be a non-negative integer`)
     total += file.size
     return { path: file.path, sha256: file.sha256, size: file.size }
   })
   const conflict = findPathConflict(files.map((f) => f.path))
-  if (conflict) throw new BundleError('E_ARCHIVE_UNSAFE_ENTRY', `archive manifest lists "${conflict[0]}" both as a file and as the directory of "${conflict[1]}"`)
+  if (conflict)
+    throw new BundleError(
+      'E_ARCHIVE_UNSAFE_ENTRY',
+      `archive manifest lists "${conflict[0]}" both as a file and as the directory of "${conflict[1]}"`,
+    )
   return { files, total }
 }
 
@@ -68,7 +79,10 @@ export function parseManifest(text: string, maxBytes: number): ArchiveManifest {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw bad('not a JSON object')
   const m = raw as Record<string, unknown>
   if (m.kind !== MANIFEST_KIND) throw bad(`kind is ${JSON.stringify(m.kind)}, expected "${MANIFEST_KIND}"`)
-  if (m.formatVersion !== FORMAT_VERSION) throw bad(`format version ${JSON.stringify(m.formatVersion)} is not supported (this modelbundle reads ${FORMAT_VERSION})`)
+  if (m.formatVersion !== FORMAT_VERSION)
+    throw bad(
+      `format version ${JSON.stringify(m.formatVersion)} is not supported (this modelbundle reads ${FORMAT_VERSION})`,
+    )
   if (typeof m.name !== 'string' || typeof m.version !== 'string') throw bad('name and version must be strings')
   try {
     validateName(m.name)
@@ -78,11 +92,16 @@ export function parseManifest(text: string, maxBytes: number): ArchiveManifest {
   }
   if (!FRAMEWORKS.includes(m.framework as Framework)) throw bad(`unknown framework ${JSON.stringify(m.framework)}`)
   if (typeof m.created !== 'string' || Number.isNaN(Date.parse(m.created))) throw bad('created must be an ISO date')
-  if (typeof m.digest !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(m.digest)) throw bad('digest must be sha256:<64 hex>')
+  if (typeof m.digest !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(m.digest))
+    throw bad('digest must be sha256:<64 hex>')
   const { files, total } = parseFileList(m.files, bad)
-  if (m.framework === 'onnx' && !files.some((f) => f.path.endsWith('.onnx'))) throw bad('framework is onnx but no .onnx file is listed')
+  if (m.framework === 'onnx' && !files.some((f) => f.path.endsWith('.onnx')))
+    throw bad('framework is onnx but no .onnx file is listed')
   if (total > maxBytes) {
-    throw new BundleError('E_ARCHIVE_TOO_LARGE', `archive declares ${total} bytes of files; the import limit is ${maxBytes} (BUNDLE_IMPORT_MAX_BYTES)`)
+    throw new BundleError(
+      'E_ARCHIVE_TOO_LARGE',
+      `archive declares ${total} bytes of files; the import limit is ${maxBytes} (BUNDLE_IMPORT_MAX_BYTES)`,
+    )
   }
   if (m.size !== total) throw bad(`size ${JSON.stringify(m.size)} does not equal the sum of file sizes ${total}`)
   let labels: Record<string, string>
@@ -94,7 +113,8 @@ export function parseManifest(text: string, maxBytes: number): ArchiveManifest {
     throw bad((err as Error).message)
   }
   const signatures = (m.signatures ?? {}) as Signatures
-  if (signatures === null || typeof signatures !== 'object' || Array.isArray(signatures)) throw bad('signatures must be an object')
+  if (signatures === null || typeof signatures !== 'object' || Array.isArray(signatures))
+    throw bad('signatures must be an object')
   return {
     kind: MANIFEST_KIND,
     formatVersion: FORMAT_VERSION,

@@ -39,7 +39,11 @@ const unsafe = (msg: string) => new BundleError('E_ARCHIVE_UNSAFE_ENTRY', msg)
  * store's temp directory by content, never by their archive path. On failure nothing staged
  * survives; on success the caller owns the staged files (commit or discard them).
  */
-export async function readArchive<M>(store: ModelStore, file: string, spec: ArchiveSpec<M>): Promise<{ manifest: M; staged: Map<string, StagedBlob> }> {
+export async function readArchive<M>(
+  store: ModelStore,
+  file: string,
+  spec: ArchiveSpec<M>,
+): Promise<{ manifest: M; staged: Map<string, StagedBlob> }> {
   let compressedTotal: number
   try {
     const st = statSync(file)
@@ -72,8 +76,16 @@ export async function readArchive<M>(store: ModelStore, file: string, spec: Arch
     try {
       const path = entry.path
       if (entries === 1) {
-        if (path !== spec.manifestName || entry.type !== 'File') throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', `the first archive entry must be ${spec.manifestName}, found ${JSON.stringify(path)}`)
-        if ((entry.size ?? 0) > MAX_MANIFEST_BYTES) throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', `${spec.manifestName} is larger than ${MAX_MANIFEST_BYTES} bytes`)
+        if (path !== spec.manifestName || entry.type !== 'File')
+          throw new BundleError(
+            'E_ARCHIVE_MANIFEST_INVALID',
+            `the first archive entry must be ${spec.manifestName}, found ${JSON.stringify(path)}`,
+          )
+        if ((entry.size ?? 0) > MAX_MANIFEST_BYTES)
+          throw new BundleError(
+            'E_ARCHIVE_MANIFEST_INVALID',
+            `${spec.manifestName} is larger than ${MAX_MANIFEST_BYTES} bytes`,
+          )
         const chunks: Buffer[] = []
         entry.on('data', (c: Buffer) => chunks.push(c))
         entry.on('end', () => {
@@ -88,15 +100,21 @@ export async function readArchive<M>(store: ModelStore, file: string, spec: Arch
         })
         return
       }
-      if (declared === undefined) throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', 'the archive manifest could not be read')
+      if (declared === undefined)
+        throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', 'the archive manifest could not be read')
       const trimmed = path.replace(/\/+$/, '')
       if (!isSafeModelPath(trimmed)) throw unsafe(`archive entry ${JSON.stringify(path)} is not a safe relative path`)
       if (entry.type === 'Directory') return void entry.resume() // harmless; files carry their own paths
-      if (entry.type !== 'File') throw unsafe(`archive entry ${JSON.stringify(path)} is a ${entry.type}; only plain files are accepted`)
+      if (entry.type !== 'File')
+        throw unsafe(`archive entry ${JSON.stringify(path)} is a ${entry.type}; only plain files are accepted`)
       if (staged.has(path)) throw unsafe(`archive entry ${JSON.stringify(path)} appears twice`)
       const d = declared.get(path)
       if (d === undefined) throw unsafe(`archive entry ${JSON.stringify(path)} is not listed in the manifest`)
-      if (entry.size !== d.size) throw new BundleError('E_ARCHIVE_CHECKSUM', `${path}: the archive holds ${entry.size} bytes, the manifest declares ${d.size}`)
+      if (entry.size !== d.size)
+        throw new BundleError(
+          'E_ARCHIVE_CHECKSUM',
+          `${path}: the archive holds ${entry.size} bytes, the manifest declares ${d.size}`,
+        )
       // ReadEntry is a Minipass stream; pipeline consumes it like a Readable.
       const job = store.blobs.stage(entry as unknown as Readable, undefined, d.size, abort.signal)
       job.catch(fail)
@@ -111,8 +129,15 @@ export async function readArchive<M>(store: ModelStore, file: string, spec: Arch
   const guard = new Transform({
     transform(chunk: Buffer, _enc, done) {
       decompressed += chunk.length
-      const allowed = MAX_MANIFEST_BYTES + (declared ? declaredBytes + (declared.size + 4) * TAR_OVERHEAD_PER_ENTRY : 64 * 1024)
-      if (decompressed > allowed) return done(new BundleError('E_ARCHIVE_TOO_LARGE', `archive expands past ${allowed} bytes, more than its manifest declares`))
+      const allowed =
+        MAX_MANIFEST_BYTES + (declared ? declaredBytes + (declared.size + 4) * TAR_OVERHEAD_PER_ENTRY : 64 * 1024)
+      if (decompressed > allowed)
+        return done(
+          new BundleError(
+            'E_ARCHIVE_TOO_LARGE',
+            `archive expands past ${allowed} bytes, more than its manifest declares`,
+          ),
+        )
       done(null, chunk)
     },
   })
@@ -133,13 +158,22 @@ export async function readArchive<M>(store: ModelStore, file: string, spec: Arch
     const settled = await Promise.allSettled(staged.values())
     const rejected = settled.find((s) => s.status === 'rejected')
     if (rejected) throw failure ?? (rejected as PromiseRejectedResult).reason
-    if (manifest === undefined || declared === undefined) throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', `${file} has no ${spec.manifestName}`)
+    if (manifest === undefined || declared === undefined)
+      throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', `${file} has no ${spec.manifestName}`)
     const out = new Map<string, StagedBlob>()
     for (const d of declared.values()) {
       const job = staged.get(d.entry)
-      if (job === undefined) throw new BundleError('E_ARCHIVE_CORRUPT', `${d.entry} is listed in the manifest but missing from the archive (truncated?)`)
+      if (job === undefined)
+        throw new BundleError(
+          'E_ARCHIVE_CORRUPT',
+          `${d.entry} is listed in the manifest but missing from the archive (truncated?)`,
+        )
       const blob = await job
-      if (blob.size !== d.size || blob.sha256 !== d.sha256) throw new BundleError('E_ARCHIVE_CHECKSUM', `${d.entry}: sha256 ${blob.sha256} does not match the manifest's ${d.sha256}`)
+      if (blob.size !== d.size || blob.sha256 !== d.sha256)
+        throw new BundleError(
+          'E_ARCHIVE_CHECKSUM',
+          `${d.entry}: sha256 ${blob.sha256} does not match the manifest's ${d.sha256}`,
+        )
       out.set(d.entry, blob)
     }
     return { manifest, staged: out }
@@ -156,7 +190,8 @@ function checkFreeSpace(dir: string, needed: number): void {
   try {
     const fs = statfsSync(dir)
     const free = Number(fs.bavail) * Number(fs.bsize)
-    if (needed > free) throw new BundleError('E_STORE_NO_SPACE', `the archive needs ${needed} bytes, only ${free} are free under ${dir}`)
+    if (needed > free)
+      throw new BundleError('E_STORE_NO_SPACE', `the archive needs ${needed} bytes, only ${free} are free under ${dir}`)
   } catch (err) {
     if (isBundleError(err)) throw err
   }
@@ -165,9 +200,18 @@ function checkFreeSpace(dir: string, needed: number): void {
 function toArchiveError(err: unknown, file: string): unknown {
   if (isBundleError(err)) return err
   const e = err as NodeJS.ErrnoException & { tarCode?: string }
-  if (e?.code === 'Z_DATA_ERROR' || e?.code === 'Z_BUF_ERROR' || e?.code === 'ERR_STREAM_PREMATURE_CLOSE' || e?.tarCode !== undefined || /unexpected end|TAR_/.test(String(e?.message))) {
-    return new BundleError('E_ARCHIVE_CORRUPT', `${file} is not a complete gzip tar archive (${e?.message ?? e})`, { cause: err })
+  if (
+    e?.code === 'Z_DATA_ERROR' ||
+    e?.code === 'Z_BUF_ERROR' ||
+    e?.code === 'ERR_STREAM_PREMATURE_CLOSE' ||
+    e?.tarCode !== undefined ||
+    /unexpected end|TAR_/.test(String(e?.message))
+  ) {
+    return new BundleError('E_ARCHIVE_CORRUPT', `${file} is not a complete gzip tar archive (${e?.message ?? e})`, {
+      cause: err,
+    })
   }
-  if (e?.code === 'ENOSPC') return new BundleError('E_STORE_NO_SPACE', `no space left while importing ${file}`, { cause: err })
+  if (e?.code === 'ENOSPC')
+    return new BundleError('E_STORE_NO_SPACE', `no space left while importing ${file}`, { cause: err })
   return err
 }

@@ -20,7 +20,17 @@ export class TarWriter {
 
   /** Writes one file entry's header; the caller then streams exactly `size` bytes through `data`. */
   async begin(path: string, size: number): Promise<void> {
-    const fields = { path, size, mode: 0o644, uid: 0, gid: 0, uname: '', gname: '', mtime: this.mtime, type: 'File' as const }
+    const fields = {
+      path,
+      size,
+      mode: 0o644,
+      uid: 0,
+      gid: 0,
+      uname: '',
+      gname: '',
+      mtime: this.mtime,
+      type: 'File' as const,
+    }
     const header = new Header(fields)
     const block = Buffer.alloc(BLOCK)
     if (header.encode(block, 0)) {

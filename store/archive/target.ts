@@ -13,7 +13,15 @@ export function exportTarget(out: string | undefined, defaultName: string): stri
   const path = resolve(out)
   const isDir = existsSync(path) && statSync(path).isDirectory()
   if (isDir) return join(path, defaultName)
-  if (asDir) throw new BundleError('E_EXPORT_DIR_NOT_FOUND', `directory ${out} does not exist; create it first (mkdir -p ${out}) or give a file name`)
-  if (!existsSync(dirname(path)) || !statSync(dirname(path)).isDirectory()) throw new BundleError('E_EXPORT_DIR_NOT_FOUND', `directory ${dirname(path)} does not exist; create it first (mkdir -p ${dirname(path)}) or write elsewhere`)
+  if (asDir)
+    throw new BundleError(
+      'E_EXPORT_DIR_NOT_FOUND',
+      `directory ${out} does not exist; create it first (mkdir -p ${out}) or give a file name`,
+    )
+  if (!existsSync(dirname(path)) || !statSync(dirname(path)).isDirectory())
+    throw new BundleError(
+      'E_EXPORT_DIR_NOT_FOUND',
+      `directory ${dirname(path)} does not exist; create it first (mkdir -p ${dirname(path)}) or write elsewhere`,
+    )
   return path
 }

@@ -37,7 +37,10 @@ export function openIndex(file: string): Db {
 function migrate(db: Db): void {
   const current = db.pragma('user_version', { simple: true }) as number
   if (current > LATEST_SCHEMA) {
-    throw new BundleError('E_STORE_SCHEMA_NEWER', `the store index has schema ${current}; this modelbundle knows up to ${LATEST_SCHEMA}`)
+    throw new BundleError(
+      'E_STORE_SCHEMA_NEWER',
+      `the store index has schema ${current}; this modelbundle knows up to ${LATEST_SCHEMA}`,
+    )
   }
   if (current === LATEST_SCHEMA) return
   // IMMEDIATE: two processes opening a fresh store at once must not both migrate.
@@ -55,10 +58,21 @@ function migrate(db: Db): void {
 export function translateSqliteError(err: unknown): unknown {
   const code = (err as { code?: string } | null)?.code
   if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
-    return new BundleError('E_STORE_BUSY', `the store index is locked by another process (waited ${BUSY_TIMEOUT_MS / 1000}s)`, { cause: err })
+    return new BundleError(
+      'E_STORE_BUSY',
+      `the store index is locked by another process (waited ${BUSY_TIMEOUT_MS / 1000}s)`,
+      { cause: err },
+    )
   }
-  if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') return new BundleError('E_STORE_CORRUPT', `the store index is damaged or not a SQLite database (${(err as Error).message})`, { cause: err })
-  if (code === 'SQLITE_READONLY' || code === 'SQLITE_CANTOPEN' || code?.startsWith('SQLITE_IOERR')) return new BundleError('E_STORE_IO', `the store index cannot be written: ${(err as Error).message}`, { cause: err })
-  if (code === 'SQLITE_FULL') return new BundleError('E_STORE_NO_SPACE', 'the disk holding the store index is full', { cause: err })
+  if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT')
+    return new BundleError(
+      'E_STORE_CORRUPT',
+      `the store index is damaged or not a SQLite database (${(err as Error).message})`,
+      { cause: err },
+    )
+  if (code === 'SQLITE_READONLY' || code === 'SQLITE_CANTOPEN' || code?.startsWith('SQLITE_IOERR'))
+    return new BundleError('E_STORE_IO', `the store index cannot be written: ${(err as Error).message}`, { cause: err })
+  if (code === 'SQLITE_FULL')
+    return new BundleError('E_STORE_NO_SPACE', 'the disk holding the store index is full', { cause: err })
   return err
 }

@@ -41,7 +41,9 @@ function state(home: string): { bundles: number; models: string[] } {
 }
 
 describe('bundle export / import', () => {
-  it('exports the bundle with its models to identical bytes; imports into another store with the same digest, once', { timeout: 180_000 }, async () => {
+  it('exports the bundle with its models to identical bytes; imports into another store with the same digest, once', {
+    timeout: 180_000,
+  }, async () => {
     const a = join(tempDir(), 'a')
     const b = join(tempDir(), 'b')
     const out = tempDir()
@@ -66,21 +68,31 @@ describe('bundle export / import', () => {
     const imp = await bundle(['import', file], { BUNDLE_HOME: b })
     assert.equal(imp.code, 0, imp.stderr)
     assert.equal(imp.stdout, 'imported model ocr-cls:2.0.0\nimported quickstart:1.0.0\n')
-    const digest = (home: string) => bundle(['get', 'quickstart:1.0.0', '-o', 'json'], { BUNDLE_HOME: home }).then((r) => (JSON.parse(r.stdout) as { digest: string }).digest)
+    const digest = (home: string) =>
+      bundle(['get', 'quickstart:1.0.0', '-o', 'json'], { BUNDLE_HOME: home }).then(
+        (r) => (JSON.parse(r.stdout) as { digest: string }).digest,
+      )
     assert.equal(await digest(b), await digest(a))
     const again = await bundle(['import', file], { BUNDLE_HOME: b })
     // One wording for models and bundles alike.
-    assert.match(again.stdout, /^already present: model ocr-cls:2\.0\.0\nalready present: quickstart:1\.0\.0 \(sha256:[0-9a-f]{64}\)\n$/)
+    assert.match(
+      again.stdout,
+      /^already present: model ocr-cls:2\.0\.0\nalready present: quickstart:1\.0\.0 \(sha256:[0-9a-f]{64}\)\n$/,
+    )
     assert.equal((await bundle(['models', 'verify'], { BUNDLE_HOME: b })).code, 0)
   })
 
-  it('a tampered, hostile or truncated archive is refused and leaves the store as it was', { timeout: 180_000 }, async () => {
+  it('a tampered, hostile or truncated archive is refused and leaves the store as it was', {
+    timeout: 180_000,
+  }, async () => {
     const a = join(tempDir(), 'a')
     const dir = tempDir()
     assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], { BUNDLE_HOME: a })).code, 0)
     assert.equal((await bundle(['export', 'quickstart:1.0.0', dir], { BUNDLE_HOME: a })).code, 0)
     const good = entriesOf(join(dir, 'quickstart-1.0.0.bundle'))
-    const manifest = JSON.parse(good[0]!.body.toString()) as { models: { entry: string; sha256: string; size: number; tag: string; digest: string }[] }
+    const manifest = JSON.parse(good[0]!.body.toString()) as {
+      models: { entry: string; sha256: string; size: number; tag: string; digest: string }[]
+    }
     // Another model's archive, declared consistently, under the pinned model's entry.
     const other = join(tempDir(), 'o')
     const otherStore = ModelStore.open({ home: other })
@@ -89,13 +101,36 @@ describe('bundle export / import', () => {
     await otherStore.export('ocr-cls:2.0.0', swapped)
     otherStore.close()
     const swappedBody = readFileSync(swapped)
-    const swapManifest = { ...manifest, models: manifest.models.map((m) => ({ ...m, sha256: sha(swappedBody), size: swappedBody.length })) }
+    const swapManifest = {
+      ...manifest,
+      models: manifest.models.map((m) => ({ ...m, sha256: sha(swappedBody), size: swappedBody.length })),
+    }
 
     const cases: [string, RawEntry[], RegExp][] = [
-      ['altered file', good.map((e) => (e.path === 'files/app/service.js' ? { path: e.path, body: Buffer.concat([e.body.subarray(0, -1), Buffer.from('!')]) } : e)), /E_ARCHIVE_CHECKSUM/],
+      [
+        'altered file',
+        good.map((e) =>
+          e.path === 'files/app/service.js'
+            ? { path: e.path, body: Buffer.concat([e.body.subarray(0, -1), Buffer.from('!')]) }
+            : e,
+        ),
+        /E_ARCHIVE_CHECKSUM/,
+      ],
       ['path traversal', [...good, { path: '../evil.js', body: 'x' }], /E_ARCHIVE_UNSAFE_ENTRY/],
-      ['symbolic link', [...good.slice(0, 2), { path: 'files/link', type: 'SymbolicLink', linkpath: '/etc/passwd' }, ...good.slice(2)], /E_ARCHIVE_UNSAFE_ENTRY/],
-      ['model swapped', [{ path: good[0]!.path, body: JSON.stringify(swapManifest) }, ...good.slice(1, -1), { path: good.at(-1)!.path, body: swappedBody }], /E_ARCHIVE_CHECKSUM/],
+      [
+        'symbolic link',
+        [...good.slice(0, 2), { path: 'files/link', type: 'SymbolicLink', linkpath: '/etc/passwd' }, ...good.slice(2)],
+        /E_ARCHIVE_UNSAFE_ENTRY/,
+      ],
+      [
+        'model swapped',
+        [
+          { path: good[0]!.path, body: JSON.stringify(swapManifest) },
+          ...good.slice(1, -1),
+          { path: good.at(-1)!.path, body: swappedBody },
+        ],
+        /E_ARCHIVE_CHECKSUM/,
+      ],
       ['model missing', good.slice(0, -1), /E_ARCHIVE_CORRUPT/],
     ]
     for (const [name, entries, code] of cases) {
@@ -105,7 +140,11 @@ describe('bundle export / import', () => {
       const r = await bundle(['import', file], { BUNDLE_HOME: home })
       assert.equal(r.code, 1, `${name}: ${r.stdout}`)
       assert.match(r.stderr, code, name)
-      assert.deepEqual(state(home), { bundles: 0, models: [] }, `${name}: nothing stored (models it imported are removed again)`)
+      assert.deepEqual(
+        state(home),
+        { bundles: 0, models: [] },
+        `${name}: nothing stored (models it imported are removed again)`,
+      )
       const verify = await bundle(['models', 'verify', '-o', 'json'], { BUNDLE_HOME: home })
       assert.equal(verify.code, 0, `${name}: ${verify.stdout}`)
     }

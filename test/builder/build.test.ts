@@ -24,7 +24,9 @@ interface Listed {
 }
 
 describe('bundle build', () => {
-  it('on a fresh store: imports the models it needs, pins them, and two builds in two stores give one digest', { timeout: 180_000 }, async () => {
+  it('on a fresh store: imports the models it needs, pins them, and two builds in two stores give one digest', {
+    timeout: 180_000,
+  }, async () => {
     const homes = [join(tempDir(), 'a'), join(tempDir(), 'b')]
     const tags: string[] = []
     for (const home of homes) {
@@ -32,11 +34,24 @@ describe('bundle build', () => {
       assert.equal(r.code, 0, r.stderr)
       tags.push(r.stdout.trim())
     }
-    const listed = await Promise.all(homes.map(async (home) => JSON.parse((await bundle(['list', '-o', 'json'], { BUNDLE_HOME: home })).stdout) as Listed[]))
+    const listed = await Promise.all(
+      homes.map(
+        async (home) => JSON.parse((await bundle(['list', '-o', 'json'], { BUNDLE_HOME: home })).stdout) as Listed[],
+      ),
+    )
     for (const [i, l] of listed.entries()) {
       assert.equal(l.length, 1)
       assert.equal(l[0]!.tag, tags[i])
-      assert.deepEqual(Object.keys(l[0]!).sort(), ['created', 'digest', 'labels', 'models', 'name', 'size', 'tag', 'version'])
+      assert.deepEqual(Object.keys(l[0]!).sort(), [
+        'created',
+        'digest',
+        'labels',
+        'models',
+        'name',
+        'size',
+        'tag',
+        'version',
+      ])
       assert.equal(l[0]!.models[0]!.tag, 'ocr-cls:2.0.0')
       assert.deepEqual(l[0]!.models[0]!.requested, ['ocr-cls:latest'])
       assert.deepEqual(l[0]!.labels, { example: 'quickstart' })
@@ -48,34 +63,57 @@ describe('bundle build', () => {
     const again = await bundle(['build', QUICKSTART], { BUNDLE_HOME: homes[0]! })
     assert.equal(again.stdout.trim(), tags[0])
     assert.match(again.stderr, /unchanged/)
-    const v = await bundle(['build', QUICKSTART, '--version', '1.0.0', '--label', 'stage=dev', '-o', 'json'], { BUNDLE_HOME: homes[0]! })
+    const v = await bundle(['build', QUICKSTART, '--version', '1.0.0', '--label', 'stage=dev', '-o', 'json'], {
+      BUNDLE_HOME: homes[0]!,
+    })
     const built = JSON.parse(v.stdout) as Listed
     assert.equal(built.tag, 'quickstart:1.0.0')
     assert.equal(built.digest, listed[0]![0]!.digest)
     assert.deepEqual(built.labels, { example: 'quickstart', stage: 'dev' })
 
     const dir = (await bundle(['get', 'quickstart:1.0.0', '-o', 'path'], { BUNDLE_HOME: homes[0]! })).stdout.trim()
-    for (const f of ['bundle.json', 'openapi.json', 'README.md', 'Dockerfile', 'package.json', 'app/service.js']) assert.ok(existsSync(join(dir, f)), f)
+    for (const f of ['bundle.json', 'openapi.json', 'README.md', 'Dockerfile', 'package.json', 'app/service.js'])
+      assert.ok(existsSync(join(dir, f)), f)
     assert.equal(existsSync(join(dir, 'app/service.ts')), false, 'sources are compiled, not shipped')
     assert.equal(existsSync(join(dir, 'app/preprocess.js')), false, 'local imports are compiled into the entry')
-    const manifest = JSON.parse(readFileSync(join(dir, 'bundle.json'), 'utf8')) as { dependencies: Record<string, string>; service: { export: string } }
+    const manifest = JSON.parse(readFileSync(join(dir, 'bundle.json'), 'utf8')) as {
+      dependencies: Record<string, string>
+      service: { export: string }
+    }
     assert.equal(manifest.service.export, 'Quickstart')
-    assert.equal(manifest.dependencies.zod, (JSON.parse(readFileSync(join(REPO, 'node_modules/zod/package.json'), 'utf8')) as { version: string }).version, 'pinned to the installed version')
+    assert.equal(
+      manifest.dependencies.zod,
+      (JSON.parse(readFileSync(join(REPO, 'node_modules/zod/package.json'), 'utf8')) as { version: string }).version,
+      'pinned to the installed version',
+    )
     const openapi = JSON.parse(readFileSync(join(dir, 'openapi.json'), 'utf8')) as { paths: Record<string, unknown> }
-    assert.deepEqual(Object.keys(openapi.paths).filter((p) => p.startsWith('/classify')).sort(), ['/classify', '/classifyTensor'])
+    assert.deepEqual(
+      Object.keys(openapi.paths)
+        .filter((p) => p.startsWith('/classify'))
+        .sort(),
+      ['/classify', '/classifyTensor'],
+    )
   })
 
-  it('--dry-run lists the files and the models it would pin and writes nothing: no bundle, no imported model, the store unchanged', { timeout: 120_000 }, async () => {
+  it('--dry-run lists the files and the models it would pin and writes nothing: no bundle, no imported model, the store unchanged', {
+    timeout: 120_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
     const env = { BUNDLE_HOME: home }
     assert.equal((await bundle(['models', 'list'], env)).code, 0) // an empty store
-    const files = () => Object.fromEntries(Object.entries(snapshot(home)).map(([p, size]) => [p, `${size} ${statSync(join(home, p)).mtimeMs}`]))
+    const files = () =>
+      Object.fromEntries(
+        Object.entries(snapshot(home)).map(([p, size]) => [p, `${size} ${statSync(join(home, p)).mtimeMs}`]),
+      )
     const before = files()
     const r = await bundle(['build', QUICKSTART, '--dry-run'], env)
     assert.equal(r.code, 0, r.stderr)
     assert.equal(r.stdout, '', 'no tag: nothing was built')
     assert.match(r.stderr, /^would package 1 file \([\d.]+ KiB\):\n {2}app\/service\.js +[\d.]+ KiB$/m)
-    const pinned = /^ {2}ocr-cls:2\.0\.0 {2}(sha256:[0-9a-f]{64}) {2}\(for ocr-cls:latest; not stored: a build imports it from @gutenye\/ocr-models\/assets\/ch_ppocr_mobile_v2\.0_cls_infer\.onnx\)$/m.exec(r.stderr)
+    const pinned =
+      /^ {2}ocr-cls:2\.0\.0 {2}(sha256:[0-9a-f]{64}) {2}\(for ocr-cls:latest; not stored: a build imports it from @gutenye\/ocr-models\/assets\/ch_ppocr_mobile_v2\.0_cls_infer\.onnx\)$/m.exec(
+        r.stderr,
+      )
     assert.ok(pinned, r.stderr)
     assert.deepEqual(files(), before, 'the store is unchanged')
     assert.deepEqual(JSON.parse((await bundle(['models', 'list', '-o', 'json'], env)).stdout), [])
@@ -86,7 +124,9 @@ describe('bundle build', () => {
     assert.equal((JSON.parse(built.stdout) as Listed).models[0]!.digest, pinned[1])
   })
 
-  it('a model a stored bundle pins cannot be deleted without --force; deleting the bundle releases it', { timeout: 120_000 }, async () => {
+  it('a model a stored bundle pins cannot be deleted without --force; deleting the bundle releases it', {
+    timeout: 120_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
     assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], { BUNDLE_HOME: home })).code, 0)
     const refused = await bundle(['models', 'delete', 'ocr-cls:2.0.0', '-y'], { BUNDLE_HOME: home })
@@ -100,14 +140,19 @@ describe('bundle build', () => {
     assert.equal(verify.code, 0, verify.stdout + verify.stderr)
   })
 
-  it('clear errors: a model the store lacks names the command that adds it; a compile error names file and line', { timeout: 120_000 }, async () => {
+  it('clear errors: a model the store lacks names the command that adds it; a compile error names file and line', {
+    timeout: 120_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
     const src = tempDir()
     cpSync(QUICKSTART, src, { recursive: true })
     writeFileSync(join(src, 'bundle.yaml'), 'service: service.ts\nmodels: [ocr-cls:2.0.0]\n')
     const missing = await bundle(['build', src], { BUNDLE_HOME: home })
     assert.equal(missing.code, 1)
-    assert.match(missing.stderr, /^error E_STORE_MODEL_NOT_FOUND: .*add it with: bundle models save path\/to\/model\.onnx --name ocr-cls --version 2\.0\.0 /m)
+    assert.match(
+      missing.stderr,
+      /^error E_STORE_MODEL_NOT_FOUND: .*add it with: bundle models save path\/to\/model\.onnx --name ocr-cls --version 2\.0\.0 /m,
+    )
     assert.doesNotMatch(missing.stderr, /\n\s+at /, 'no stack trace')
     writeFileSync(join(src, 'bundle.yaml'), 'service: broken.ts\n')
     writeFileSync(join(src, 'broken.ts'), 'export const x = (\n')
@@ -115,23 +160,48 @@ describe('bundle build', () => {
     assert.equal(broken.code, 1)
     assert.match(broken.stderr, /E_BUNDLE_(BUILD_FAILED|CONFIG_INVALID)|E_SERVICE_LOAD/)
     assert.match(broken.stderr, /broken\.ts/)
-    assert.equal(JSON.parse((await bundle(['list', '-o', 'json'], { BUNDLE_HOME: home })).stdout).length, 0, 'nothing half-built is stored')
+    assert.equal(
+      JSON.parse((await bundle(['list', '-o', 'json'], { BUNDLE_HOME: home })).stdout).length,
+      0,
+      'nothing half-built is stored',
+    )
   })
 })
 
 describe('model aliases', () => {
-  it('a runner may name its model by the alias bundle.yaml gives it; the bundle pins and serves it', { timeout: 120_000 }, async () => {
+  it('a runner may name its model by the alias bundle.yaml gives it; the bundle pins and serves it', {
+    timeout: 120_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
     const src = mkdtempSync(join(REPO, '.test-tmp-'))
     after(() => rmSync(src, { recursive: true, force: true }))
     cpSync(QUICKSTART, src, { recursive: true })
-    writeFileSync(join(src, 'service.ts'), readFileSync(join(src, 'service.ts'), 'utf8').replace("onnxRunner('ocr-cls:latest'", "onnxRunner('cls'"))
-    writeFileSync(join(src, 'bundle.yaml'), readFileSync(join(src, 'bundle.yaml'), 'utf8').replace('  - tag: ocr-cls:2.0.0\n', '  - tag: ocr-cls:2.0.0\n    alias: cls\n'))
+    writeFileSync(
+      join(src, 'service.ts'),
+      readFileSync(join(src, 'service.ts'), 'utf8').replace("onnxRunner('ocr-cls:latest'", "onnxRunner('cls'"),
+    )
+    writeFileSync(
+      join(src, 'bundle.yaml'),
+      readFileSync(join(src, 'bundle.yaml'), 'utf8').replace(
+        '  - tag: ocr-cls:2.0.0\n',
+        '  - tag: ocr-cls:2.0.0\n    alias: cls\n',
+      ),
+    )
     const built = await bundle(['build', src, '--version', '1.0.0', '-o', 'json'], { BUNDLE_HOME: home })
     assert.equal(built.code, 0, built.stderr)
-    assert.deepEqual((JSON.parse(built.stdout) as Listed).models, [{ tag: 'ocr-cls:2.0.0', digest: (JSON.parse(built.stdout) as Listed).models[0]!.digest, alias: 'cls', requested: ['cls'] }])
+    assert.deepEqual((JSON.parse(built.stdout) as Listed).models, [
+      {
+        tag: 'ocr-cls:2.0.0',
+        digest: (JSON.parse(built.stdout) as Listed).models[0]!.digest,
+        alias: 'cls',
+        requested: ['cls'],
+      },
+    ])
     const port = await freePort()
-    const child = spawn(process.execPath, [BIN, 'serve', 'quickstart:1.0.0', '--port', String(port)], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
+    const child = spawn(process.execPath, [BIN, 'serve', 'quickstart:1.0.0', '--port', String(port)], {
+      env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' },
+      stdio: 'ignore',
+    })
     const exited = new Promise((r) => child.on('exit', r))
     try {
       let ready = false
@@ -141,7 +211,11 @@ describe('model aliases', () => {
       }
       assert.ok(ready)
       const png = readFileSync(new URL('../fixtures/images/hello-180.png', import.meta.url))
-      const r = await fetch(`http://127.0.0.1:${port}/classify`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: png })
+      const r = await fetch(`http://127.0.0.1:${port}/classify`, {
+        method: 'POST',
+        headers: { 'content-type': 'image/png' },
+        body: png,
+      })
       assert.equal(((await r.json()) as { angle: number }).angle, 180)
     } finally {
       child.kill('SIGTERM')
@@ -151,38 +225,65 @@ describe('model aliases', () => {
 })
 
 describe('ensembles in bundle.yaml', () => {
-  it('are checked at build against the pinned models, pinned in the manifest, and served as /v2 models from the bundle and from source alike', { timeout: 240_000 }, async () => {
+  it('are checked at build against the pinned models, pinned in the manifest, and served as /v2 models from the bundle and from source alike', {
+    timeout: 240_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
     const src = mkdtempSync(join(REPO, '.test-tmp-'))
     after(() => rmSync(src, { recursive: true, force: true }))
     cpSync(QUICKSTART, src, { recursive: true })
     const yaml = readFileSync(join(src, 'bundle.yaml'), 'utf8')
-    const withEnsemble = (steps: string) => writeFileSync(join(src, 'bundle.yaml'), `${yaml}ensembles:\n  direction:\n    steps:\n${steps}`)
+    const withEnsemble = (steps: string) =>
+      writeFileSync(join(src, 'bundle.yaml'), `${yaml}ensembles:\n  direction:\n    steps:\n${steps}`)
     const refused = async (re: RegExp) => {
       const r = await bundle(['build', src], { BUNDLE_HOME: home })
       assert.equal(r.code, 2, r.stderr)
       assert.match(r.stderr, re)
       assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace')
-      assert.equal(JSON.parse((await bundle(['list', '-o', 'json'], { BUNDLE_HOME: home })).stdout).length, 0, 'nothing stored')
+      assert.equal(
+        JSON.parse((await bundle(['list', '-o', 'json'], { BUNDLE_HOME: home })).stdout).length,
+        0,
+        'nothing stored',
+      )
     }
     withEnsemble('      - model: ocr-det\n        inputMap: { x: image }\n        outputMap: { y: probs }\n')
-    await refused(/ensembles\.direction\.steps\.0\.model: "ocr-det" is not an onnx runner of the service \(runners: ocr-cls\)/)
-    withEnsemble('      - model: ocr-cls\n        inputMap: { x: a }\n        outputMap: { softmax_0.tmp_0: b }\n      - model: ocr-cls\n        inputMap: { x: b }\n        outputMap: { softmax_0.tmp_0: a }\n')
-    await refused(/E_BUNDLE_CONFIG_INVALID: .*ensembles\.direction: ensemble "direction": every tensor a step consumes is produced by another step/)
+    await refused(
+      /ensembles\.direction\.steps\.0\.model: "ocr-det" is not an onnx runner of the service \(runners: ocr-cls\)/,
+    )
+    withEnsemble(
+      '      - model: ocr-cls\n        inputMap: { x: a }\n        outputMap: { softmax_0.tmp_0: b }\n      - model: ocr-cls\n        inputMap: { x: b }\n        outputMap: { softmax_0.tmp_0: a }\n',
+    )
+    await refused(
+      /E_BUNDLE_CONFIG_INVALID: .*ensembles\.direction: ensemble "direction": every tensor a step consumes is produced by another step/,
+    )
     // Tensors the pinned model does not have: named with the model's real inputs and outputs.
-    withEnsemble('      - model: ocr-cls\n        inputMap: { image: image }\n        outputMap: { softmax_0.tmp_0: probs }\n')
-    await refused(/^error E_BUNDLE_CONFIG_INVALID: \S+bundle\.yaml: ensembles\.direction: ensemble "direction": step 1: ocr-cls has no input "image" \(inputs: "x"\)$/m)
+    withEnsemble(
+      '      - model: ocr-cls\n        inputMap: { image: image }\n        outputMap: { softmax_0.tmp_0: probs }\n',
+    )
+    await refused(
+      /^error E_BUNDLE_CONFIG_INVALID: \S+bundle\.yaml: ensembles\.direction: ensemble "direction": step 1: ocr-cls has no input "image" \(inputs: "x"\)$/m,
+    )
     withEnsemble('      - model: ocr-cls\n        inputMap: { x: image }\n        outputMap: { probs: probs }\n')
-    await refused(/bundle\.yaml: ensembles\.direction: ensemble "direction": step 1: ocr-cls has no output "probs" \(outputs: "softmax_0\.tmp_0"\)/)
-    withEnsemble('      - model: ocr-cls\n        version: 3.0.0\n        inputMap: { x: image }\n        outputMap: { softmax_0.tmp_0: probs }\n')
+    await refused(
+      /bundle\.yaml: ensembles\.direction: ensemble "direction": step 1: ocr-cls has no output "probs" \(outputs: "softmax_0\.tmp_0"\)/,
+    )
+    withEnsemble(
+      '      - model: ocr-cls\n        version: 3.0.0\n        inputMap: { x: image }\n        outputMap: { softmax_0.tmp_0: probs }\n',
+    )
     await refused(/ensembles\.direction\.steps\.0\.version: "3\.0\.0", but runner ocr-cls serves ocr-cls:2\.0\.0/)
 
-    withEnsemble('      - model: ocr-cls\n        inputMap: { x: image }\n        outputMap: { softmax_0.tmp_0: probs }\n')
+    withEnsemble(
+      '      - model: ocr-cls\n        inputMap: { x: image }\n        outputMap: { softmax_0.tmp_0: probs }\n',
+    )
     const built = await bundle(['build', src, '--version', '1.0.0', '-o', 'json'], { BUNDLE_HOME: home })
     assert.equal(built.code, 0, built.stderr)
     const data = Array.from({ length: 3 * 48 * 192 }, (_, i) => ((i * 37) % 255) / 127.5 - 1)
     const infer = async (url: string, model: string, input: string) => {
-      const r = await fetch(`${url}/v2/models/${model}/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: [{ name: input, shape: [1, 3, 48, 192], datatype: 'FP32', data }] }) })
+      const r = await fetch(`${url}/v2/models/${model}/infer`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ inputs: [{ name: input, shape: [1, 3, 48, 192], datatype: 'FP32', data }] }),
+      })
       assert.equal(r.status, 200)
       return ((await r.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data
     }
@@ -191,9 +292,15 @@ describe('ensembles in bundle.yaml', () => {
     for (const entry of ['quickstart:1.0.0', src, join(src, 'service.ts')]) {
       const s = await serveReady(entry, [], { BUNDLE_HOME: home })
       try {
-        const meta = (await (await fetch(`${s.url}/v2/models/direction`)).json()) as { platform: string; inputs: { name: string; shape: number[] }[] }
+        const meta = (await (await fetch(`${s.url}/v2/models/direction`)).json()) as {
+          platform: string
+          inputs: { name: string; shape: number[] }[]
+        }
         assert.equal(meta.platform, 'ensemble', entry)
-        assert.deepEqual(meta.inputs.map((i) => [i.name, i.shape]), [['image', [-1, 3, -1, -1]]])
+        assert.deepEqual(
+          meta.inputs.map((i) => [i.name, i.shape]),
+          [['image', [-1, 3, -1, -1]]],
+        )
         const out = await infer(s.url, 'direction', 'image')
         // The ensemble's one step is the model itself: the same probabilities.
         assert.deepEqual(out, await infer(s.url, 'ocr-cls', 'x'))
@@ -208,20 +315,30 @@ describe('ensembles in bundle.yaml', () => {
 })
 
 describe('the generated Dockerfile', () => {
-  it('follows bundle.yaml docker settings: CUDA base with its own node binary, system packages, env', { timeout: 120_000 }, async () => {
+  it('follows bundle.yaml docker settings: CUDA base with its own node binary, system packages, env', {
+    timeout: 120_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
     // Inside the repository, so the copy resolves the same npm packages as the example.
     const src = mkdtempSync(join(REPO, '.test-tmp-'))
     after(() => rmSync(src, { recursive: true, force: true }))
     cpSync(QUICKSTART, src, { recursive: true })
-    writeFileSync(join(src, 'bundle.yaml'), readFileSync(join(src, 'bundle.yaml'), 'utf8') + 'env: { LOG_FORMAT: json }\ndocker: { gpu: true, systemPackages: [libgomp1] }\n')
+    writeFileSync(
+      join(src, 'bundle.yaml'),
+      readFileSync(join(src, 'bundle.yaml'), 'utf8') +
+        'env: { LOG_FORMAT: json }\ndocker: { gpu: true, systemPackages: [libgomp1] }\n',
+    )
     assert.equal((await bundle(['build', src, '--version', '1.0.0'], { BUNDLE_HOME: home })).code, 0)
     const gpu = (await bundle(['containerize', 'quickstart:1.0.0', '--print-dockerfile'], { BUNDLE_HOME: home })).stdout
     assert.match(gpu, /^FROM nvidia\/cuda:[^\n]*runtime/m)
     assert.match(gpu, /^COPY node \/usr\/local\/bin\/node$/m)
     assert.match(gpu, /^RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 /m)
     assert.match(gpu, /^ENV [^\n]*LOG_FORMAT="json"/m)
-    const own = (await bundle(['containerize', 'quickstart:1.0.0', '--print-dockerfile', '--base-image', 'my/node-cuda:1'], { BUNDLE_HOME: home })).stdout
+    const own = (
+      await bundle(['containerize', 'quickstart:1.0.0', '--print-dockerfile', '--base-image', 'my/node-cuda:1'], {
+        BUNDLE_HOME: home,
+      })
+    ).stdout
     assert.match(own, /^FROM my\/node-cuda:1$/m)
     assert.doesNotMatch(own, /^COPY node /m, 'a given base image brings its own Node.js')
   })
@@ -233,10 +350,18 @@ describe('bundle serve TAG', () => {
     assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], { BUNDLE_HOME: home })).code, 0)
     // A newer "ocr-cls" that is a different model: the runner's tag (ocr-cls:latest) now means it,
     // but the bundle pinned 2.0.0 and its digest.
-    assert.equal((await bundle(['models', 'save', MODELS.rec, '--name', 'ocr-cls', '--version', '3.0.0'], { BUNDLE_HOME: home })).code, 0)
+    assert.equal(
+      (await bundle(['models', 'save', MODELS.rec, '--name', 'ocr-cls', '--version', '3.0.0'], { BUNDLE_HOME: home }))
+        .code,
+      0,
+    )
     const port = await freePort()
     const cwd = tempDir() // no node_modules, no sources here
-    const child = spawn(process.execPath, [BIN, 'serve', 'quickstart:1.0.0', '--port', String(port)], { cwd, env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: ['ignore', 'ignore', 'pipe'] })
+    const child = spawn(process.execPath, [BIN, 'serve', 'quickstart:1.0.0', '--port', String(port)], {
+      cwd,
+      env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
     let stderr = ''
     child.stderr!.on('data', (c) => (stderr += c))
     const exited = new Promise((r) => child.on('exit', r))
@@ -250,7 +375,11 @@ describe('bundle serve TAG', () => {
       assert.ok(ready, `ready: ${stderr}`)
       for (const angle of [0, 180]) {
         const png = readFileSync(new URL(`../fixtures/images/quick-${angle}.png`, import.meta.url))
-        const r = await fetch(`${url}/classify`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: png })
+        const r = await fetch(`${url}/classify`, {
+          method: 'POST',
+          headers: { 'content-type': 'image/png' },
+          body: png,
+        })
         assert.equal(r.status, 200)
         assert.equal(((await r.json()) as { angle: number }).angle, angle)
       }

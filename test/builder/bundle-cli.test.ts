@@ -8,7 +8,9 @@ import { tempDir } from '../utils/tmp.js'
 const QUICKSTART = fileURLToPath(new URL('../../examples/quickstart', import.meta.url))
 
 describe('bundle list/get/delete as a user scripts them', () => {
-  it('delete --all-versions removes every version of a bundle, like models delete; -o yaml has no anchors', { timeout: 180_000 }, async () => {
+  it('delete --all-versions removes every version of a bundle, like models delete; -o yaml has no anchors', {
+    timeout: 180_000,
+  }, async () => {
     const env = { BUNDLE_HOME: join(tempDir(), 'home') }
     for (const v of ['1.0.0', '1.1.0']) assert.equal((await bundle(['build', QUICKSTART, '--version', v], env)).code, 0)
 
@@ -16,7 +18,11 @@ describe('bundle list/get/delete as a user scripts them', () => {
     const yaml = await bundle(['get', 'quickstart:1.1.0', '-o', 'yaml'], env)
     assert.equal(yaml.code, 0, yaml.stderr)
     assert.doesNotMatch(yaml.stdout, /[&*]a\d+\b/, 'no YAML anchors or aliases')
-    assert.equal((yaml.stdout.match(/tag: ocr-cls:2\.0\.0/g) ?? []).length, 2, 'the pinned model is written out in both places')
+    assert.equal(
+      (yaml.stdout.match(/tag: ocr-cls:2\.0\.0/g) ?? []).length,
+      2,
+      'the pinned model is written out in both places',
+    )
 
     const latestOnly = await bundle(['delete', 'quickstart', '-y'], env)
     assert.equal(latestOnly.stdout, 'deleted quickstart:1.1.0\n')

@@ -14,7 +14,10 @@ const yamlIn = (text: string): string => {
 }
 
 const refuses = async (text: string, re: RegExp) =>
-  assert.rejects(readBundleConfig(yamlIn(text)), (e: BundleError) => e.code === 'E_BUNDLE_CONFIG_INVALID' && e.exitCode === 2 && re.test(e.message))
+  assert.rejects(
+    readBundleConfig(yamlIn(text)),
+    (e: BundleError) => e.code === 'E_BUNDLE_CONFIG_INVALID' && e.exitCode === 2 && re.test(e.message),
+  )
 
 describe('bundle.yaml', () => {
   it('reads every documented key; model entries may be plain tags', async () => {
@@ -33,7 +36,10 @@ docker: { baseImage: 'node:20-slim', systemPackages: [libgomp1], gpu: false, use
 `),
     )
     assert.equal(cfg.service, 'service.ts:Svc')
-    assert.deepEqual(cfg.models, [{ tag: 'ocr-cls:2.0.0' }, { tag: 'ocr-rec:1.0.0', alias: 'rec', source: './rec.onnx' }])
+    assert.deepEqual(cfg.models, [
+      { tag: 'ocr-cls:2.0.0' },
+      { tag: 'ocr-rec:1.0.0', alias: 'rec', source: './rec.onnx' },
+    ])
     assert.deepEqual(cfg.env, { LOG_LEVEL: 'debug', WORKERS: '2' })
     assert.deepEqual(cfg.docker, { baseImage: 'node:20-slim', systemPackages: ['libgomp1'], gpu: false, user: 'app' })
   })
@@ -50,7 +56,10 @@ docker: { baseImage: 'node:20-slim', systemPackages: [libgomp1], gpu: false, use
     await refuses('service: s.ts\nname: Bad Name\n', /name/)
     await refuses('service: s.ts\ndocker: { systemPackages: ["rm -rf /"] }\n', /Debian package name/)
     await refuses('service: [unclosed\n', /not valid YAML/)
-    await assert.rejects(readBundleConfig(tempDir()), (e: BundleError) => e.code === 'E_BUNDLE_CONFIG_INVALID' && /no such file/.test(e.message))
+    await assert.rejects(
+      readBundleConfig(tempDir()),
+      (e: BundleError) => e.code === 'E_BUNDLE_CONFIG_INVALID' && /no such file/.test(e.message),
+    )
   })
 })
 
@@ -67,7 +76,15 @@ describe('include / exclude', () => {
 
   it('by default everything but sources, node_modules and excludes; with include, only what it names', () => {
     const dir = tempDir()
-    for (const f of ['service.ts', 'util.js', 'assets/a.png', 'assets/b.txt', 'test/x.txt', 'node_modules/p/index.js', 'README.md']) {
+    for (const f of [
+      'service.ts',
+      'util.js',
+      'assets/a.png',
+      'assets/b.txt',
+      'test/x.txt',
+      'node_modules/p/index.js',
+      'README.md',
+    ]) {
       mkdirSync(join(dir, f, '..'), { recursive: true })
       writeFileSync(join(dir, f), f)
     }
@@ -77,7 +94,25 @@ describe('include / exclude', () => {
 
   it('secret-looking names stay out at any depth; .bundleignore adds more; only an exact include brings one back', () => {
     const dir = tempDir()
-    const all = ['a.txt', '.env', 'sub/.env.local', '.npmrc', '.gitignore', '.github/workflows/x.yml', 'keys/server.key', 'tls/cert.pem', 'id_ed25519', '.ssh/id_rsa', '.aws/credentials', 'data/big.bin', 'data/keep.txt', 'notes.log', 'node_modules/x/index.js', '.git/config', '.env.example']
+    const all = [
+      'a.txt',
+      '.env',
+      'sub/.env.local',
+      '.npmrc',
+      '.gitignore',
+      '.github/workflows/x.yml',
+      'keys/server.key',
+      'tls/cert.pem',
+      'id_ed25519',
+      '.ssh/id_rsa',
+      '.aws/credentials',
+      'data/big.bin',
+      'data/keep.txt',
+      'notes.log',
+      'node_modules/x/index.js',
+      '.git/config',
+      '.env.example',
+    ]
     for (const f of all) {
       mkdirSync(join(dir, f, '..'), { recursive: true })
       writeFileSync(join(dir, f), f)
@@ -85,11 +120,26 @@ describe('include / exclude', () => {
     writeFileSync(join(dir, '.bundleignore'), 'data/\n*.log\n')
     const plain = collectFiles(dir)
     assert.deepEqual(plain.files, ['a.txt'])
-    assert.deepEqual(plain.secrets, ['.aws/credentials', '.env', '.env.example', '.github/workflows/x.yml', '.gitignore', '.npmrc', '.ssh/id_rsa', 'id_ed25519', 'keys/server.key', 'sub/.env.local', 'tls/cert.pem'])
+    assert.deepEqual(plain.secrets, [
+      '.aws/credentials',
+      '.env',
+      '.env.example',
+      '.github/workflows/x.yml',
+      '.gitignore',
+      '.npmrc',
+      '.ssh/id_rsa',
+      'id_ed25519',
+      'keys/server.key',
+      'sub/.env.local',
+      'tls/cert.pem',
+    ])
     // A glob never brings a secret or an ignored file back; the exact path does.
     const back = collectFiles(dir, { include: ['**', '.env.example', 'data/keep.txt', '.aws'] })
     assert.deepEqual(back.files, ['.env.example', 'a.txt', 'data/keep.txt'])
     assert.ok(!back.secrets.includes('.env.example'))
-    assert.throws(() => collectFiles(dir, { include: ['node_modules/x/index.js'] }), (e: BundleError) => e.code === 'E_BUNDLE_CONFIG_INVALID' && /never part of a bundle/.test(e.message))
+    assert.throws(
+      () => collectFiles(dir, { include: ['node_modules/x/index.js'] }),
+      (e: BundleError) => e.code === 'E_BUNDLE_CONFIG_INVALID' && /never part of a bundle/.test(e.message),
+    )
   })
 })

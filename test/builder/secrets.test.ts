@@ -1,7 +1,17 @@
 import assert from 'node:assert/strict'
 import { execFile, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { join, relative } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -53,7 +63,8 @@ function tarEntries(gz: Buffer, prefix = ''): Map<string, Buffer> {
     },
   })
   parser.end(gunzipSync(gz))
-  for (const [path, body] of [...out]) if (path.endsWith('.bundlemodel')) for (const [p, b] of tarEntries(body, `${path}!`)) out.set(p, b)
+  for (const [path, body] of [...out])
+    if (path.endsWith('.bundlemodel')) for (const [p, b] of tarEntries(body, `${path}!`)) out.set(p, b)
   return out
 }
 
@@ -79,7 +90,23 @@ describe('secrets never ship', () => {
   const markers = new Map<string, string>()
   const yaml = readFileSync(join(QUICKSTART, 'bundle.yaml'), 'utf8')
   // Globs that match every left-out file: none of them may bring one back; the exact path does.
-  const globs = ['assets/**', SHIPPED_SECRET, '**/.env*', '.npmrc*', '.git*', '.git*/**', '**/*.key', '**/*.pem', '**/id_*', '.ssh/**', '.aws/**', 'node_modules/**', 'private/*', '*.log', `${STORE}/**`]
+  const globs = [
+    'assets/**',
+    SHIPPED_SECRET,
+    '**/.env*',
+    '.npmrc*',
+    '.git*',
+    '.git*/**',
+    '**/*.key',
+    '**/*.pem',
+    '**/id_*',
+    '.ssh/**',
+    '.aws/**',
+    'node_modules/**',
+    'private/*',
+    '*.log',
+    `${STORE}/**`,
+  ]
   let tag = ''
 
   before(() => {
@@ -100,7 +127,9 @@ describe('secrets never ship', () => {
 
   const leftOut = EXCLUDED.map((f) => `app/${f}`)
 
-  it('by default: bundle build lists what it packaged with sizes, warns naming the secrets it left out, and stores none of them', { timeout: 180_000 }, async () => {
+  it('by default: bundle build lists what it packaged with sizes, warns naming the secrets it left out, and stores none of them', {
+    timeout: 180_000,
+  }, async () => {
     const r = await bundle(['build', src, '--version', '0.1.0'], env)
     assert.equal(r.code, 0, r.stderr)
     assert.match(r.stderr, /^packaged 2 files \([\d.]+ KiB\):$/m)
@@ -108,17 +137,35 @@ describe('secrets never ship', () => {
     assert.match(r.stderr, /^ {2}app\/assets\/readme\.txt +\d+ B$/m)
     const warning = r.stderr.split('\n').find((l) => l.startsWith('warning: '))
     assert.ok(warning, r.stderr)
-    for (const f of ['.env', 'sub/.env.local', '.npmrc', 'keys/server.key', '.ssh/id_rsa', '.aws/credentials', SHIPPED_SECRET]) assert.ok(warning.includes(f), `${f} named in: ${warning}`)
+    for (const f of [
+      '.env',
+      'sub/.env.local',
+      '.npmrc',
+      'keys/server.key',
+      '.ssh/id_rsa',
+      '.aws/credentials',
+      SHIPPED_SECRET,
+    ])
+      assert.ok(warning.includes(f), `${f} named in: ${warning}`)
     assert.match(warning, /exact path under include:/)
-    assert.doesNotMatch(warning, /node_modules|private\/notes|debug\.log|model-store/, 'only secret-looking files are warned about')
+    assert.doesNotMatch(
+      warning,
+      /node_modules|private\/notes|debug\.log|model-store/,
+      'only secret-looking files are warned about',
+    )
     assert.ok(warning.includes('assets/settings.txt'), 'a link to a secret counts as one')
     assert.match(r.stderr, /^warning: left out 1 symbolic link pointing outside the project: assets\/key\.txt;/m)
     const dir = (await bundle(['get', 'quickstart:0.1.0', '-o', 'path'], env)).stdout.trim()
     const files = filesUnder(dir)
-    assert.deepEqual(files.filter((f) => f.startsWith('app/')), ['app/assets/readme.txt', 'app/service.js'])
+    assert.deepEqual(
+      files.filter((f) => f.startsWith('app/')),
+      ['app/assets/readme.txt', 'app/service.js'],
+    )
   })
 
-  it('with include globs matching all of them: only the exactly named one comes back; none is in the bundle, its .bundle archive or its image', { timeout: 600_000 }, async () => {
+  it('with include globs matching all of them: only the exactly named one comes back; none is in the bundle, its .bundle archive or its image', {
+    timeout: 600_000,
+  }, async () => {
     writeFileSync(join(src, 'bundle.yaml'), `${yaml}include:\n${globs.map((g) => `  - '${g}'\n`).join('')}`)
     const r = await bundle(['build', src, '--version', '1.0.0'], env)
     assert.equal(r.code, 0, r.stderr)
@@ -130,7 +177,10 @@ describe('secrets never ship', () => {
     // The stored bundle directory.
     const dir = (await bundle(['get', tag, '-o', 'path'], env)).stdout.trim()
     const files = filesUnder(dir)
-    assert.deepEqual(files.filter((f) => f.startsWith('app/')), ['app/assets/readme.txt', `app/${SHIPPED_SECRET}`, 'app/service.js'])
+    assert.deepEqual(
+      files.filter((f) => f.startsWith('app/')),
+      ['app/assets/readme.txt', `app/${SHIPPED_SECRET}`, 'app/service.js'],
+    )
     for (const f of leftOut) assert.ok(!files.includes(f), f)
     assert.ok(!files.some((f) => f.includes(STORE) || f.endsWith('index.db')), 'the model store stays out')
     const all = Buffer.concat(files.map((f) => readFileSync(join(dir, f))))
@@ -142,25 +192,38 @@ describe('secrets never ship', () => {
     assert.equal((await bundle(['export', tag, out], env)).code, 0)
     const entries = tarEntries(readFileSync(join(out, 'quickstart-1.0.0.bundle')))
     const names = [...entries.keys()]
-    assert.ok(names.some((n) => n.includes('.bundlemodel!')), `the pinned model is inside: ${names.join(', ')}`)
+    assert.ok(
+      names.some((n) => n.includes('.bundlemodel!')),
+      `the pinned model is inside: ${names.join(', ')}`,
+    )
     assert.ok(names.includes(`files/app/${SHIPPED_SECRET}`), names.join(', '))
     for (const f of leftOut) assert.ok(!names.some((n) => n.endsWith(f)), `${f} not in the archive`)
     const bodies = Buffer.concat([...entries.values()])
     for (const f of EXCLUDED) assert.equal(bodies.indexOf(markers.get(f)!), -1, `${f} content is not in the archive`)
   })
 
-  it('nor in the image built from it (podman)', { timeout: 600_000, skip: !hasPodman && !required ? 'podman is not installed (README "Containers" says how); CI installs it' : false }, async () => {
+  it('nor in the image built from it (podman)', {
+    timeout: 600_000,
+    skip: !hasPodman && !required ? 'podman is not installed (README "Containers" says how); CI installs it' : false,
+  }, async () => {
     assert.ok(tag, 'the bundle of the previous test')
     const base = `localhost/mb-secrets-base:${process.pid}`
     const image = `localhost/mb-secrets:${process.pid}`
     try {
-      await sh(join(REPO, 'docker/local-base-image.sh'), ['-t', base, join(REPO, 'node_modules')], { maxBuffer: 64 << 20 })
+      await sh(join(REPO, 'docker/local-base-image.sh'), ['-t', base, join(REPO, 'node_modules')], {
+        maxBuffer: 64 << 20,
+      })
       const built = await bundle(['containerize', tag, '-t', image, '--backend', 'podman', '--base-image', base], env)
       assert.equal(built.code, 0, built.stderr.slice(-2000))
       // The bundle's files in the image (its npm dependencies under /app/node_modules aside).
       const list = `const fs=require('fs'),p=require('path');const o=[];const w=d=>{for(const n of fs.readdirSync(d)){const f=p.join(d,n);if(f==='/app/node_modules')continue;fs.statSync(f).isDirectory()?w(f):o.push(f)}};w('/app');console.log(JSON.stringify(o.sort()))`
-      const inImage = JSON.parse((await sh('podman', ['run', '--rm', '--entrypoint', 'node', image, '-e', list])).stdout) as string[]
-      assert.ok(inImage.includes(`/app/app/${SHIPPED_SECRET}`) && inImage.includes('/app/app/service.js'), inImage.join(', '))
+      const inImage = JSON.parse(
+        (await sh('podman', ['run', '--rm', '--entrypoint', 'node', image, '-e', list])).stdout,
+      ) as string[]
+      assert.ok(
+        inImage.includes(`/app/app/${SHIPPED_SECRET}`) && inImage.includes('/app/app/service.js'),
+        inImage.join(', '),
+      )
       for (const f of EXCLUDED) assert.ok(!inImage.some((x) => x.endsWith(f)), `${f} not in the image`)
       // Every byte of every layer: no marker anywhere in the image.
       const saved = join(tempDir(), 'image.tar')

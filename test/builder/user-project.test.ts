@@ -15,7 +15,8 @@ import { tempDir } from '../utils/tmp.js'
 
 const sh = promisify(execFile)
 const REPO = fileURLToPath(new URL('../..', import.meta.url))
-const version = (pkg: string) => (JSON.parse(readFileSync(join(REPO, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version
+const version = (pkg: string) =>
+  (JSON.parse(readFileSync(join(REPO, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version
 
 const SERVICE = `import { api, io, onnxRunner, service, type Tensor } from 'modelbundle'
 import { z } from 'zod'
@@ -45,14 +46,19 @@ function readmeTsconfig(): string {
 }
 
 describe('modelbundle from a user project (npm pack)', () => {
-  it('installs from the packed tarball, type-checks, builds a bundle, serves it and answers', { timeout: 900_000 }, async () => {
+  it('installs from the packed tarball, type-checks, builds a bundle, serves it and answers', {
+    timeout: 900_000,
+  }, async () => {
     const dir = tempDir('mb-user-')
     const { stdout } = await sh('npm', ['pack', '--pack-destination', dir], { cwd: REPO, maxBuffer: 16 << 20 })
     const tarball = stdout.trim().split('\n').at(-1)!
     mkdirSync(join(dir, 'models'))
     copyFileSync(MODELS.cls, join(dir, 'models/cls.onnx'))
     writeFileSync(join(dir, 'service.ts'), SERVICE)
-    writeFileSync(join(dir, 'bundle.yaml'), 'service: service.ts:MyService\nmodels:\n  - tag: my-cls:1.0.0\n    source: ./models/cls.onnx\nexclude: [models, "*.tgz"]\n')
+    writeFileSync(
+      join(dir, 'bundle.yaml'),
+      'service: service.ts:MyService\nmodels:\n  - tag: my-cls:1.0.0\n    source: ./models/cls.onnx\nexclude: [models, "*.tgz"]\n',
+    )
     writeFileSync(
       join(dir, 'package.json'),
       JSON.stringify({
@@ -62,7 +68,13 @@ describe('modelbundle from a user project (npm pack)', () => {
         dependencies: { modelbundle: `file:./${tarball}`, zod: `^${version('zod')}` },
         // As the README says: npm runs only the install scripts a project approves. These native
         // packages need theirs; onnxruntime-node's would download CUDA binaries, so it is denied.
-        allowScripts: { 'better-sqlite3': true, esbuild: true, 'onnxruntime-node': false, 'msgpackr-extract': false, '@scarf/scarf': false },
+        allowScripts: {
+          'better-sqlite3': true,
+          esbuild: true,
+          'onnxruntime-node': false,
+          'msgpackr-extract': false,
+          '@scarf/scarf': false,
+        },
       }),
     )
     // The README's tsconfig.json, as written there (no skipLibCheck).
@@ -70,24 +82,42 @@ describe('modelbundle from a user project (npm pack)', () => {
     // No ONNXRUNTIME_NODE_INSTALL, no .npmrc: allowScripts alone keeps the install offline and quiet.
     const { ONNXRUNTIME_NODE_INSTALL: _skip, ...clean } = process.env
     const env = { ...clean, BUNDLE_HOME: join(dir, '.modelbundle') }
-    const install = await sh('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], { cwd: dir, env, maxBuffer: 64 << 20 })
+    const install = await sh('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], {
+      cwd: dir,
+      env,
+      maxBuffer: 64 << 20,
+    })
     assert.doesNotMatch(install.stderr, /Unknown (?:project|env|cli) config/, 'no warning about our settings')
     // The TypeScript a user gets today with `npm install -D typescript @types/node`, not ours.
-    await sh('npm', ['install', '-D', '--no-audit', '--no-fund', 'typescript', '@types/node'], { cwd: dir, env, maxBuffer: 64 << 20 })
+    await sh('npm', ['install', '-D', '--no-audit', '--no-fund', 'typescript', '@types/node'], {
+      cwd: dir,
+      env,
+      maxBuffer: 64 << 20,
+    })
     // The package's declarations type-check in a user's project without skipLibCheck.
-    const tsc = await sh('npx', ['tsc', '-p', '.'], { cwd: dir, env }).catch((e: { stdout?: string; stderr?: string }) => assert.fail(`tsc failed:\n${e.stdout}${e.stderr}`))
+    const tsc = await sh('npx', ['tsc', '-p', '.'], { cwd: dir, env }).catch(
+      (e: { stdout?: string; stderr?: string }) => assert.fail(`tsc failed:\n${e.stdout}${e.stderr}`),
+    )
     assert.equal(tsc.stdout, '')
     const built = await sh('npx', ['bundle', 'build', '.'], { cwd: dir, env })
     const tag = built.stdout.trim()
     assert.match(tag, /^my-service:/)
     // The bundle carries the project's lock entries for what it uses: `npm ci` there is exact.
-    const bundleDir = (await sh(join(dir, 'node_modules/.bin/bundle'), ['get', tag, '-o', 'path'], { cwd: dir, env })).stdout.trim()
-    const lock = JSON.parse(readFileSync(join(bundleDir, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string }> }
+    const bundleDir = (
+      await sh(join(dir, 'node_modules/.bin/bundle'), ['get', tag, '-o', 'path'], { cwd: dir, env })
+    ).stdout.trim()
+    const lock = JSON.parse(readFileSync(join(bundleDir, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { version?: string }>
+    }
     assert.equal(lock.packages['node_modules/zod']?.version, version('zod'))
 
     const port = await freePort()
     // The installed bin itself (npx would not pass SIGTERM on to it).
-    const child = spawn(join(dir, 'node_modules/.bin/bundle'), ['serve', tag, '--port', String(port)], { cwd: dir, env, stdio: 'ignore' })
+    const child = spawn(join(dir, 'node_modules/.bin/bundle'), ['serve', tag, '--port', String(port)], {
+      cwd: dir,
+      env,
+      stdio: 'ignore',
+    })
     const exited = new Promise((r) => child.on('exit', r))
     try {
       let ready = false
@@ -98,11 +128,16 @@ describe('modelbundle from a user project (npm pack)', () => {
       assert.ok(ready)
       const x = new Float32Array(2 * 3 * 48 * 192)
       for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.01) * (i < x.length / 2 ? 1 : -1)
-      const r = await fetch(`http://127.0.0.1:${port}/direction`, { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '2,3,48,192' }, body: x })
+      const r = await fetch(`http://127.0.0.1:${port}/direction`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '2,3,48,192' },
+        body: x,
+      })
       assert.equal(r.status, 200)
       // The same answer onnxruntime gives in this process.
       const session = await ort.InferenceSession.create(MODELS.cls)
-      const p = Object.values(await session.run({ x: new ort.Tensor('float32', x, [2, 3, 48, 192]) }))[0]!.data as Float32Array
+      const p = Object.values(await session.run({ x: new ort.Tensor('float32', x, [2, 3, 48, 192]) }))[0]!
+        .data as Float32Array
       await session.release()
       assert.deepEqual(await r.json(), { upsideDown: [p[1]! > p[0]!, p[3]! > p[2]!] })
     } finally {

@@ -22,12 +22,18 @@ function installed(): string {
   put(from, {
     'package.json': { name: 'project', private: true },
     // The framework: depends on what it needs to serve and on its build tools.
-    'node_modules/fw/package.json': pkg('fw', { main: 'dist/index.js', dependencies: { native: '1', ort: '1', odd: '1', esbuild: '1', tsx: '1' } }),
+    'node_modules/fw/package.json': pkg('fw', {
+      main: 'dist/index.js',
+      dependencies: { native: '1', ort: '1', odd: '1', esbuild: '1', tsx: '1' },
+    }),
     'node_modules/fw/dist/index.js': 'export {}',
     'node_modules/fw/dist/index.js.map': '{}',
     'node_modules/fw/dist/index.d.ts': 'export {}',
     'node_modules/fw/README.md': '# fw',
-    'node_modules/esbuild/package.json': pkg('esbuild', { main: 'lib/main.js', optionalDependencies: { '@esbuild/linux-x64': '1' } }),
+    'node_modules/esbuild/package.json': pkg('esbuild', {
+      main: 'lib/main.js',
+      optionalDependencies: { '@esbuild/linux-x64': '1' },
+    }),
     'node_modules/esbuild/lib/main.js': '',
     'node_modules/@esbuild/linux-x64/package.json': pkg('@esbuild/linux-x64'),
     'node_modules/@esbuild/linux-x64/bin/esbuild': '',
@@ -53,7 +59,9 @@ function installed(): string {
     'node_modules/native/build/Release/obj.target/addon.node': 'ELF',
     'node_modules/native/build/Release/obj/gen/sqlite3.o': '',
     // onnxruntime-node: prebuilt binaries for every OS and CPU.
-    'node_modules/ort/package.json': pkg('ort', { exports: { '.': { types: './dist/index.d.ts', default: './dist/index.js' } } }),
+    'node_modules/ort/package.json': pkg('ort', {
+      exports: { '.': { types: './dist/index.d.ts', default: './dist/index.js' } },
+    }),
     'node_modules/ort/dist/index.js': '',
     'node_modules/ort/dist/index.d.ts': '',
     'node_modules/ort/lib/index.ts': 'export const x: number = 1',
@@ -75,7 +83,9 @@ function installed(): string {
   return from
 }
 
-const PINNED = ['fw', 'native', 'ort', 'odd', 'esbuild', '@esbuild/linux-x64', 'tsx', 'get-tsconfig'].map((n) => `${n}@1.0.0`)
+const PINNED = ['fw', 'native', 'ort', 'odd', 'esbuild', '@esbuild/linux-x64', 'tsx', 'get-tsconfig'].map(
+  (n) => `${n}@1.0.0`,
+)
 
 describe('vendorDependencies (what goes into an image)', () => {
   it('copies only what runs on linux/x64: no build tools, native build tree, other platforms, docs, maps or declarations', () => {
@@ -99,10 +109,23 @@ describe('vendorDependencies (what goes into an image)', () => {
       'ort/dist/index.js',
       'ort/package.json',
     ])
-    assert.deepEqual(stats.leftOutPackages.sort(), ['@esbuild/linux-x64@1.0.0', 'esbuild@1.0.0', 'get-tsconfig@1.0.0', 'tsx@1.0.0'])
+    assert.deepEqual(stats.leftOutPackages.sort(), [
+      '@esbuild/linux-x64@1.0.0',
+      'esbuild@1.0.0',
+      'get-tsconfig@1.0.0',
+      'tsx@1.0.0',
+    ])
     assert.equal(stats.packages, 4)
     assert.equal(stats.files, 15)
-    assert.deepEqual(Object.keys(stats.pruned).sort(), ['TypeScript sources', 'docs', 'native build tree', 'other platforms', 'source maps', 'tests', 'type declarations'])
+    assert.deepEqual(Object.keys(stats.pruned).sort(), [
+      'TypeScript sources',
+      'docs',
+      'native build tree',
+      'other platforms',
+      'source maps',
+      'tests',
+      'type declarations',
+    ])
     assert.equal(stats.pruned['other platforms']!.files, 7)
   })
 
@@ -110,15 +133,27 @@ describe('vendorDependencies (what goes into an image)', () => {
     const dest = tempDir()
     vendorDependencies({ fw: '1.0.0' }, PINNED, installed(), dest, { arch: 'arm64' })
     const files = Object.keys(snapshot(join(dest, 'node_modules')))
-    assert.deepEqual(files.filter((f) => f.includes('/bin/') || f.includes('prebuilds')).sort(), ['ort/bin/napi-v6/linux/arm64/binding.node'])
+    assert.deepEqual(files.filter((f) => f.includes('/bin/') || f.includes('prebuilds')).sort(), [
+      'ort/bin/napi-v6/linux/arm64/binding.node',
+    ])
   })
 
   it('keeps tsx, esbuild and TypeScript files when the bundle carries TypeScript modules, or imports them itself', () => {
-    for (const [direct, o] of [[{ fw: '1.0.0' }, { typescript: true }], [{ fw: '1.0.0', tsx: '1.0.0' }, {}]] as const) {
+    for (const [direct, o] of [
+      [{ fw: '1.0.0' }, { typescript: true }],
+      [{ fw: '1.0.0', tsx: '1.0.0' }, {}],
+    ] as const) {
       const dest = tempDir()
       const stats = vendorDependencies(direct, PINNED, installed(), dest, { arch: 'x64', ...o })
       const files = Object.keys(snapshot(join(dest, 'node_modules')))
-      for (const f of ['tsx/dist/cli.mjs', 'esbuild/lib/main.js', '@esbuild/linux-x64/bin/esbuild', 'get-tsconfig/dist/index.cjs', 'ort/lib/index.ts']) assert.ok(files.includes(f), `${f} with ${JSON.stringify(direct)} ${JSON.stringify(o)}`)
+      for (const f of [
+        'tsx/dist/cli.mjs',
+        'esbuild/lib/main.js',
+        '@esbuild/linux-x64/bin/esbuild',
+        'get-tsconfig/dist/index.cjs',
+        'ort/lib/index.ts',
+      ])
+        assert.ok(files.includes(f), `${f} with ${JSON.stringify(direct)} ${JSON.stringify(o)}`)
       assert.deepEqual(stats.leftOutPackages, [])
     }
   })

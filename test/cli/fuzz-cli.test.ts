@@ -13,7 +13,9 @@ const RUNS = Number(process.env.FUZZ_CLI_RUNS ?? 60)
 const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31)
 
 describe('fuzzed command lines', () => {
-  it(`${RUNS} generated invocations: one clear line, the right exit code, nothing written (seed ${SEED})`, { timeout: 600_000 }, async () => {
+  it(`${RUNS} generated invocations: one clear line, the right exit code, nothing written (seed ${SEED})`, {
+    timeout: 600_000,
+  }, async () => {
     console.log(`# cli fuzz seed ${SEED} (replay: FUZZ_SEED=${SEED})`)
     const home = join(tempDir(), 'home')
     const env = { BUNDLE_HOME: home, BUNDLE_REDIS_URL: '' }
@@ -22,15 +24,91 @@ describe('fuzzed command lines', () => {
     const before = snapshot(home)
     const junk = fc.oneof(
       fc.string({ minLength: 1, maxLength: 12 }),
-      fc.constantFrom('ocr-cls', 'ocr-cls:latest', 'a:b:c', 'UPPER:1.0', '../../etc/passwd', ':', '@sha256:zz', 'x@', '-', '--', '', ' ', 'name:1.0.0', 'ε:ω', '%00', 'a'.repeat(300)),
+      fc.constantFrom(
+        'ocr-cls',
+        'ocr-cls:latest',
+        'a:b:c',
+        'UPPER:1.0',
+        '../../etc/passwd',
+        ':',
+        '@sha256:zz',
+        'x@',
+        '-',
+        '--',
+        '',
+        ' ',
+        'name:1.0.0',
+        'ε:ω',
+        '%00',
+        'a'.repeat(300),
+      ),
     )
-    const flag = fc.constantFrom('--nope', '-z', '--port', 'abc', '--version', '-o', 'xml', '--label', 'noequals', '--force', '-y', '--redis', 'http://x', '--concurrency', '0', '--runners', 'far', '--image', '--min', '-1')
-    const missing = fc.string({ minLength: 1, maxLength: 10 }).map((s) => join(tempDir(), `missing-${encodeURIComponent(s)}`))
+    const flag = fc.constantFrom(
+      '--nope',
+      '-z',
+      '--port',
+      'abc',
+      '--version',
+      '-o',
+      'xml',
+      '--label',
+      'noequals',
+      '--force',
+      '-y',
+      '--redis',
+      'http://x',
+      '--concurrency',
+      '0',
+      '--runners',
+      'far',
+      '--image',
+      '--min',
+      '-1',
+    )
+    const missing = fc
+      .string({ minLength: 1, maxLength: 10 })
+      .map((s) => join(tempDir(), `missing-${encodeURIComponent(s)}`))
     const command = fc.oneof(
-      fc.tuple(fc.constantFrom(['models', 'get'], ['models', 'delete'], ['models', 'export'], ['get'], ['delete'], ['export'], ['deploy', 'k8s'], ['containerize']), junk).map(([c, t]) => [...c, t, ...(c[0] === 'delete' || c[1] === 'delete' ? ['-y'] : [])]),
-      fc.tuple(fc.constantFrom(['models', 'import'], ['import'], ['build'], ['models', 'save']), missing).map(([c, p]) => [...c, p]),
-      fc.tuple(fc.constantFrom(['serve'], ['worker']), fc.oneof(junk, missing.map((p) => `${p}.ts`))).map(([c, e]) => [...c, e]),
-      fc.tuple(fc.constantFrom(['models', 'list'], ['list'], ['models', 'verify'], ['serve', 'x.ts'], ['worker', 'x.ts'], ['models', 'loaded']), fc.array(flag, { minLength: 1, maxLength: 3 })).map(([c, f]) => [...c, ...f]),
+      fc
+        .tuple(
+          fc.constantFrom(
+            ['models', 'get'],
+            ['models', 'delete'],
+            ['models', 'export'],
+            ['get'],
+            ['delete'],
+            ['export'],
+            ['deploy', 'k8s'],
+            ['containerize'],
+          ),
+          junk,
+        )
+        .map(([c, t]) => [...c, t, ...(c[0] === 'delete' || c[1] === 'delete' ? ['-y'] : [])]),
+      fc
+        .tuple(fc.constantFrom(['models', 'import'], ['import'], ['build'], ['models', 'save']), missing)
+        .map(([c, p]) => [...c, p]),
+      fc
+        .tuple(
+          fc.constantFrom(['serve'], ['worker']),
+          fc.oneof(
+            junk,
+            missing.map((p) => `${p}.ts`),
+          ),
+        )
+        .map(([c, e]) => [...c, e]),
+      fc
+        .tuple(
+          fc.constantFrom(
+            ['models', 'list'],
+            ['list'],
+            ['models', 'verify'],
+            ['serve', 'x.ts'],
+            ['worker', 'x.ts'],
+            ['models', 'loaded'],
+          ),
+          fc.array(flag, { minLength: 1, maxLength: 3 }),
+        )
+        .map(([c, f]) => [...c, ...f]),
       fc.array(junk, { minLength: 1, maxLength: 3 }),
     )
     let failures = 0

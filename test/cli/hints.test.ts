@@ -20,7 +20,9 @@ function hintedCommand(message: string): string[] {
 }
 
 describe('error hints are commands that work', () => {
-  it('a runner whose model is not stored: serve fails naming the save command; running it lets serve start', { timeout: 120_000 }, async () => {
+  it('a runner whose model is not stored: serve fails naming the save command; running it lets serve start', {
+    timeout: 120_000,
+  }, async () => {
     const env = { BUNDLE_HOME: join(tempDir(), 'home'), BUNDLE_ACCESS_LOG: '0' }
     const failed = await bundle(['serve', MISSING, '--port', '0'], env)
     assert.equal(failed.code, 1)
@@ -32,14 +34,20 @@ describe('error hints are commands that work', () => {
     assert.equal(saved.code, 0, saved.stderr)
     const s = await serveReady(MISSING, [], env)
     try {
-      const r = await fetch(`${s.url}/which`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+      const r = await fetch(`${s.url}/which`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      })
       assert.deepEqual(await r.json(), { model: 'hint-model:1.2.0' })
     } finally {
       await s.stop('SIGTERM')
     }
   })
 
-  it('bundle build of a project whose models are not stored: each hint, pasted, lets the build through', { timeout: 180_000 }, async () => {
+  it('bundle build of a project whose models are not stored: each hint, pasted, lets the build through', {
+    timeout: 180_000,
+  }, async () => {
     const { cpSync, mkdtempSync, rmSync, writeFileSync } = await import('node:fs')
     const quickstart = fileURLToPath(new URL('../../examples/quickstart', import.meta.url))
     for (const yaml of ['service: service.ts\nmodels: [ocr-cls:2.0.0]\n', 'service: service.ts\n']) {
@@ -52,7 +60,10 @@ describe('error hints are commands that work', () => {
       const failed = await bundle(['build', src, '--version', '1.0.0'], env)
       assert.equal(failed.code, 1, failed.stderr)
       assert.match(failed.stderr, /^error E_STORE_MODEL_NOT_FOUND: /)
-      const saved = await bundle(hintedCommand(failed.stderr).map((a) => (a === 'path/to/model.onnx' ? MODELS.cls : a)), env)
+      const saved = await bundle(
+        hintedCommand(failed.stderr).map((a) => (a === 'path/to/model.onnx' ? MODELS.cls : a)),
+        env,
+      )
       assert.equal(saved.code, 0, saved.stderr)
       const built = await bundle(['build', src, '--version', '1.0.0'], env)
       assert.equal(built.code, 0, `${yaml}: ${built.stderr}`)

@@ -20,8 +20,10 @@ describe('installing modelbundle', () => {
     assert.doesNotMatch(r.stderr, /Unknown (?:project|user|env|cli) config/)
   })
 
-  it('onnxruntime-node\'s install script is denied, so the install fetched no CUDA binaries', () => {
-    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { allowScripts: Record<string, boolean> }
+  it("onnxruntime-node's install script is denied, so the install fetched no CUDA binaries", () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+      allowScripts: Record<string, boolean>
+    }
     assert.equal(pkg.allowScripts['onnxruntime-node'], false)
     const bin = join(ROOT, 'node_modules/onnxruntime-node/bin/napi-v6', process.platform, process.arch)
     assert.ok(existsSync(join(bin, 'onnxruntime_binding.node')), 'the CPU build comes with the package')

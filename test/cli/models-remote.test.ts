@@ -8,10 +8,15 @@ import { MODELS } from '../utils/models.js'
 import { tempDir } from '../utils/tmp.js'
 
 describe('bundle models load|unload|loaded --url (a running server)', () => {
-  it('loads a newer version into the quickstart, lists states, unloads; unreachable and refused requests are one line', { timeout: 180_000 }, async () => {
+  it('loads a newer version into the quickstart, lists states, unloads; unreachable and refused requests are one line', {
+    timeout: 180_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
     const env = { BUNDLE_HOME: home }
-    const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', '0'], { env: { ...process.env, ...env, BUNDLE_ACCESS_LOG: '0' }, stdio: ['ignore', 'pipe', 'ignore'] })
+    const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', '0'], {
+      env: { ...process.env, ...env, BUNDLE_ACCESS_LOG: '0' },
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
     const exited = new Promise((r) => child.on('exit', r))
     let url = ''
     let port = ''
@@ -24,14 +29,34 @@ describe('bundle models load|unload|loaded --url (a running server)', () => {
         if (!ready) await new Promise((r) => setTimeout(r, 100))
       }
       assert.ok(ready)
-      assert.equal((await bundle(['models', 'save', MODELS.cls, '--name', 'ocr-cls', '--version', '3.0.0'], env)).code, 0)
+      assert.equal(
+        (await bundle(['models', 'save', MODELS.cls, '--name', 'ocr-cls', '--version', '3.0.0'], env)).code,
+        0,
+      )
       const before = await bundle(['models', 'loaded', '--url', url, '-o', 'json'])
       assert.equal(before.code, 0, before.stderr)
-      assert.deepEqual((JSON.parse(before.stdout) as { name: string; version: string; state: string }[]).map((r) => `${r.name}:${r.version} ${r.state}`), ['ocr-cls:2.0.0 READY', 'ocr-cls:3.0.0 UNAVAILABLE'])
-      const load = await bundle(['models', 'load', 'ocr-cls', '--version', '3.0.0', '--config', '{"batching":{"maxBatchSize":16}}', '--url', url])
+      assert.deepEqual(
+        (JSON.parse(before.stdout) as { name: string; version: string; state: string }[]).map(
+          (r) => `${r.name}:${r.version} ${r.state}`,
+        ),
+        ['ocr-cls:2.0.0 READY', 'ocr-cls:3.0.0 UNAVAILABLE'],
+      )
+      const load = await bundle([
+        'models',
+        'load',
+        'ocr-cls',
+        '--version',
+        '3.0.0',
+        '--config',
+        '{"batching":{"maxBatchSize":16}}',
+        '--url',
+        url,
+      ])
       assert.equal(load.code, 0, load.stderr)
       assert.equal(load.stdout.trim(), 'loaded ocr-cls:3.0.0')
-      const runners = (await (await fetch(`${url}/runners`)).json()) as { config: { model: string; batching: { maxBatchSize: number } } }[]
+      const runners = (await (await fetch(`${url}/runners`)).json()) as {
+        config: { model: string; batching: { maxBatchSize: number } }
+      }[]
       assert.equal(runners[0]!.config.model, 'ocr-cls:3.0.0')
       assert.equal(runners[0]!.config.batching.maxBatchSize, 16)
       // Without --url: the local server, on $PORT as `bundle serve` takes it.

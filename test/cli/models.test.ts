@@ -22,7 +22,19 @@ describe('bundle models (CLI, real child processes)', () => {
   const run = (...args: string[]) => bundle(args, env)
 
   before(async () => {
-    const r = await run('models', 'save', MODELS.cls, '--name', 'ocr-cls', '--version', '1.0.0', '--label', 'stage=dev', '--metadata', '{"source":"paddleocr"}')
+    const r = await run(
+      'models',
+      'save',
+      MODELS.cls,
+      '--name',
+      'ocr-cls',
+      '--version',
+      '1.0.0',
+      '--label',
+      'stage=dev',
+      '--metadata',
+      '{"source":"paddleocr"}',
+    )
     assert.equal(r.code, 0, r.stderr)
     assert.equal(r.stdout, 'ocr-cls:1.0.0\n')
   })
@@ -34,11 +46,31 @@ describe('bundle models (CLI, real child processes)', () => {
     assert.equal(model.version.length, 16)
 
     const list = JSON.parse((await run('models', 'list', '-o', 'json')).stdout) as Record<string, unknown>[]
-    assert.deepEqual(list.map((m) => m.tag), [model.tag, 'ocr-cls:1.0.0'])
-    for (const key of ['tag', 'name', 'version', 'digest', 'size', 'framework', 'labels', 'metadata', 'signatures', 'created']) assert.ok(key in list[0]!, key)
+    assert.deepEqual(
+      list.map((m) => m.tag),
+      [model.tag, 'ocr-cls:1.0.0'],
+    )
+    for (const key of [
+      'tag',
+      'name',
+      'version',
+      'digest',
+      'size',
+      'framework',
+      'labels',
+      'metadata',
+      'signatures',
+      'created',
+    ])
+      assert.ok(key in list[0]!, key)
 
-    const filtered = JSON.parse((await run('models', 'list', '--label', 'stage=dev', '-o', 'json')).stdout) as { tag: string }[]
-    assert.deepEqual(filtered.map((m) => m.tag), ['ocr-cls:1.0.0'])
+    const filtered = JSON.parse((await run('models', 'list', '--label', 'stage=dev', '-o', 'json')).stdout) as {
+      tag: string
+    }[]
+    assert.deepEqual(
+      filtered.map((m) => m.tag),
+      ['ocr-cls:1.0.0'],
+    )
 
     const yaml = parseYaml((await run('models', 'get', 'ocr-cls@^1')).stdout)
     assert.equal(yaml.tag, 'ocr-cls:1.0.0')
@@ -58,8 +90,16 @@ describe('bundle models (CLI, real child processes)', () => {
     failsWith(await run('models', 'list', '--bogus'), 2, 'E_CLI_USAGE')
     failsWith(await run('models', 'save', MODELS.keys), 2, 'E_CLI_USAGE')
     failsWith(await run('models', 'save', MODELS.keys, '--name', 'k', '--label', 'novalue'), 2, 'E_STORE_LABEL_INVALID')
-    failsWith(await run('models', 'save', MODELS.keys, '--name', 'k', '--metadata', '{oops'), 2, 'E_STORE_METADATA_INVALID')
-    failsWith(await run('models', 'save', MODELS.keys, '--name', 'k', '--framework', 'onnx'), 2, 'E_STORE_FRAMEWORK_INVALID')
+    failsWith(
+      await run('models', 'save', MODELS.keys, '--name', 'k', '--metadata', '{oops'),
+      2,
+      'E_STORE_METADATA_INVALID',
+    )
+    failsWith(
+      await run('models', 'save', MODELS.keys, '--name', 'k', '--framework', 'onnx'),
+      2,
+      'E_STORE_FRAMEWORK_INVALID',
+    )
     failsWith(await run('models', 'get', 'ocr-cls', '-o', 'xml'), 2, 'E_CLI_USAGE')
     failsWith(await run('models', 'frobnicate'), 2, 'E_CLI_USAGE')
     failsWith(await run('models', 'delete', 'ocr-cls:1.0.0'), 2, 'E_CLI_CONFIRM_REQUIRED')
@@ -68,7 +108,11 @@ describe('bundle models (CLI, real child processes)', () => {
   it('failures exit 1 with one line', async () => {
     failsWith(await run('models', 'get', 'missing'), 1, 'E_STORE_MODEL_NOT_FOUND')
     failsWith(await run('models', 'save', join(dir, 'nope.onnx'), '--name', 'x'), 1, 'E_STORE_FILE_NOT_FOUND')
-    failsWith(await run('models', 'save', MODELS.keys, '--name', 'ocr-cls', '--version', '1.0.0'), 1, 'E_STORE_TAG_EXISTS')
+    failsWith(
+      await run('models', 'save', MODELS.keys, '--name', 'ocr-cls', '--version', '1.0.0'),
+      1,
+      'E_STORE_TAG_EXISTS',
+    )
     failsWith(await run('models', 'import', join(dir, 'nope.bundlemodel')), 1, 'E_STORE_FILE_NOT_FOUND')
     failsWith(await run('models', 'import', writeFile(dir, 'junk.bundlemodel', 'junk')), 1, 'E_ARCHIVE_CORRUPT')
     const broken = writeFile(dir, 'broken.onnx', 'not onnx')
@@ -128,7 +172,8 @@ describe('bundle models (CLI, real child processes)', () => {
   it('delete --all-versions removes every version of a name', async () => {
     const e = { BUNDLE_HOME: join(dir, 'versions') }
     const f = writeFile(dir, 'v.bin', 'v')
-    for (const v of ['1.0.0', '1.1.0', '2.0.0']) assert.equal((await bundle(['models', 'save', f, '--name', 'm', '--version', v], e)).code, 0)
+    for (const v of ['1.0.0', '1.1.0', '2.0.0'])
+      assert.equal((await bundle(['models', 'save', f, '--name', 'm', '--version', v], e)).code, 0)
     const latestOnly = await bundle(['models', 'delete', 'm', '-y'], e)
     assert.equal(latestOnly.stdout, 'deleted m:2.0.0\n')
     const all = await bundle(['models', 'delete', 'm', '--all-versions', '-y'], e)
@@ -148,7 +193,11 @@ describe('bundle models (CLI, real child processes)', () => {
     const { spawnSync } = await import('node:child_process')
     const { BIN } = await import('../utils/cli.js')
     // ulimit -f makes writes past 100 KiB fail with EFBIG, as a full disk would.
-    const r = spawnSync('bash', ['-c', `ulimit -f 100; exec "${process.execPath}" "${BIN}" models export ocr-cls:1.0.0 "${out}"`], { env: { ...process.env, ...env }, encoding: 'utf8' })
+    const r = spawnSync(
+      'bash',
+      ['-c', `ulimit -f 100; exec "${process.execPath}" "${BIN}" models export ocr-cls:1.0.0 "${out}"`],
+      { env: { ...process.env, ...env }, encoding: 'utf8' },
+    )
     failsWith({ code: r.status, stdout: r.stdout, stderr: r.stderr }, 1, 'E_STORE_IO')
     assert.deepEqual(ls(out), [], 'no partial file left behind')
   })
@@ -156,7 +205,8 @@ describe('bundle models (CLI, real child processes)', () => {
   it('--help and --version exit 0', async () => {
     const help = await run('models', '--help')
     assert.equal(help.code, 0)
-    for (const cmd of ['save', 'list', 'get', 'delete', 'export', 'import', 'verify', 'gc']) assert.match(help.stdout, new RegExp(`\\b${cmd}\\b`))
+    for (const cmd of ['save', 'list', 'get', 'delete', 'export', 'import', 'verify', 'gc'])
+      assert.match(help.stdout, new RegExp(`\\b${cmd}\\b`))
     assert.match((await run('--version')).stdout, /^\d+\.\d+\.\d+\n$/)
   })
 
@@ -176,7 +226,11 @@ describe('progress bar', () => {
     const { spawnSync } = await import('node:child_process')
     const { BIN } = await import('../utils/cli.js')
     // `script` gives the command a pseudo-terminal, as a user's shell would.
-    const tty = spawnSync('script', ['-qefc', `${process.execPath} ${BIN} models save ${big} --name big`, '/dev/null'], { env: { ...process.env, BUNDLE_HOME: join(dir, 'tty') }, encoding: 'utf8' })
+    const tty = spawnSync(
+      'script',
+      ['-qefc', `${process.execPath} ${BIN} models save ${big} --name big`, '/dev/null'],
+      { env: { ...process.env, BUNDLE_HOME: join(dir, 'tty') }, encoding: 'utf8' },
+    )
     assert.equal(tty.status, 0, tty.stdout)
     assert.match(tty.stdout, /saving big \[#+\] 100% 64\.0 MiB\/64\.0 MiB/)
     const piped = await bundle(['models', 'save', big, '--name', 'big'], { BUNDLE_HOME: join(dir, 'piped') })

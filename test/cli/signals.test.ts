@@ -30,8 +30,17 @@ function alive(pid: number): boolean {
 }
 
 /** Starts `cmd args` and resolves once its output has a line matching `ready`; collects stdout. */
-function startUntil(cmd: string, args: string[], opts: { cwd: string; env: Record<string, string> }, ready: RegExp): Promise<{ child: ChildProcess; out: () => string; exited: Promise<number | null> }> {
-  const child = spawn(cmd, args, { cwd: opts.cwd, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] })
+function startUntil(
+  cmd: string,
+  args: string[],
+  opts: { cwd: string; env: Record<string, string> },
+  ready: RegExp,
+): Promise<{ child: ChildProcess; out: () => string; exited: Promise<number | null> }> {
+  const child = spawn(cmd, args, {
+    cwd: opts.cwd,
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let out = ''
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)))
   return new Promise((resolve_, reject) => {
@@ -46,10 +55,17 @@ function startUntil(cmd: string, args: string[], opts: { cwd: string; env: Recor
 }
 
 describe('stopping a server started through npm', () => {
-  it('SIGTERM to `npm start` drains the server and its runner workers; npm exits 0, nothing is left running', { timeout: 120_000 }, async () => {
+  it('SIGTERM to `npm start` drains the server and its runner workers; npm exits 0, nothing is left running', {
+    timeout: 120_000,
+  }, async () => {
     const home = mkdtempSync(join(tmpdir(), 'mb-npm-start-'))
     try {
-      const s = await startUntil('npm', ['start'], { cwd: ROOT, env: { BUNDLE_HOME: home, PORT: '0', BUNDLE_ACCESS_LOG: '0' } }, /"msg":"service ready"/)
+      const s = await startUntil(
+        'npm',
+        ['start'],
+        { cwd: ROOT, env: { BUNDLE_HOME: home, PORT: '0', BUNDLE_ACCESS_LOG: '0' } },
+        /"msg":"service ready"/,
+      )
       const below = descendants(s.child.pid!)
       assert.ok(below.length >= 2, `the server and its runner worker run below npm: ${below}`)
       s.child.kill('SIGTERM')
@@ -61,14 +77,24 @@ describe('stopping a server started through npm', () => {
     }
   })
 
-  it('SIGTERM to `npx bundle serve` stops the server too (it follows its parent away)', { timeout: 120_000 }, async () => {
+  it('SIGTERM to `npx bundle serve` stops the server too (it follows its parent away)', {
+    timeout: 120_000,
+  }, async () => {
     // A project with modelbundle's command installed, as `npm install modelbundle` leaves it.
     const project = mkdtempSync(join(tmpdir(), 'mb-npx-'))
     try {
-      writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'npx-project', private: true, type: 'module' }))
+      writeFileSync(
+        join(project, 'package.json'),
+        JSON.stringify({ name: 'npx-project', private: true, type: 'module' }),
+      )
       mkdirSync(join(project, 'node_modules', '.bin'), { recursive: true })
       symlinkSync(resolve(ROOT, 'bin/bundle'), join(project, 'node_modules', '.bin', 'bundle'))
-      const s = await startUntil('npx', ['bundle', 'serve', resolve(ROOT, 'examples/greeter/service.ts'), '--port', '0'], { cwd: project, env: { BUNDLE_HOME: join(project, 'home'), BUNDLE_ACCESS_LOG: '0' } }, /"msg":"service ready"/)
+      const s = await startUntil(
+        'npx',
+        ['bundle', 'serve', resolve(ROOT, 'examples/greeter/service.ts'), '--port', '0'],
+        { cwd: project, env: { BUNDLE_HOME: join(project, 'home'), BUNDLE_ACCESS_LOG: '0' } },
+        /"msg":"service ready"/,
+      )
       const below = descendants(s.child.pid!)
       assert.ok(below.length >= 1, 'the server runs below npx')
       s.child.kill('SIGTERM')

@@ -5,13 +5,17 @@ import { BundleError, CATALOG, errorCodes } from '../../errors/index.js'
 
 const doc = readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8')
 const documented = new Map(
-  [...doc.matchAll(/^\|\s*`(E_[A-Z_]+)`\s*\|\s*(\d{3})\s*\|\s*(\d)\s*\|/gm)].map((m) => [m[1]!, { status: Number(m[2]), exit: Number(m[3]) }]),
+  [...doc.matchAll(/^\|\s*`(E_[A-Z_]+)`\s*\|\s*(\d{3})\s*\|\s*(\d)\s*\|/gm)].map((m) => [
+    m[1]!,
+    { status: Number(m[2]), exit: Number(m[3]) },
+  ]),
 )
 
 describe('error catalog', () => {
   it('docs/errors.md lists every code with the same status and exit code, and nothing else', () => {
     assert.deepEqual([...documented.keys()].sort(), errorCodes().sort())
-    for (const code of errorCodes()) assert.deepEqual(documented.get(code), { status: CATALOG[code].status, exit: CATALOG[code].exit }, code)
+    for (const code of errorCodes())
+      assert.deepEqual(documented.get(code), { status: CATALOG[code].status, exit: CATALOG[code].exit }, code)
   })
 
   it('a BundleError takes status, exit code and fix from the catalog', () => {

@@ -43,7 +43,10 @@ describe('examples/ocr: detection and direction pieces', () => {
   it('reads rows top to bottom and boxes within a row left to right', () => {
     const b = (x1: number, y1: number, y2: number) => ({ x1, y1, y2 })
     const order = readingOrder([b(400, 52, 80), b(40, 100, 128), b(40, 50, 78)])
-    assert.deepEqual(order.map((x) => x.x1 + ':' + x.y1), ['40:50', '400:52', '40:100'])
+    assert.deepEqual(
+      order.map((x) => `${x.x1}:${x.y1}`),
+      ['40:50', '400:52', '40:100'],
+    )
   })
 
   it('feeds the classifier lines at most 192 wide, padded, and turns lines half a circle', () => {

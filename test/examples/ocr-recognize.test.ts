@@ -12,7 +12,10 @@ async function line(file: string) {
   const img = sharp(new URL(`../fixtures/images/${file}`, import.meta.url).pathname).removeAlpha()
   const meta = await img.metadata()
   const width = recWidth(meta.width!, meta.height!)
-  const { data } = await img.resize({ width, height: REC_HEIGHT, fit: 'fill' }).raw().toBuffer({ resolveWithObject: true })
+  const { data } = await img
+    .resize({ width, height: REC_HEIGHT, fit: 'fill' })
+    .raw()
+    .toBuffer({ resolveWithObject: true })
   return { data: new Uint8Array(data), width, height: REC_HEIGHT }
 }
 
@@ -29,7 +32,9 @@ describe('examples/ocr: recognition (PaddleOCR v4 rec + CTC)', () => {
       const images = await Promise.all(cases.map(([f]) => line(f)))
       for (const [i, [, want]] of cases.entries()) {
         const img = images[i]!
-        const out = Object.values(await session.run({ x: new ort.Tensor('float32', toRecInput(img), [1, 3, REC_HEIGHT, img.width]) }))[0]!
+        const out = Object.values(
+          await session.run({ x: new ort.Tensor('float32', toRecInput(img), [1, 3, REC_HEIGHT, img.width]) }),
+        )[0]!
         const [, steps, classes] = out.dims as number[]
         const { text, score } = ctcDecode(out.data as Float32Array, steps!, classes!, dict)
         assert.equal(text, want)
@@ -38,12 +43,21 @@ describe('examples/ocr: recognition (PaddleOCR v4 rec + CTC)', () => {
       // Lines of one page share a batch, right-padded to the widest.
       const W = Math.max(...images.map((m) => m.width))
       const batch = new Float32Array(images.length * 3 * REC_HEIGHT * W)
-      images.forEach((m, i) => batch.set(toRecInput(m, W), i * 3 * REC_HEIGHT * W))
-      const out = Object.values(await session.run({ x: new ort.Tensor('float32', batch, [images.length, 3, REC_HEIGHT, W]) }))[0]!
+      for (const [i, m] of images.entries()) batch.set(toRecInput(m, W), i * 3 * REC_HEIGHT * W)
+      const out = Object.values(
+        await session.run({ x: new ort.Tensor('float32', batch, [images.length, 3, REC_HEIGHT, W]) }),
+      )[0]!
       const [n, steps, classes] = out.dims as number[]
       const probs = out.data as Float32Array
-      const texts = Array.from({ length: n! }, (_, i) => ctcDecode(probs.subarray(i * steps! * classes!, (i + 1) * steps! * classes!), steps!, classes!, dict).text)
-      assert.deepEqual(texts, cases.map(([, t]) => t))
+      const texts = Array.from(
+        { length: n! },
+        (_, i) =>
+          ctcDecode(probs.subarray(i * steps! * classes!, (i + 1) * steps! * classes!), steps!, classes!, dict).text,
+      )
+      assert.deepEqual(
+        texts,
+        cases.map(([, t]) => t),
+      )
     } finally {
       await session.release()
     }

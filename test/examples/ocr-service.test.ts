@@ -28,12 +28,19 @@ describe('examples/ocr: POST /read', () => {
   let exited: Promise<unknown>
   let stderr = ''
   const read = async (body: Uint8Array | FormData, type?: string): Promise<{ status: number; json: any }> => {
-    const r = await fetch(`${url}/read`, { method: 'POST', ...(type ? { headers: { 'content-type': type } } : {}), body })
+    const r = await fetch(`${url}/read`, {
+      method: 'POST',
+      ...(type ? { headers: { 'content-type': type } } : {}),
+      body,
+    })
     return { status: r.status, json: await r.json() }
   }
 
   before(async () => {
-    child = spawn(process.execPath, [BIN, 'serve', 'examples/ocr/service.ts', '--port', '0'], { env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' }, stdio: ['ignore', 'pipe', 'pipe'] })
+    child = spawn(process.execPath, [BIN, 'serve', 'examples/ocr/service.ts', '--port', '0'], {
+      env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     child.stderr!.on('data', (c) => (stderr += c))
     exited = new Promise((r) => child.on('exit', r))
     url = await listeningUrl(child)
@@ -51,44 +58,85 @@ describe('examples/ocr: POST /read', () => {
 
   it('brings its three models into an empty store', async () => {
     const list = await bundle(['models', 'list', '-o', 'json'], { BUNDLE_HOME: home })
-    assert.deepEqual((JSON.parse(list.stdout) as { tag: string }[]).map((m) => m.tag).sort(), ['ocr-cls:2.0.0', 'ocr-det:4.0.0', 'ocr-rec:4.0.0'])
+    assert.deepEqual((JSON.parse(list.stdout) as { tag: string }[]).map((m) => m.tag).sort(), [
+      'ocr-cls:2.0.0',
+      'ocr-det:4.0.0',
+      'ocr-rec:4.0.0',
+    ])
     const runners = (await (await fetch(`${url}/runners`)).json()) as { name: string; ready: boolean }[]
-    assert.deepEqual(runners.map((r) => `${r.name} ${r.ready}`), ['ocr-det true', 'ocr-cls true', 'ocr-rec true'])
+    assert.deepEqual(
+      runners.map((r) => `${r.name} ${r.ready}`),
+      ['ocr-det true', 'ocr-cls true', 'ocr-rec true'],
+    )
   })
 
   it('reads a rendered page exactly, in reading order, with boxes around each line', { timeout: 60_000 }, async () => {
     const r = await read(PAGE, 'image/png')
     assert.equal(r.status, 200, JSON.stringify(r.json))
     const lines = r.json.lines as Line[]
-    assert.deepEqual(lines.map((l) => l.text), PAGE_LINES)
+    assert.deepEqual(
+      lines.map((l) => l.text),
+      PAGE_LINES,
+    )
     const meta = await sharp(PAGE).metadata()
     let lastBottom = 0
     for (const l of lines) {
       assert.ok(l.score > 0.9, `${l.text}: ${l.score}`)
-      const [[x1, y1], [x2, y2], [x3, y3], [x4, y4]] = l.box as [[number, number], [number, number], [number, number], [number, number]]
-      assert.ok(x1 >= 0 && y1 >= 0 && x3 <= meta.width! && y3 <= meta.height!, `box inside the page: ${JSON.stringify(l.box)}`)
-      assert.ok(x2 === x3 && y1 === y2 && x1 === x4 && y3 === y4 && x3 > x1 && y3 > y1, 'clockwise corners from the top left')
+      const [[x1, y1], [x2, y2], [x3, y3], [x4, y4]] = l.box as [
+        [number, number],
+        [number, number],
+        [number, number],
+        [number, number],
+      ]
+      assert.ok(
+        x1 >= 0 && y1 >= 0 && x3 <= meta.width! && y3 <= meta.height!,
+        `box inside the page: ${JSON.stringify(l.box)}`,
+      )
+      assert.ok(
+        x2 === x3 && y1 === y2 && x1 === x4 && y3 === y4 && x3 > x1 && y3 > y1,
+        'clockwise corners from the top left',
+      )
       assert.ok(y1 >= lastBottom - 4, 'lines do not overlap vertically')
       lastBottom = y3
     }
   })
 
-  it('turns upside-down lines with the direction classifier; JPEG in multipart works too', { timeout: 60_000 }, async () => {
+  it('turns upside-down lines with the direction classifier; JPEG in multipart works too', {
+    timeout: 60_000,
+  }, async () => {
     const upside = await read(await sharp(PAGE).rotate(180).png().toBuffer(), 'image/png')
     assert.equal(upside.status, 200)
     // The page itself is upside down, so its last line is now on top.
-    assert.deepEqual((upside.json.lines as Line[]).map((l) => l.text), [...PAGE_LINES].reverse())
+    assert.deepEqual(
+      (upside.json.lines as Line[]).map((l) => l.text),
+      [...PAGE_LINES].reverse(),
+    )
     const form = new FormData()
-    form.append('file', new Blob([await sharp(PAGE).jpeg({ quality: 85 }).toBuffer()], { type: 'image/jpeg' }), 'page.jpg')
+    form.append(
+      'file',
+      new Blob([await sharp(PAGE).jpeg({ quality: 85 }).toBuffer()], { type: 'image/jpeg' }),
+      'page.jpg',
+    )
     const jpeg = await read(form)
     assert.equal(jpeg.status, 200)
-    assert.deepEqual((jpeg.json.lines as Line[]).map((l) => l.text), PAGE_LINES)
+    assert.deepEqual(
+      (jpeg.json.lines as Line[]).map((l) => l.text),
+      PAGE_LINES,
+    )
   })
 
   it('reads fields on one row left to right; an empty page has no lines', { timeout: 60_000 }, async () => {
     const form = await read(FORM, 'image/png')
-    assert.deepEqual((form.json.lines as Line[]).map((l) => l.text), FORM_LINES)
-    const blank = await read(await sharp({ create: { width: 300, height: 200, channels: 3, background: '#fff' } }).png().toBuffer(), 'image/png')
+    assert.deepEqual(
+      (form.json.lines as Line[]).map((l) => l.text),
+      FORM_LINES,
+    )
+    const blank = await read(
+      await sharp({ create: { width: 300, height: 200, channels: 3, background: '#fff' } })
+        .png()
+        .toBuffer(),
+      'image/png',
+    )
     assert.deepEqual(blank.json, { lines: [] })
   })
 
@@ -97,14 +145,20 @@ describe('examples/ocr: POST /read', () => {
     const results = await Promise.all(Array.from({ length: 6 }, (_, i) => read(i % 2 ? FORM : PAGE, 'image/png')))
     results.forEach((r, i) => {
       assert.equal(r.status, 200, JSON.stringify(r.json))
-      assert.deepEqual((r.json.lines as Line[]).map((l) => l.text), i % 2 ? FORM_LINES : PAGE_LINES)
+      assert.deepEqual(
+        (r.json.lines as Line[]).map((l) => l.text),
+        i % 2 ? FORM_LINES : PAGE_LINES,
+      )
     })
     const after = (await (await fetch(`${url}/v2/models/ocr-rec/stats`)).json()) as any
     const rows = after.model_stats[0].inference_count - before.model_stats[0].inference_count
     assert.equal(rows, 3 * PAGE_LINES.length + 3 * FORM_LINES.length)
     const batches = after.model_stats[0].execution_count - before.model_stats[0].execution_count
     assert.ok(batches < rows, `${rows} lines of 6 pages took ${batches} rec batches`)
-    assert.ok(after.model_stats[0].batch_stats.some((b: { batch_size: number }) => b.batch_size > 1), 'lines share batches')
+    assert.ok(
+      after.model_stats[0].batch_stats.some((b: { batch_size: number }) => b.batch_size > 1),
+      'lines share batches',
+    )
   })
 
   it('refuses what is not an image with a clear 4xx', async () => {

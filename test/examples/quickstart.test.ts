@@ -7,7 +7,9 @@ import { parsePrometheus } from '../utils/prom.js'
 import { tempDir } from '../utils/tmp.js'
 
 describe('examples/quickstart: the text-direction classifier', () => {
-  it('imports its model on first start, then tells upright from upside-down text lines', { timeout: 120_000 }, async () => {
+  it('imports its model on first start, then tells upright from upside-down text lines', {
+    timeout: 120_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
     process.env.BUNDLE_HOME = home // the example uses the default store, as `npm start` does
     const { Quickstart } = await import('../../examples/quickstart/service.js')
@@ -18,13 +20,20 @@ describe('examples/quickstart: the text-direction classifier', () => {
     try {
       assert.equal((await svc.app.request('/readyz')).status, 200)
       const store = ModelStore.open({ home })
-      assert.deepEqual(store.list().map((m) => m.tag), ['ocr-cls:2.0.0'])
+      assert.deepEqual(
+        store.list().map((m) => m.tag),
+        ['ocr-cls:2.0.0'],
+      )
       store.close()
 
       for (const name of ['hello', 'invoice', 'quick']) {
         for (const angle of [0, 180]) {
           const png = readFileSync(new URL(`../fixtures/images/${name}-${angle}.png`, import.meta.url))
-          const r = await svc.app.request('/classify', { method: 'POST', headers: { 'content-type': 'image/png' }, body: new Uint8Array(png) })
+          const r = await svc.app.request('/classify', {
+            method: 'POST',
+            headers: { 'content-type': 'image/png' },
+            body: new Uint8Array(png),
+          })
           assert.equal(r.status, 200)
           const body = (await r.json()) as { angle: number; score: number }
           assert.equal(body.angle, angle, `${name} rotated ${angle}`)
@@ -33,24 +42,41 @@ describe('examples/quickstart: the text-direction classifier', () => {
       }
 
       const x = new Float32Array(2 * 3 * 48 * 192)
-      const t = await svc.app.request('/classifyTensor', { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '2,3,48,192' }, body: new Uint8Array(x.buffer) })
+      const t = await svc.app.request('/classifyTensor', {
+        method: 'POST',
+        headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '2,3,48,192' },
+        body: new Uint8Array(x.buffer),
+      })
       assert.equal(t.status, 200)
       const results = ((await t.json()) as { results: { angle: number; score: number }[] }).results
       assert.equal(results.length, 2)
-      const bad = await svc.app.request('/classifyTensor', { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '2,3,48,100' }, body: new Uint8Array(2 * 3 * 48 * 100 * 4) })
+      const bad = await svc.app.request('/classifyTensor', {
+        method: 'POST',
+        headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '2,3,48,100' },
+        body: new Uint8Array(2 * 3 * 48 * 100 * 4),
+      })
       assert.equal(bad.status, 400)
 
       // Runner series on the same /metrics: 6 images + 2 tensor rows went through the model.
       const samples = parsePrometheus(await (await svc.app.request('/metrics')).text())
       const value = (name: string, extra: Record<string, string> = {}) =>
-        samples.find((s) => s.name === name && s.labels.runner === 'ocr-cls' && s.labels.method === 'run' && Object.entries(extra).every(([k, v]) => s.labels[k] === v))?.value
+        samples.find(
+          (s) =>
+            s.name === name &&
+            s.labels.runner === 'ocr-cls' &&
+            s.labels.method === 'run' &&
+            Object.entries(extra).every(([k, v]) => s.labels[k] === v),
+        )?.value
       assert.equal(value('bundle_runner_inference_total'), 8)
       assert.ok(value('bundle_runner_execution_total')! >= 1)
       assert.equal(value('bundle_runner_batch_size_sum'), 8)
       assert.equal(value('bundle_runner_queue_duration_seconds_count'), 7)
       assert.equal(value('bundle_runner_rejected_total', { reason: 'deadline' }), 0)
       assert.equal(value('bundle_runner_queue_depth'), 0)
-      assert.equal(samples.find((s) => s.name === 'bundle_runner_worker_restarts' && s.labels.runner === 'ocr-cls')?.value, 0)
+      assert.equal(
+        samples.find((s) => s.name === 'bundle_runner_worker_restarts' && s.labels.runner === 'ocr-cls')?.value,
+        0,
+      )
     } finally {
       await svc.stop()
     }
@@ -64,19 +90,48 @@ describe('bundle serve --config: operators tune runners without touching code', 
     const { BIN } = await import('../utils/cli.js')
     const dir = tempDir()
     const cfg = join(dir, 'serve.yaml')
-    writeFileSync(cfg, 'runners:\n  ocr-cls:\n    workers: 2\n    deadlineMs: 5000\n    batching:\n      maxBatchSize: 8\n      maxDelayMs: 3\n')
+    writeFileSync(
+      cfg,
+      'runners:\n  ocr-cls:\n    workers: 2\n    deadlineMs: 5000\n    batching:\n      maxBatchSize: 8\n      maxDelayMs: 3\n',
+    )
     const { listeningUrl } = await import('../utils/port.js')
-    const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', '0', '--config', cfg], {
-      env: { ...process.env, BUNDLE_HOME: join(dir, 'home'), BUNDLE_RUNNER_OCR_CLS_DEADLINE_MS: '25', BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_QUEUE_SIZE: '100', BUNDLE_RUNNER_OCR_CLS_WARMUP_ROUNDS: '2' },
-      stdio: ['ignore', 'pipe', 'ignore'],
-    })
+    const child = spawn(
+      process.execPath,
+      [BIN, 'serve', 'examples/quickstart/service.ts', '--port', '0', '--config', cfg],
+      {
+        env: {
+          ...process.env,
+          BUNDLE_HOME: join(dir, 'home'),
+          BUNDLE_RUNNER_OCR_CLS_DEADLINE_MS: '25',
+          BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_QUEUE_SIZE: '100',
+          BUNDLE_RUNNER_OCR_CLS_WARMUP_ROUNDS: '2',
+        },
+        stdio: ['ignore', 'pipe', 'ignore'],
+      },
+    )
     const exited = new Promise((r) => child.on('exit', r))
     const url = await listeningUrl(child).catch((e: unknown) => (child.kill('SIGKILL'), Promise.reject(e)))
     try {
-      let body: { name: string; ready: boolean; config: { workers: number; deadlineMs: number; batchesPerWorker: number; batching: { maxBatchSize: number; maxDelayMs: number }; warmup: unknown }; batcher: { observations: number; queuedRows: number } }[] | undefined
+      let body:
+        | {
+            name: string
+            ready: boolean
+            config: {
+              workers: number
+              deadlineMs: number
+              batchesPerWorker: number
+              batching: { maxBatchSize: number; maxDelayMs: number }
+              warmup: unknown
+            }
+            batcher: { observations: number; queuedRows: number }
+          }[]
+        | undefined
       for (let i = 0; i < 200 && body?.[0]?.ready !== true; i++) {
         await new Promise((r) => setTimeout(r, 100))
-        body = await fetch(`${url}/runners`).then((r) => r.json() as never, () => undefined)
+        body = await fetch(`${url}/runners`).then(
+          (r) => r.json() as never,
+          () => undefined,
+        )
       }
       assert.equal(body?.[0]?.name, 'ocr-cls')
       assert.equal(body![0]!.config.workers, 2)
@@ -89,7 +144,10 @@ describe('bundle serve --config: operators tune runners without touching code', 
       // Warm-up timed 2 rounds per size on each of 2 workers before ready (sizes past one too
       // slow for the 25 ms bound are skipped, each worker deciding for itself: at least size 1
       // on both, 2 timings per size).
-      assert.ok(body![0]!.batcher.observations >= 4 && body![0]!.batcher.observations % 2 === 0, `observations: ${body![0]!.batcher.observations}`)
+      assert.ok(
+        body![0]!.batcher.observations >= 4 && body![0]!.batcher.observations % 2 === 0,
+        `observations: ${body![0]!.batcher.observations}`,
+      )
       assert.equal(body![0]!.batcher.queuedRows, 0)
     } finally {
       child.kill('SIGTERM')

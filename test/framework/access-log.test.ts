@@ -46,6 +46,15 @@ describe('access log', () => {
     const viaPino = collect()
     const log = pino({ base: null }, viaPino)
     accessLog(log, undefined, 's')('POST', '/a', 503, 2.5, 'id')
-    assert.deepEqual(JSON.parse(viaPino.lines[0]!), { level: 30, time: (JSON.parse(viaPino.lines[0]!) as { time: number }).time, method: 'POST', path: '/a', status: 503, ms: 2.5, requestId: 'id', msg: 'request' })
+    assert.deepEqual(JSON.parse(viaPino.lines[0]!), {
+      level: 30,
+      time: (JSON.parse(viaPino.lines[0]!) as { time: number }).time,
+      method: 'POST',
+      path: '/a',
+      status: 503,
+      ms: 2.5,
+      requestId: 'id',
+      msg: 'request',
+    })
   })
 })

@@ -14,10 +14,18 @@ async function greeterApp(options: { apiKey?: string; maxBodyBytes?: number } = 
   return svc
 }
 
-const post = (path: string, body: string | Uint8Array, headers: Record<string, string> = { 'content-type': 'application/json' }) => ({ method: 'POST', headers, body })
+const post = (
+  _path: string,
+  body: string | Uint8Array,
+  headers: Record<string, string> = { 'content-type': 'application/json' },
+) => ({ method: 'POST', headers, body })
 
 /** The JSON error shape, with no stack text anywhere in the body. */
-async function errorOf(res: Response, status: number, code: string): Promise<{ code: string; message: string; details?: unknown; requestId: string }> {
+async function errorOf(
+  res: Response,
+  status: number,
+  code: string,
+): Promise<{ code: string; message: string; details?: unknown; requestId: string }> {
   const text = await res.text()
   assert.equal(res.status, status, text)
   assert.doesNotMatch(text, /\s+at\s+\S+\s+\(|node:internal|\/work\//, 'no stack or internal path in the body')
@@ -40,7 +48,11 @@ describe('service app (app.request)', () => {
 
   it('400 with validation issues, 400 for bad JSON', async () => {
     const { app } = await greeterApp()
-    const invalid = await errorOf(await app.request('/greet', post('/greet', JSON.stringify({ name: '' }))), 400, 'E_INPUT_INVALID')
+    const invalid = await errorOf(
+      await app.request('/greet', post('/greet', JSON.stringify({ name: '' }))),
+      400,
+      'E_INPUT_INVALID',
+    )
     assert.deepEqual((invalid.details as { issues: { path: string[] }[] }).issues[0]!.path, ['name'])
     await errorOf(await app.request('/greet', post('/greet', '{"name":')), 400, 'E_INPUT_INVALID')
   })
@@ -48,8 +60,18 @@ describe('service app (app.request)', () => {
   it('401 without or with a wrong API key; health stays open', async () => {
     const { app } = await greeterApp({ apiKey: 's3cret' })
     await errorOf(await app.request('/greet', post('/greet', '{"name":"a"}')), 401, 'E_HTTP_UNAUTHORIZED')
-    await errorOf(await app.request('/greet', post('/greet', '{"name":"a"}', { 'content-type': 'application/json', authorization: 'Bearer nope' })), 401, 'E_HTTP_UNAUTHORIZED')
-    const ok = await app.request('/greet', post('/greet', '{"name":"a"}', { 'content-type': 'application/json', authorization: 'Bearer s3cret' }))
+    await errorOf(
+      await app.request(
+        '/greet',
+        post('/greet', '{"name":"a"}', { 'content-type': 'application/json', authorization: 'Bearer nope' }),
+      ),
+      401,
+      'E_HTTP_UNAUTHORIZED',
+    )
+    const ok = await app.request(
+      '/greet',
+      post('/greet', '{"name":"a"}', { 'content-type': 'application/json', authorization: 'Bearer s3cret' }),
+    )
     assert.equal(ok.status, 200)
     assert.equal((await app.request('/readyz')).status, 200)
     assert.equal((await app.request('/metrics')).status, 200)
@@ -61,8 +83,16 @@ describe('service app (app.request)', () => {
     const m = await app.request('/greet')
     assert.equal(m.headers.get('allow'), 'POST')
     await errorOf(m, 405, 'E_HTTP_METHOD_NOT_ALLOWED')
-    await errorOf(await app.request('/greet', post('/greet', JSON.stringify({ name: 'x'.repeat(100) }))), 413, 'E_HTTP_PAYLOAD_TOO_LARGE')
-    await errorOf(await app.request('/greet', post('/greet', 'name=a', { 'content-type': 'application/x-www-form-urlencoded' })), 415, 'E_HTTP_UNSUPPORTED_MEDIA_TYPE')
+    await errorOf(
+      await app.request('/greet', post('/greet', JSON.stringify({ name: 'x'.repeat(100) }))),
+      413,
+      'E_HTTP_PAYLOAD_TOO_LARGE',
+    )
+    await errorOf(
+      await app.request('/greet', post('/greet', 'name=a', { 'content-type': 'application/x-www-form-urlencoded' })),
+      415,
+      'E_HTTP_UNSUPPORTED_MEDIA_TYPE',
+    )
   })
 
   it('503 before start-up finishes, then 200; /readyz follows', async () => {
@@ -78,7 +108,11 @@ describe('service app (app.request)', () => {
     const ready0 = await svc.app.request('/readyz')
     assert.equal(ready0.status, 503)
     assert.equal(((await ready0.json()) as { status: string }).status, 'starting')
-    await errorOf(await svc.app.request('/ping', post('/ping', 'x', { 'content-type': 'text/plain' })), 503, 'E_HTTP_NOT_READY')
+    await errorOf(
+      await svc.app.request('/ping', post('/ping', 'x', { 'content-type': 'text/plain' })),
+      503,
+      'E_HTTP_NOT_READY',
+    )
     release()
     await starting
     assert.equal((await svc.app.request('/readyz')).status, 200)
@@ -96,8 +130,18 @@ describe('service app (app.request)', () => {
       apis: {
         hold: defineApi({ input: io.text(), output: io.text(), handler: async (t) => (await gate, t) }),
         hang: defineApi({ input: io.text(), output: io.text(), handler: () => new Promise<string>(() => undefined) }),
-        boom: defineApi({ input: io.text(), output: io.text(), handler: async () => { throw new Error('secret detail at /work/main/x.ts') } }),
-        lie: defineApi({ input: io.text(), output: io.json(z.object({ n: z.number() })), handler: async () => ({ n: 'nope' }) as unknown as { n: number } }),
+        boom: defineApi({
+          input: io.text(),
+          output: io.text(),
+          handler: async () => {
+            throw new Error('secret detail at /work/main/x.ts')
+          },
+        }),
+        lie: defineApi({
+          input: io.text(),
+          output: io.json(z.object({ n: z.number() })),
+          handler: async () => ({ n: 'nope' }) as unknown as { n: number },
+        }),
       },
     })
     const svc = createServiceApp(def, { logger: silent })
@@ -137,10 +181,17 @@ describe('service app (app.request)', () => {
     await app.request('/livez')
     const second = await (await app.request('/metrics')).text()
     const samples = parsePrometheus(second)
-    const count = (status: string) => samples.find((x) => x.name === 'bundle_request_total' && x.labels.endpoint === 'greet' && x.labels.status === status)?.value
+    const count = (status: string) =>
+      samples.find(
+        (x) => x.name === 'bundle_request_total' && x.labels.endpoint === 'greet' && x.labels.status === status,
+      )?.value
     assert.equal(count('200'), 1)
     assert.equal(count('400'), 1)
-    assert.ok(samples.some((x) => x.name === 'bundle_request_duration_seconds_bucket' && x.labels.le === '+Inf' && x.value === 2))
+    assert.ok(
+      samples.some(
+        (x) => x.name === 'bundle_request_duration_seconds_bucket' && x.labels.le === '+Inf' && x.value === 2,
+      ),
+    )
     assert.match(second, /bundle_request_total\{service="greeter",endpoint="greet",status="200"\} 1/)
     assert.match(second, /bundle_request_total\{service="greeter",endpoint="greet",status="400"\} 1/)
     assert.match(second, /bundle_request_duration_seconds_count\{service="greeter",endpoint="greet"\} 2/)
@@ -149,9 +200,19 @@ describe('service app (app.request)', () => {
 
   it('/openapi.json lists every API with its schemas; /docs is served from this server', async () => {
     const { app } = await greeterApp()
-    const doc = (await (await app.request('/openapi.json')).json()) as { openapi: string; paths: Record<string, { post?: { requestBody: { content: Record<string, { schema: { properties?: Record<string, unknown> } }> } } }> }
+    const doc = (await (await app.request('/openapi.json')).json()) as {
+      openapi: string
+      paths: Record<
+        string,
+        { post?: { requestBody: { content: Record<string, { schema: { properties?: Record<string, unknown> } }> } } }
+      >
+    }
     assert.equal(doc.openapi, '3.1.0')
-    assert.deepEqual(doc.paths['/greet']!.post!.requestBody.content['application/json']!.schema.properties!.name, { type: 'string', minLength: 1, maxLength: 100 })
+    assert.deepEqual(doc.paths['/greet']!.post!.requestBody.content['application/json']!.schema.properties!.name, {
+      type: 'string',
+      minLength: 1,
+      maxLength: 100,
+    })
     assert.ok(doc.paths['/shout']!.post!.requestBody.content['text/plain'])
     const html = await (await app.request('/docs')).text()
     const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!)

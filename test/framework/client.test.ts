@@ -3,12 +3,26 @@ import { after, before, describe, it } from 'node:test'
 import pino from 'pino'
 import { Greeter } from '../../examples/greeter/service.js'
 import { z } from 'zod'
-import { BundleError, createClient, defineApi, defineService, definitionOf, io, serve, type RunningServer } from '../../framework/index.js'
+import {
+  BundleError,
+  createClient,
+  defineApi,
+  defineService,
+  definitionOf,
+  io,
+  serve,
+  type RunningServer,
+} from '../../framework/index.js'
 
 describe('typed client against a real server', () => {
   let server: RunningServer
   before(async () => {
-    server = await serve(definitionOf(Greeter)!, { port: 0, handleSignals: false, logger: pino({ level: 'silent' }), apiKey: 'k' })
+    server = await serve(definitionOf(Greeter)!, {
+      port: 0,
+      handleSignals: false,
+      logger: pino({ level: 'silent' }),
+      apiKey: 'k',
+    })
   })
   after(() => server.close())
 
@@ -24,7 +38,10 @@ describe('typed client against a real server', () => {
 
   it('throws a BundleError carrying the server code', async () => {
     const noKey = createClient<typeof Greeter>(server.url)
-    await assert.rejects(noKey.greet({ name: 'ada' }), (err: unknown) => err instanceof BundleError && err.code === 'E_HTTP_UNAUTHORIZED' && err.status === 401)
+    await assert.rejects(
+      noKey.greet({ name: 'ada' }),
+      (err: unknown) => err instanceof BundleError && err.code === 'E_HTTP_UNAUTHORIZED' && err.status === 401,
+    )
   })
 })
 
@@ -36,11 +53,15 @@ describe('typed client: shed calls are retried after Retry-After', () => {
     name: 'one-at-a-time',
     traffic: { maxConcurrency: 1, timeoutMs: 10_000 },
     apis: {
-      nap: defineApi({ input: io.json(Nap), output: io.json(Nap), handler: async ({ ms }) => {
-        runs++
-        await new Promise((r) => setTimeout(r, ms))
-        return { ms }
-      } }),
+      nap: defineApi({
+        input: io.json(Nap),
+        output: io.json(Nap),
+        handler: async ({ ms }) => {
+          runs++
+          await new Promise((r) => setTimeout(r, ms))
+          return { ms }
+        },
+      }),
     },
   })
   before(async () => {
@@ -51,9 +72,17 @@ describe('typed client: shed calls are retried after Retry-After', () => {
   const napper = class {} as unknown as abstract new () => Nap
 
   it('the server answers 429 with Retry-After: 1 over its concurrency limit', async () => {
-    const first = fetch(`${server.url}/nap`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ms: 300 }) })
+    const first = fetch(`${server.url}/nap`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ms: 300 }),
+    })
     await new Promise((r) => setTimeout(r, 50))
-    const second = await fetch(`${server.url}/nap`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ms: 300 }) })
+    const second = await fetch(`${server.url}/nap`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ms: 300 }),
+    })
     assert.equal(second.status, 429)
     assert.equal(second.headers.get('retry-after'), '1')
     assert.equal(((await second.json()) as { error: { code: string } }).error.code, 'E_HTTP_TOO_MANY_REQUESTS')
@@ -71,7 +100,9 @@ describe('typed client: shed calls are retried after Retry-After', () => {
 
     const eager = createClient<typeof napper>(server.url, { retries: 0 })
     const settled = await Promise.allSettled([1, 2, 3].map(() => eager.nap({ ms: 200 })))
-    const refused = settled.filter((s) => s.status === 'rejected').map((s) => ((s as PromiseRejectedResult).reason as BundleError).code)
+    const refused = settled
+      .filter((s) => s.status === 'rejected')
+      .map((s) => ((s as PromiseRejectedResult).reason as BundleError).code)
     assert.deepEqual(refused, ['E_HTTP_TOO_MANY_REQUESTS', 'E_HTTP_TOO_MANY_REQUESTS'])
   })
 

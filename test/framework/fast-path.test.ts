@@ -11,7 +11,11 @@ import { defineApi, defineService, io, serve, type RunningServer } from '../../f
 const def = defineService({
   name: 'fast',
   apis: {
-    greet: defineApi({ input: io.json(z.object({ name: z.string().min(1) })), output: io.json(z.object({ greeting: z.string() })), handler: async ({ name }) => ({ greeting: `hello ${name}` }) }),
+    greet: defineApi({
+      input: io.json(z.object({ name: z.string().min(1) })),
+      output: io.json(z.object({ greeting: z.string() })),
+      handler: async ({ name }) => ({ greeting: `hello ${name}` }),
+    }),
     shout: defineApi({ input: io.text(), output: io.text(), handler: async (t) => t.toUpperCase() }),
   },
 })
@@ -22,13 +26,21 @@ interface Reply {
   body: string
 }
 
-function send(url: string, path: string, o: { method?: string; headers?: Record<string, string>; body?: string | Buffer; chunked?: boolean } = {}): Promise<Reply> {
+function send(
+  url: string,
+  path: string,
+  o: { method?: string; headers?: Record<string, string>; body?: string | Buffer; chunked?: boolean } = {},
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = request(`${url}${path}`, { method: o.method ?? 'POST', headers: o.headers ?? {}, agent: false }, (res) => {
-      let body = ''
-      res.on('data', (c) => (body += c))
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }))
-    })
+    const req = request(
+      `${url}${path}`,
+      { method: o.method ?? 'POST', headers: o.headers ?? {}, agent: false },
+      (res) => {
+        let body = ''
+        res.on('data', (c) => (body += c))
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }))
+      },
+    )
     req.on('error', reject)
     if (o.chunked && o.body !== undefined) {
       // No Content-Length: the body arrives in pieces and is cut off past the limit.
@@ -44,7 +56,10 @@ describe('API routes on a socket (serve()’s fast path) answer as the hono app 
   let keyed: RunningServer
   const lines: string[] = []
   let onLine: (() => void) | undefined
-  const logger = pino({ level: 'info' }, new Writable({ write: (c, _e, cb) => (lines.push(String(c)), onLine?.(), cb()) }))
+  const logger = pino(
+    { level: 'info' },
+    new Writable({ write: (c, _e, cb) => (lines.push(String(c)), onLine?.(), cb()) }),
+  )
   /** Resolves once a logged line matches `re`. */
   const logged = (re: RegExp) =>
     new Promise<void>((resolve) => {
@@ -60,60 +75,112 @@ describe('API routes on a socket (serve()’s fast path) answer as the hono app 
     await keyed.close()
   })
 
-  it('200 with a length, the request id echoed or made, one access line each; the same bytes as app.request()', { timeout: 30_000 }, async () => {
+  it('200 with a length, the request id echoed or made, one access line each; the same bytes as app.request()', {
+    timeout: 30_000,
+  }, async () => {
     const json = { 'content-type': 'application/json' }
-    const ok = await send(running.url, '/greet', { headers: { ...json, 'x-request-id': 'abc-1' }, body: '{"name":"ada"}' })
-    assert.deepEqual([ok.status, ok.body, ok.headers['x-request-id'], ok.headers['content-length'], ok.headers['content-type']], [200, '{"greeting":"hello ada"}', 'abc-1', '24', 'application/json'])
+    const ok = await send(running.url, '/greet', {
+      headers: { ...json, 'x-request-id': 'abc-1' },
+      body: '{"name":"ada"}',
+    })
+    assert.deepEqual(
+      [ok.status, ok.body, ok.headers['x-request-id'], ok.headers['content-length'], ok.headers['content-type']],
+      [200, '{"greeting":"hello ada"}', 'abc-1', '24', 'application/json'],
+    )
     assert.equal(ok.headers['transfer-encoding'], undefined)
     const fresh = await send(running.url, '/greet?trace=1', { headers: json, body: '{"name":"bo"}' })
     assert.equal(fresh.status, 200, 'a query string does not change the route')
     assert.match(String(fresh.headers['x-request-id']), /^[0-9a-f-]{36}$/)
-    const viaHono = await running.service.app.request('/greet', { method: 'POST', headers: json, body: '{"name":"ada"}' })
+    const viaHono = await running.service.app.request('/greet', {
+      method: 'POST',
+      headers: json,
+      body: '{"name":"ada"}',
+    })
     assert.equal(await viaHono.text(), ok.body)
-    const text = await send(running.url, '/shout', { headers: { 'content-type': 'text/plain; charset=utf-8' }, body: 'ünï' })
+    const text = await send(running.url, '/shout', {
+      headers: { 'content-type': 'text/plain; charset=utf-8' },
+      body: 'ünï',
+    })
     assert.deepEqual([text.status, text.body], [200, 'ÜNÏ'])
     // The access line is written after the answer: wait for it.
     await logged(/"method":"POST","path":"\/greet","status":200,.*"requestId":"abc-1"/)
   })
 
   it('errors: 400 with details, 415, 413 by Content-Length and mid-stream, 405 for GET — coded JSON bodies as everywhere', async () => {
-    const bad = await send(running.url, '/greet', { headers: { 'content-type': 'application/json' }, body: '{"name":""}' })
+    const bad = await send(running.url, '/greet', {
+      headers: { 'content-type': 'application/json' },
+      body: '{"name":""}',
+    })
     assert.equal(bad.status, 400)
     assert.equal(JSON.parse(bad.body).error.code, 'E_INPUT_INVALID')
-    const viaHono = await running.service.app.request('/greet', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":""}' })
-    assert.deepEqual({ ...JSON.parse(bad.body).error, requestId: 0 }, { ...((await viaHono.json()) as { error: object }).error, requestId: 0 })
+    const viaHono = await running.service.app.request('/greet', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"name":""}',
+    })
+    assert.deepEqual(
+      { ...JSON.parse(bad.body).error, requestId: 0 },
+      { ...((await viaHono.json()) as { error: object }).error, requestId: 0 },
+    )
     const media = await send(running.url, '/greet', { headers: { 'content-type': 'text/csv' }, body: 'a,b' })
     assert.deepEqual([media.status, JSON.parse(media.body).error.code], [415, 'E_HTTP_UNSUPPORTED_MEDIA_TYPE'])
     const big = 'x'.repeat(10_000)
     const declared = await send(running.url, '/shout', { headers: { 'content-type': 'text/plain' }, body: big })
-    assert.deepEqual([declared.status, JSON.parse(declared.body).error.code, declared.headers.connection], [413, 'E_HTTP_PAYLOAD_TOO_LARGE', 'close'])
-    const streamed = await send(running.url, '/shout', { headers: { 'content-type': 'text/plain' }, body: big, chunked: true }).catch((e: Error) => e)
+    assert.deepEqual(
+      [declared.status, JSON.parse(declared.body).error.code, declared.headers.connection],
+      [413, 'E_HTTP_PAYLOAD_TOO_LARGE', 'close'],
+    )
+    const streamed = await send(running.url, '/shout', {
+      headers: { 'content-type': 'text/plain' },
+      body: big,
+      chunked: true,
+    }).catch((e: Error) => e)
     // The server answers 413 and closes as soon as the limit passes; a client still writing may see the reset instead.
-    if (!(streamed instanceof Error)) assert.deepEqual([streamed.status, JSON.parse(streamed.body).error.code], [413, 'E_HTTP_PAYLOAD_TOO_LARGE'])
+    if (!(streamed instanceof Error))
+      assert.deepEqual([streamed.status, JSON.parse(streamed.body).error.code], [413, 'E_HTTP_PAYLOAD_TOO_LARGE'])
     const get = await send(running.url, '/greet', { method: 'GET' })
     assert.deepEqual([get.status, get.headers.allow], [405, 'POST'])
     // The server still serves after all that.
-    assert.equal((await send(running.url, '/shout', { headers: { 'content-type': 'text/plain' }, body: 'ok' })).body, 'OK')
+    assert.equal(
+      (await send(running.url, '/shout', { headers: { 'content-type': 'text/plain' }, body: 'ok' })).body,
+      'OK',
+    )
   })
 
   it('an error answered before the body has all arrived closes the connection instead of reading the rest', async () => {
     const r = await new Promise<Reply>((resolve, reject) => {
       // Content-Length promises 1 MiB; only 1 KiB is sent before the answer comes.
-      const req = request(`${running.url}/greet`, { method: 'POST', headers: { 'content-type': 'text/csv', 'content-length': String(1 << 20) }, agent: false }, (res) => {
-        let body = ''
-        res.on('data', (c) => (body += c))
-        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }))
-      })
+      const req = request(
+        `${running.url}/greet`,
+        { method: 'POST', headers: { 'content-type': 'text/csv', 'content-length': String(1 << 20) }, agent: false },
+        (res) => {
+          let body = ''
+          res.on('data', (c) => (body += c))
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }))
+        },
+      )
       req.on('error', reject)
       req.write(Buffer.alloc(1024, 97))
     })
-    assert.deepEqual([r.status, JSON.parse(r.body).error.code, r.headers.connection], [415, 'E_HTTP_UNSUPPORTED_MEDIA_TYPE', 'close'])
+    assert.deepEqual(
+      [r.status, JSON.parse(r.body).error.code, r.headers.connection],
+      [415, 'E_HTTP_UNSUPPORTED_MEDIA_TYPE', 'close'],
+    )
   })
 
   it('the API key is checked: 401 with WWW-Authenticate without it, 200 with it', async () => {
-    const no = await send(keyed.url, '/greet', { headers: { 'content-type': 'application/json' }, body: '{"name":"ada"}' })
-    assert.deepEqual([no.status, JSON.parse(no.body).error.code, no.headers['www-authenticate']], [401, 'E_HTTP_UNAUTHORIZED', 'Bearer'])
-    const yes = await send(keyed.url, '/greet', { headers: { 'content-type': 'application/json', authorization: 'Bearer sesame' }, body: '{"name":"ada"}' })
+    const no = await send(keyed.url, '/greet', {
+      headers: { 'content-type': 'application/json' },
+      body: '{"name":"ada"}',
+    })
+    assert.deepEqual(
+      [no.status, JSON.parse(no.body).error.code, no.headers['www-authenticate']],
+      [401, 'E_HTTP_UNAUTHORIZED', 'Bearer'],
+    )
+    const yes = await send(keyed.url, '/greet', {
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sesame' },
+      body: '{"name":"ada"}',
+    })
     assert.equal(yes.status, 200)
     const metrics = await (await fetch(`${keyed.url}/metrics`)).text()
     assert.match(metrics, /bundle_request_total\{service="fast",endpoint="greet",status="401"\} 1/)
@@ -122,7 +189,13 @@ describe('API routes on a socket (serve()’s fast path) answer as the hono app 
 
   it('while draining: 503 E_HTTP_NOT_READY with Connection: close', async () => {
     running.service.drain()
-    const r = await send(running.url, '/greet', { headers: { 'content-type': 'application/json' }, body: '{"name":"ada"}' })
-    assert.deepEqual([r.status, JSON.parse(r.body).error.code, r.headers.connection], [503, 'E_HTTP_NOT_READY', 'close'])
+    const r = await send(running.url, '/greet', {
+      headers: { 'content-type': 'application/json' },
+      body: '{"name":"ada"}',
+    })
+    assert.deepEqual(
+      [r.status, JSON.parse(r.body).error.code, r.headers.connection],
+      [503, 'E_HTTP_NOT_READY', 'close'],
+    )
   })
 })

@@ -3,7 +3,18 @@ import { connect } from 'node:net'
 import { describe, it } from 'node:test'
 import pino from 'pino'
 import { z } from 'zod'
-import { api, createClient, createServiceApp, defineApi, defineService, definitionOf, io, serve, service, type ApiContext } from '../../framework/index.js'
+import {
+  api,
+  createClient,
+  createServiceApp,
+  defineApi,
+  defineService,
+  definitionOf,
+  io,
+  serve,
+  service,
+  type ApiContext,
+} from '../../framework/index.js'
 
 const silent = pino({ level: 'silent' })
 
@@ -15,13 +26,38 @@ async function appOf(def: Parameters<typeof createServiceApp>[0]) {
 
 describe('hostile inputs and edge cases', () => {
   it('deeply nested or ragged tensor JSON is a 400, not a stack overflow', async () => {
-    const app = await appOf(defineService({ name: 't', apis: { t: defineApi({ input: io.tensor({ dtype: 'float32' }), output: io.text(), handler: async (x) => String(x.data.length) }) } }))
-    const deep = '{"shape":[1],"data":' + '['.repeat(200_000) + '1' + ']'.repeat(200_000) + '}'
+    const app = await appOf(
+      defineService({
+        name: 't',
+        apis: {
+          t: defineApi({
+            input: io.tensor({ dtype: 'float32' }),
+            output: io.text(),
+            handler: async (x) => String(x.data.length),
+          }),
+        },
+      }),
+    )
+    const deep = `{"shape":[1],"data":${'['.repeat(200_000)}1${']'.repeat(200_000)}}`
     const r1 = await app.request('/t', { method: 'POST', headers: { 'content-type': 'application/json' }, body: deep })
     assert.equal(r1.status, 400)
-    const r2 = await app.request('/t', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ shape: [2, 2], data: [[1, 2], [3]] }) })
+    const r2 = await app.request('/t', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ shape: [2, 2], data: [[1, 2], [3]] }),
+    })
     assert.equal(r2.status, 400)
-    const r3 = await app.request('/t', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ shape: [2, 2], data: [[1, 2], [3, 4]] }) })
+    const r3 = await app.request('/t', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        shape: [2, 2],
+        data: [
+          [1, 2],
+          [3, 4],
+        ],
+      }),
+    })
     assert.equal(await r3.text(), '4')
   })
 
@@ -31,12 +67,26 @@ describe('hostile inputs and edge cases', () => {
         name: 'e',
         apis: {
           i: defineApi({ input: io.image(), output: io.text(), handler: async (img) => `${img.width}` }),
-          t: defineApi({ input: io.tensor({ dtype: 'float32', shape: [-1, 2] }), output: io.text(), handler: async (x) => `${x.data.length}` }),
-          j: defineApi({ input: io.json(z.object({ a: z.number() })), output: io.text(), handler: async ({ a }) => `${a}` }),
+          t: defineApi({
+            input: io.tensor({ dtype: 'float32', shape: [-1, 2] }),
+            output: io.text(),
+            handler: async (x) => `${x.data.length}`,
+          }),
+          j: defineApi({
+            input: io.json(z.object({ a: z.number() })),
+            output: io.text(),
+            handler: async ({ a }) => `${a}`,
+          }),
         },
       }),
     )
-    for (const [path, type] of [['/i', 'image/jpeg'], ['/i', 'image/png'], ['/t', 'application/octet-stream'], ['/t', 'application/json'], ['/j', 'application/json']] as const) {
+    for (const [path, type] of [
+      ['/i', 'image/jpeg'],
+      ['/i', 'image/png'],
+      ['/t', 'application/octet-stream'],
+      ['/t', 'application/json'],
+      ['/j', 'application/json'],
+    ] as const) {
       const r = await app.request(path, { method: 'POST', headers: { 'content-type': type }, body: new Uint8Array(0) })
       assert.equal(r.status, 400, `${path} ${type}: ${await r.text()}`)
     }
@@ -46,15 +96,36 @@ describe('hostile inputs and edge cases', () => {
   })
 
   it('an SVG sent as image/png is refused before rasterising', async () => {
-    const app = await appOf(defineService({ name: 'i', apis: { i: defineApi({ input: io.image(), output: io.text(), handler: async (img) => `${img.width}` }) } }))
-    const svg = '<svg xmlns="http://www.w3.org/2000/svg" width="20000" height="3000"><rect width="100%" height="100%"/></svg>'
+    const app = await appOf(
+      defineService({
+        name: 'i',
+        apis: { i: defineApi({ input: io.image(), output: io.text(), handler: async (img) => `${img.width}` }) },
+      }),
+    )
+    const svg =
+      '<svg xmlns="http://www.w3.org/2000/svg" width="20000" height="3000"><rect width="100%" height="100%"/></svg>'
     const r = await app.request('/i', { method: 'POST', headers: { 'content-type': 'image/png' }, body: svg })
     assert.equal(r.status, 400)
     assert.match(((await r.json()) as { error: { message: string } }).error.message, /not a PNG, JPEG or WebP/)
   })
 
   it('a non-ASCII download name is sent as RFC 5987 filename*', async () => {
-    const app = await appOf(defineService({ name: 'f', apis: { f: defineApi({ input: io.text(), output: io.file(), handler: async () => ({ bytes: new Uint8Array([1]), mediaType: 'application/pdf', filename: 'résumé😀.pdf' }) }) } }))
+    const app = await appOf(
+      defineService({
+        name: 'f',
+        apis: {
+          f: defineApi({
+            input: io.text(),
+            output: io.file(),
+            handler: async () => ({
+              bytes: new Uint8Array([1]),
+              mediaType: 'application/pdf',
+              filename: 'résumé😀.pdf',
+            }),
+          }),
+        },
+      }),
+    )
     const r = await app.request('/f', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' })
     assert.equal(r.status, 200)
     assert.match(r.headers.get('content-disposition')!, /filename\*=UTF-8''r%C3%A9sum%C3%A9%F0%9F%98%80\.pdf/)
@@ -81,8 +152,14 @@ describe('hostile inputs and edge cases', () => {
         return s
       }
     }
-    assert.deepEqual(definitionOf(One)!.apis.map((x) => x.route), ['/a', '/b'])
-    assert.deepEqual(definitionOf(Two)!.apis.map((x) => x.route), ['/a', '/c'])
+    assert.deepEqual(
+      definitionOf(One)!.apis.map((x) => x.route),
+      ['/a', '/b'],
+    )
+    assert.deepEqual(
+      definitionOf(Two)!.apis.map((x) => x.route),
+      ['/a', '/c'],
+    )
   })
 
   it('ctx.signal read after a timeout is already aborted', async () => {
@@ -113,10 +190,23 @@ describe('hostile inputs and edge cases', () => {
 
 describe('over a socket', () => {
   it('401 names the scheme; headers too large get a JSON 431; the client retries discovery and merges headers', async () => {
-    const def = defineService({ name: 'k', apis: { echo: defineApi({ input: io.json(z.object({ v: z.number() })), output: io.json(z.object({ v: z.number() })), handler: async (x) => x }) } })
+    const def = defineService({
+      name: 'k',
+      apis: {
+        echo: defineApi({
+          input: io.json(z.object({ v: z.number() })),
+          output: io.json(z.object({ v: z.number() })),
+          handler: async (x) => x,
+        }),
+      },
+    })
     const running = await serve(def, { port: 0, handleSignals: false, logger: silent, apiKey: 'k' })
     try {
-      const r = await fetch(`${running.url}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"v":1}' })
+      const r = await fetch(`${running.url}/echo`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"v":1}',
+      })
       assert.equal(r.status, 401)
       assert.equal(r.headers.get('www-authenticate'), 'Bearer')
 
@@ -131,7 +221,10 @@ describe('over a socket', () => {
       assert.match(raw, /^HTTP\/1\.1 431 /)
       assert.match(raw, /"error":\{"code":"E_HTTP_HEADERS_TOO_LARGE"/)
 
-      const client = createClient<never>(running.url, { apiKey: 'k', headers: { 'Content-Type': 'application/json' } }) as unknown as { echo(x: unknown): Promise<unknown> }
+      const client = createClient<never>(running.url, {
+        apiKey: 'k',
+        headers: { 'Content-Type': 'application/json' },
+      }) as unknown as { echo(x: unknown): Promise<unknown> }
       assert.deepEqual(await client.echo({ v: 2 }), { v: 2 })
     } finally {
       await running.close()

@@ -24,9 +24,15 @@ describe('LogSink', () => {
     await new Promise<void>((resolve) => log.flush(() => resolve()))
     sink.end()
     closeSync(fd)
-    const lines = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { i: number; text?: string })
+    const lines = readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { i: number; text?: string })
     assert.equal(lines.length, N + 1)
-    assert.ok(lines.every((l, k) => l.i === k), 'in order, none lost')
+    assert.ok(
+      lines.every((l, k) => l.i === k),
+      'in order, none lost',
+    )
     assert.equal(lines.at(-1)!.text, 'ünïcödé ✓')
   })
 

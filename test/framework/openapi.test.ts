@@ -17,24 +17,51 @@ describe('OpenAPI document', () => {
     const doc = openapiDocument(definitionOf(Greeter)!)
     await validate(doc)
     const paths = doc.paths as Record<string, { post?: { operationId: string } }>
-    assert.deepEqual(Object.values(paths).flatMap((p) => (p.post ? [p.post.operationId] : [])), ['greet', 'shout'])
+    assert.deepEqual(
+      Object.values(paths).flatMap((p) => (p.post ? [p.post.operationId] : [])),
+      ['greet', 'shout'],
+    )
   })
 
   it('every IO type produces a valid document with its schemas', async () => {
     const def = defineService({
       name: 'all-io',
       apis: {
-        j: defineApi({ input: io.json(z.object({ a: z.array(z.number()).min(1), b: z.enum(['x', 'y']).optional(), c: z.string().default('z') })), output: io.json(z.union([z.string(), z.number()])), handler: async () => 'x' }),
+        j: defineApi({
+          input: io.json(
+            z.object({ a: z.array(z.number()).min(1), b: z.enum(['x', 'y']).optional(), c: z.string().default('z') }),
+          ),
+          output: io.json(z.union([z.string(), z.number()])),
+          handler: async () => 'x',
+        }),
         t: defineApi({ input: io.text(), output: io.text(), handler: async (s) => s }),
         i: defineApi({ input: io.image(), output: io.image(), handler: async (x) => x }),
-        f: defineApi({ input: io.file({ mediaTypes: ['application/pdf'] }), output: io.file(), handler: async (x) => x }),
-        n: defineApi({ input: io.tensor({ dtype: 'int64', shape: [-1, 4] }), output: io.tensor({ dtype: 'float32' }), handler: async (x) => ({ dtype: 'float32' as const, shape: x.shape, data: new Float32Array(x.data.length) }) }),
-        m: defineApi({ input: io.multipart({ img: io.image(), meta: io.json(z.object({ k: z.string() })) }), output: io.json(z.object({})), handler: async () => ({}) }),
+        f: defineApi({
+          input: io.file({ mediaTypes: ['application/pdf'] }),
+          output: io.file(),
+          handler: async (x) => x,
+        }),
+        n: defineApi({
+          input: io.tensor({ dtype: 'int64', shape: [-1, 4] }),
+          output: io.tensor({ dtype: 'float32' }),
+          handler: async (x) => ({ dtype: 'float32' as const, shape: x.shape, data: new Float32Array(x.data.length) }),
+        }),
+        m: defineApi({
+          input: io.multipart({ img: io.image(), meta: io.json(z.object({ k: z.string() })) }),
+          output: io.json(z.object({})),
+          handler: async () => ({}),
+        }),
       },
     })
     const doc = openapiDocument(def)
     await validate(doc)
-    const body = (route: string) => (doc.paths as Record<string, { post: { requestBody: { content: Record<string, { schema: Record<string, unknown> }> } } }>)[route]!.post.requestBody.content
+    const body = (route: string) =>
+      (
+        doc.paths as Record<
+          string,
+          { post: { requestBody: { content: Record<string, { schema: Record<string, unknown> }> } } }
+        >
+      )[route]!.post.requestBody.content
     assert.deepEqual(Object.keys(body('/i')), ['image/png', 'image/jpeg', 'image/webp', 'multipart/form-data'])
     assert.deepEqual(Object.keys(body('/n')), ['application/json', 'application/octet-stream'])
     assert.deepEqual(Object.keys(body('/m')), ['multipart/form-data'])

@@ -9,8 +9,13 @@ import { freePort } from '../utils/port.js'
 const SLOW = fileURLToPath(new URL('../fixtures/slow-service.ts', import.meta.url))
 
 /** Starts `bundle serve` on a free port and waits for its "listening" log line. */
-function start(entry: string, extra: string[] = []): Promise<{ child: ChildProcess; url: string; logs: string[]; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', '0', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] })
+function start(
+  entry: string,
+  extra: string[] = [],
+): Promise<{ child: ChildProcess; url: string; logs: string[]; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', '0', ...extra], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   const logs: string[] = []
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)))
   return new Promise((resolve, reject) => {
@@ -41,11 +46,15 @@ async function waitReady(url: string): Promise<void> {
 /** A request on its own connection, so the server's close() cannot pretend it was idle. */
 function slowRequest(url: string, ms: number): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(`${url}/sleep`, { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false }, (res) => {
-      let body = ''
-      res.on('data', (c) => (body += c))
-      res.on('end', () => resolve({ status: res.statusCode!, body }))
-    })
+    const req = request(
+      `${url}/sleep`,
+      { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false },
+      (res) => {
+        let body = ''
+        res.on('data', (c) => (body += c))
+        res.on('end', () => resolve({ status: res.statusCode!, body }))
+      },
+    )
     req.on('error', reject)
     req.end(JSON.stringify({ ms }))
   })
@@ -55,15 +64,24 @@ describe('bundle serve (real process, real socket, real signals)', () => {
   it('serves the greeter example from its TypeScript source', { timeout: 60_000 }, async () => {
     const s = await start(fileURLToPath(new URL('../../examples/greeter/service.ts', import.meta.url)))
     await waitReady(s.url)
-    const r = await fetch(`${s.url}/greet`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'abc-1' }, body: JSON.stringify({ name: 'ada' }) })
+    const r = await fetch(`${s.url}/greet`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': 'abc-1' },
+      body: JSON.stringify({ name: 'ada' }),
+    })
     assert.deepEqual(await r.json(), { greeting: 'hello ada!' })
     assert.equal(r.headers.get('x-request-id'), 'abc-1')
     s.child.kill('SIGTERM')
     assert.equal(await s.exited, 0)
-    assert.ok(s.logs.some((l) => /"path":"\/greet".*"status":200.*"requestId":"abc-1"/.test(l)), 'one access line with the request id')
+    assert.ok(
+      s.logs.some((l) => /"path":"\/greet".*"status":200.*"requestId":"abc-1"/.test(l)),
+      'one access line with the request id',
+    )
   })
 
-  it('SIGTERM with requests in flight: all complete, new connections refused, shutdown hooks run, exit 0', { timeout: 60_000 }, async () => {
+  it('SIGTERM with requests in flight: all complete, new connections refused, shutdown hooks run, exit 0', {
+    timeout: 60_000,
+  }, async () => {
     const s = await start(SLOW)
     await waitReady(s.url)
     const inflight = Array.from({ length: 5 }, () => slowRequest(s.url, 800))
@@ -72,25 +90,44 @@ describe('bundle serve (real process, real socket, real signals)', () => {
     await new Promise((r) => setTimeout(r, 100))
     await assert.rejects(fetch(`${s.url}/livez`), 'a new connection is refused while draining')
     const results = await Promise.all(inflight)
-    for (const r of results) assert.deepEqual({ status: r.status, body: JSON.parse(r.body) }, { status: 200, body: { slept: 800 } })
+    for (const r of results)
+      assert.deepEqual({ status: r.status, body: JSON.parse(r.body) }, { status: 200, body: { slept: 800 } })
     assert.equal(await s.exited, 0)
     assert.ok(s.logs.some((l) => l.includes('shutdown hook ran')))
   })
 
-  it('SIGTERM with requests longer than --grace: exits within the grace period, the rest cut off', { timeout: 60_000 }, async () => {
+  it('SIGTERM with requests longer than --grace: exits within the grace period, the rest cut off', {
+    timeout: 60_000,
+  }, async () => {
     const s = await start(SLOW, ['--grace', '1000'])
     await waitReady(s.url)
     const quick = slowRequest(s.url, 300)
-    const long = Array.from({ length: 3 }, () => slowRequest(s.url, 5000).then((r) => r.status, () => 'cut off'))
+    const long = Array.from({ length: 3 }, () =>
+      slowRequest(s.url, 5000).then(
+        (r) => r.status,
+        () => 'cut off',
+      ),
+    )
     await new Promise((r) => setTimeout(r, 100))
     const signalled = Date.now()
     s.child.kill('SIGTERM')
-    assert.deepEqual(await quick, { status: 200, body: JSON.stringify({ slept: 300 }) }, 'what finishes within the grace period is answered')
+    assert.deepEqual(
+      await quick,
+      { status: 200, body: JSON.stringify({ slept: 300 }) },
+      'what finishes within the grace period is answered',
+    )
     assert.equal(await s.exited, 0)
     const took = Date.now() - signalled
     assert.ok(took >= 900 && took < 2500, `exited ${took} ms after SIGTERM with --grace 1000`)
-    assert.deepEqual(await Promise.all(long), ['cut off', 'cut off', 'cut off'], 'requests still running at the end of the grace period lose their connection')
-    assert.ok(s.logs.some((l) => l.includes('grace period over')), 'the log says why')
+    assert.deepEqual(
+      await Promise.all(long),
+      ['cut off', 'cut off', 'cut off'],
+      'requests still running at the end of the grace period lose their connection',
+    )
+    assert.ok(
+      s.logs.some((l) => l.includes('grace period over')),
+      'the log says why',
+    )
   })
 
   it('a bad entry fails with one coded line and exit 1', { timeout: 30_000 }, async () => {
@@ -105,7 +142,10 @@ describe('bundle serve (real process, real socket, real signals)', () => {
   /** `bundle serve ARGS` to its exit: code, stdout, stderr. */
   const serveOnce = (args: string[], env: Record<string, string> = {}) =>
     new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, [BIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
+      const child = spawn(process.execPath, [BIN, 'serve', ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, ...env },
+      })
       let stdout = ''
       let stderr = ''
       child.stdout.on('data', (c) => (stdout += c))
@@ -113,16 +153,23 @@ describe('bundle serve (real process, real socket, real signals)', () => {
       child.on('exit', (code) => resolve({ code, stdout, stderr }))
     })
 
-  it('a runner the service uses but does not declare: a warning at start-up, and a call says to add it', { timeout: 60_000 }, async () => {
+  it('a runner the service uses but does not declare: a warning at start-up, and a call says to add it', {
+    timeout: 60_000,
+  }, async () => {
     const s = await start(fileURLToPath(new URL('../fixtures/undeclared-service.ts', import.meta.url)))
     try {
       const until = Date.now() + 30_000
-      while (!s.logs.some((l) => l.includes('"msg":"service ready"')) && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
+      while (!s.logs.some((l) => l.includes('"msg":"service ready"')) && Date.now() < until)
+        await new Promise((r) => setTimeout(r, 50))
       const warning = s.logs.find((l) => l.includes('"runner":"forgotten"'))
       assert.ok(warning, `a start-up warning names the runner: ${s.logs.join('')}`)
       assert.match(warning, /"level":40/)
       assert.match(warning, /not in the runners of service undeclared/)
-      const res = await fetch(`${s.url}/shout`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hi' })
+      const res = await fetch(`${s.url}/shout`, {
+        method: 'POST',
+        headers: { 'content-type': 'text/plain' },
+        body: 'hi',
+      })
       assert.equal(res.status, 500)
       const body = (await res.json()) as { error: { code: string; message: string } }
       assert.equal(body.error.code, 'E_RUNNER_NOT_DECLARED')
@@ -141,25 +188,36 @@ describe('bundle serve (real process, real socket, real signals)', () => {
     try {
       const r = await serveOnce(['examples/greeter/service.ts', '--port', String(port)])
       assert.equal(r.code, 1, r.stderr)
-      assert.match(r.stderr, new RegExp(`^error E_ADDRESS_IN_USE: port ${port} on 127\\.0\\.0\\.1 is already in use[^\\n]*\\n$`))
+      assert.match(
+        r.stderr,
+        new RegExp(`^error E_ADDRESS_IN_USE: port ${port} on 127\\.0\\.0\\.1 is already in use[^\\n]*\\n$`),
+      )
       assert.doesNotMatch(r.stdout, /"msg":"listening"/)
     } finally {
       taken.close()
     }
   })
 
-  it('a bad BUNDLE_RUNNER_* value or an unknown runner in --config: one line, exit 2, before any listening line', { timeout: 30_000 }, async () => {
+  it('a bad BUNDLE_RUNNER_* value or an unknown runner in --config: one line, exit 2, before any listening line', {
+    timeout: 30_000,
+  }, async () => {
     const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs')
     const { tmpdir } = await import('node:os')
     const { join } = await import('node:path')
     const dir = mkdtempSync(join(tmpdir(), 'mb-serve-cfg-'))
     try {
       const env = { BUNDLE_HOME: join(dir, 'home') }
-      const badEnv = await serveOnce(['examples/quickstart/service.ts', '--port', '0'], { ...env, BUNDLE_RUNNER_OCR_CLS_WORKERS: 'two' })
+      const badEnv = await serveOnce(['examples/quickstart/service.ts', '--port', '0'], {
+        ...env,
+        BUNDLE_RUNNER_OCR_CLS_WORKERS: 'two',
+      })
       const cfg = join(dir, 'serve.yaml')
       writeFileSync(cfg, 'runners:\n  ocr-clss:\n    workers: 2\n')
       const badName = await serveOnce(['examples/quickstart/service.ts', '--port', '0', '--config', cfg], env)
-      for (const [r, what] of [[badEnv, /BUNDLE_RUNNER_OCR_CLS_WORKERS="two" is not a number/], [badName, /the config names runner "ocr-clss", but this service has ocr-cls/]] as const) {
+      for (const [r, what] of [
+        [badEnv, /BUNDLE_RUNNER_OCR_CLS_WORKERS="two" is not a number/],
+        [badName, /the config names runner "ocr-clss", but this service has ocr-cls/],
+      ] as const) {
         assert.equal(r.code, 2, r.stderr)
         assert.equal(r.stderr.split('\n').length, 2, `one line: ${r.stderr}`)
         assert.match(r.stderr, /^error E_SERVE_CONFIG_INVALID: /)
@@ -178,7 +236,12 @@ describe('slow clients', () => {
     const { Greeter } = await import('../../examples/greeter/service.js')
     const pino = (await import('pino')).default
     const { connect } = await import('node:net')
-    const running = await serve(definitionOf(Greeter)!, { port: 0, handleSignals: false, logger: pino({ level: 'silent' }), headersTimeoutMs: 1000 })
+    const running = await serve(definitionOf(Greeter)!, {
+      port: 0,
+      handleSignals: false,
+      logger: pino({ level: 'silent' }),
+      headersTimeoutMs: 1000,
+    })
     try {
       const port = Number(new URL(running.url).port)
       const closed: Promise<number>[] = []
@@ -191,7 +254,11 @@ describe('slow clients', () => {
         closed.push(new Promise((r) => sock.on('close', () => (clearInterval(drip), r(Date.now() - started)))))
       }
       const t = Date.now()
-      const r = await fetch(`${running.url}/greet`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"fast"}' })
+      const r = await fetch(`${running.url}/greet`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"name":"fast"}',
+      })
       assert.equal(r.status, 200)
       assert.ok(Date.now() - t < 1000, 'a normal client is served while 50 slow ones hang on')
       const after = await Promise.all(closed)
@@ -209,14 +276,19 @@ describe('bundle serve --reload', () => {
     // Inside the project so the service resolves 'modelbundle' like an example does.
     const dir = mkdtempSync(fileURLToPath(new URL('../fixtures/tmp-reload-', import.meta.url)))
     const file = join(dir, 'service.ts')
-    const source = (word: string) => `import { api, io, service } from 'modelbundle'\n@service({ name: 'reloading' })\nexport class Reloading {\n  @api({ input: io.text(), output: io.text() })\n  async word(_: string) { return '${word}' }\n}\n`
+    const source = (word: string) =>
+      `import { api, io, service } from 'modelbundle'\n@service({ name: 'reloading' })\nexport class Reloading {\n  @api({ input: io.text(), output: io.text() })\n  async word(_: string) { return '${word}' }\n}\n`
     writeFileSync(file, source('before'))
     // A fixed port: the reloaded server must come back on it.
     const port = await freePort()
     const child = spawn(process.execPath, [BIN, 'serve', file, '--port', String(port), '--reload'], { stdio: 'ignore' })
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)))
     const word = async (): Promise<string | undefined> => {
-      const r = await fetch(`http://127.0.0.1:${port}/word`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' }).catch(() => undefined)
+      const r = await fetch(`http://127.0.0.1:${port}/word`, {
+        method: 'POST',
+        headers: { 'content-type': 'text/plain' },
+        body: 'x',
+      }).catch(() => undefined)
       return r?.status === 200 ? r.text() : undefined
     }
     const until = async (expected: string): Promise<void> => {

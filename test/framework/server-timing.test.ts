@@ -8,17 +8,25 @@ import { createServiceApp, customRunner, defineApi, defineService, io, type Serv
 // queue, transfer and compute given apart. A real worker sleeps a known time per batch.
 
 const parse = (h: string | null): Record<string, number> =>
-  Object.fromEntries((h ?? '').split(', ').filter(Boolean).map((p) => {
-    const [name, dur] = p.split(';dur=')
-    return [name!, Number(dur)]
-  }))
+  Object.fromEntries(
+    (h ?? '')
+      .split(', ')
+      .filter(Boolean)
+      .map((p) => {
+        const [name, dur] = p.split(';dur=')
+        return [name!, Number(dur)]
+      }),
+  )
 
 describe('Server-Timing', () => {
   let on: ServiceApp
   let off: ServiceApp
   before(async () => {
     const make = (serverTiming: boolean) => {
-      const sleepy = customRunner({ module: new URL('../fixtures/echo-runner.ts', import.meta.url), export: 'EchoRunner' }, { name: 'sleepy', methods: { sleepy: { batchable: true, maxBatchSize: 4, maxDelayMs: 0 } } })
+      const sleepy = customRunner(
+        { module: new URL('../fixtures/echo-runner.ts', import.meta.url), export: 'EchoRunner' },
+        { name: 'sleepy', methods: { sleepy: { batchable: true, maxBatchSize: 4, maxDelayMs: 0 } } },
+      )
       const def = defineService({
         name: 'timing',
         runners: [sleepy],
@@ -26,7 +34,9 @@ describe('Server-Timing', () => {
           nap: defineApi({
             input: io.json(z.object({ ms: z.number() })),
             output: io.json(z.object({ id: z.string() })),
-            handler: async ({ ms }) => ({ id: (await sleepy.batch<{ id: string; ms: number }, string>('sleepy', [{ id: 'a', ms }]))[0]! }),
+            handler: async ({ ms }) => ({
+              id: (await sleepy.batch<{ id: string; ms: number }, string>('sleepy', [{ id: 'a', ms }]))[0]!,
+            }),
           }),
           plain: defineApi({ input: io.text(), output: io.text(), handler: async (t) => t }),
         },
@@ -41,9 +51,16 @@ describe('Server-Timing', () => {
     await Promise.all([on.stop(), off.stop()])
   })
 
-  const nap = (svc: ServiceApp, ms: number) => svc.app.request('/nap', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ms }) })
+  const nap = (svc: ServiceApp, ms: number) =>
+    svc.app.request('/nap', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ms }),
+    })
 
-  it('splits a runner call into queue, transfer and compute, inside the method, inside the total', { timeout: 60_000 }, async () => {
+  it('splits a runner call into queue, transfer and compute, inside the method, inside the total', {
+    timeout: 60_000,
+  }, async () => {
     const r = await nap(on, 60)
     assert.equal(r.status, 200)
     const t = parse(r.headers.get('server-timing'))
@@ -57,8 +74,18 @@ describe('Server-Timing', () => {
   })
 
   it('APIs without runners get the HTTP stages; without the option there is no header', async () => {
-    const plain = await on.app.request('/plain', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' })
-    assert.deepEqual(Object.keys(parse(plain.headers.get('server-timing'))), ['read', 'decode', 'method', 'encode', 'total'])
+    const plain = await on.app.request('/plain', {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: 'x',
+    })
+    assert.deepEqual(Object.keys(parse(plain.headers.get('server-timing'))), [
+      'read',
+      'decode',
+      'method',
+      'encode',
+      'total',
+    ])
     const quiet = await nap(off, 1)
     assert.equal(quiet.status, 200)
     assert.equal(quiet.headers.get('server-timing'), null)

@@ -14,21 +14,41 @@ import { tempDir } from '../utils/tmp.js'
 const SERVICE = fileURLToPath(new URL('../fixtures/task-service.ts', import.meta.url))
 
 /** A server with tasks on `redis`; resolves once ready, or with `listening`, once it answers at all. */
-async function server(redis: string, env: Record<string, string> = {}, wait: 'ready' | 'listening' = 'ready'): Promise<Proc & { url: string }> {
+async function server(
+  redis: string,
+  env: Record<string, string> = {},
+  wait: 'ready' | 'listening' = 'ready',
+): Promise<Proc & { url: string }> {
   const port = await freePort()
-  const child = spawn(process.execPath, [BIN, 'serve', SERVICE, '--port', String(port), '--redis', redis], { env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [BIN, 'serve', SERVICE, '--port', String(port), '--redis', redis], {
+    env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let out = ''
   child.stdout!.on('data', (c) => (out += c))
   child.stderr!.on('data', (c) => (out += c))
   const exited = new Promise<void>((r) => child.once('exit', () => r()))
   const url = `http://127.0.0.1:${port}`
   const path = wait === 'ready' ? 'readyz' : 'livez'
-  await until(`server ${wait}: ${out}`, async () => (await fetch(`${url}/${path}`).catch(() => undefined))?.status === 200, 60_000)
-  return { child, url, output: () => out, stop: async (s: NodeJS.Signals = 'SIGTERM') => void (child.exitCode === null && child.kill(s), await exited) }
+  await until(
+    `server ${wait}: ${out}`,
+    async () => (await fetch(`${url}/${path}`).catch(() => undefined))?.status === 200,
+    60_000,
+  )
+  return {
+    child,
+    url,
+    output: () => out,
+    stop: async (s: NodeJS.Signals = 'SIGTERM') => void (child.exitCode === null && child.kill(s), await exited),
+  }
 }
 
 const post = async (url: string, body?: unknown) => {
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  })
   return { status: r.status, json: (await r.json()) as any }
 }
 const get = async (url: string) => {
@@ -62,26 +82,48 @@ describe('durable async tasks (@task) in Redis', () => {
     const early = await fetch(`${b.url}/render/result?taskId=${id}`)
     assert.equal(early.status, 409)
     assert.equal(((await early.json()) as any).error.code, 'E_TASK_NOT_FINISHED')
-    await until('success', async () => (await get(`${b.url}/render/status?taskId=${id}`)).json.status === 'success', 30_000)
+    await until(
+      'success',
+      async () => (await get(`${b.url}/render/status?taskId=${id}`)).json.status === 'success',
+      30_000,
+    )
     const status = (await get(`${a.url}/render/status?taskId=${id}`)).json
     assert.ok(status.createdAt && status.startedAt && status.finishedAt)
     const result = await get(`${b.url}/render/result?taskId=${id}`)
     assert.equal(result.status, 200)
     assert.equal(result.json.tag, 'first')
     // Both replicas run tasks.
-    const many = await Promise.all(Array.from({ length: 12 }, (_, i) => post(`${a.url}/render/submit`, { ms: 300, tag: `t${i}` })))
-    await until('all done', async () => (await Promise.all(many.map((m) => get(`${b.url}/render/status?taskId=${m.json.taskId}`)))).every((s) => s.json.status === 'success'), 30_000)
-    const pids = new Set((await Promise.all(many.map((m) => get(`${a.url}/render/result?taskId=${m.json.taskId}`)))).map((r) => r.json.pid))
+    const many = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => post(`${a.url}/render/submit`, { ms: 300, tag: `t${i}` })),
+    )
+    await until(
+      'all done',
+      async () =>
+        (await Promise.all(many.map((m) => get(`${b.url}/render/status?taskId=${m.json.taskId}`)))).every(
+          (s) => s.json.status === 'success',
+        ),
+      30_000,
+    )
+    const pids = new Set(
+      (await Promise.all(many.map((m) => get(`${a.url}/render/result?taskId=${m.json.taskId}`)))).map(
+        (r) => r.json.pid,
+      ),
+    )
     assert.equal(pids.size, 2, 'tasks ran on both replicas')
     // Clear errors.
-    assert.equal((await get(`${a.url}/render/status?taskId=00000000-0000-0000-0000-000000000000`)).json.error.code, 'E_TASK_NOT_FOUND')
+    assert.equal(
+      (await get(`${a.url}/render/status?taskId=00000000-0000-0000-0000-000000000000`)).json.error.code,
+      'E_TASK_NOT_FOUND',
+    )
     assert.equal((await get(`${a.url}/render/status`)).status, 400)
     assert.equal((await post(`${a.url}/render/submit`, { ms: -1, tag: 'x' })).status, 400)
     assert.equal((await post(`${a.url}/render/cancel?taskId=${id}`)).json.error.code, 'E_TASK_CONFLICT')
     await Promise.all([a.stop(), b.stop()])
   })
 
-  it('a task survives its server being killed mid-run: it runs again once the server is back', { timeout: 120_000 }, async () => {
+  it('a task survives its server being killed mid-run: it runs again once the server is back', {
+    timeout: 120_000,
+  }, async () => {
     const a = await server(redis.url)
     procs.push(a)
     const id = (await post(`${a.url}/render/submit`, { ms: 3000, tag: 'survivor' })).json.taskId as string
@@ -91,14 +133,20 @@ describe('durable async tasks (@task) in Redis', () => {
     procs.push(again)
     assert.ok(['running', 'pending'].includes((await get(`${again.url}/render/status?taskId=${id}`)).json.status))
     // Its lock lapses (10 s), the stalled check puts it back, the new server runs it.
-    await until('success after restart', async () => (await get(`${again.url}/render/status?taskId=${id}`)).json.status === 'success', 60_000)
+    await until(
+      'success after restart',
+      async () => (await get(`${again.url}/render/status?taskId=${id}`)).json.status === 'success',
+      60_000,
+    )
     const r = await get(`${again.url}/render/result?taskId=${id}`)
     assert.equal(r.json.tag, 'survivor')
     assert.equal(r.json.pid, again.child.pid, 'the new server ran it')
     await again.stop()
   })
 
-  it('cancel stops a running task; a failed task keeps its error and runs again on retry', { timeout: 120_000 }, async () => {
+  it('cancel stops a running task; a failed task keeps its error and runs again on retry', {
+    timeout: 120_000,
+  }, async () => {
     const a = await server(redis.url, { TASK_FAIL_FILE: failFile })
     procs.push(a)
     const long = (await post(`${a.url}/render/submit`, { ms: 30_000, tag: 'long' })).json.taskId as string
@@ -118,7 +166,10 @@ describe('durable async tasks (@task) in Redis', () => {
     rmSync(failFile)
     const retry = await post(`${a.url}/render/retry?taskId=${bad}`)
     assert.equal(retry.status, 200, JSON.stringify(retry.json))
-    await until('success on retry', async () => (await get(`${a.url}/render/status?taskId=${bad}`)).json.status === 'success')
+    await until(
+      'success on retry',
+      async () => (await get(`${a.url}/render/status?taskId=${bad}`)).json.status === 'success',
+    )
     assert.equal((await get(`${a.url}/render/result?taskId=${bad}`)).json.tag, 'flaky')
     assert.equal((await post(`${a.url}/render/retry?taskId=${bad}`)).json.error.code, 'E_TASK_CONFLICT')
     // Not an API route: the task's own routes are.
@@ -134,7 +185,9 @@ describe('durable async tasks (@task) in Redis', () => {
     assert.match(r.stderr, /error E_SERVE_CONFIG_INVALID: \/render is a task, which live in Redis: serve with --redis/)
   })
 
-  it('/readyz reflects the tasks\' Redis: 503 naming tasks and Redis while it is unreachable, ready again when it is back', { timeout: 120_000 }, async () => {
+  it("/readyz reflects the tasks' Redis: 503 naming tasks and Redis while it is unreachable, ready again when it is back", {
+    timeout: 120_000,
+  }, async () => {
     // A Redis of this test's own: stopping it loses what it held.
     const own = await privateRedis()
     try {
@@ -147,13 +200,23 @@ describe('durable async tasks (@task) in Redis', () => {
         return (state = { status: r.status, reason: ((await r.json()) as any).reason ?? '' })
       }
       await until('not ready', async () => (await readyz()).status === 503, 10_000)
-      assert.match(state.reason, /^tasks are not ready \(Redis at redis:\/\/127\.0\.0\.1:\d+ (is unreachable|closed the connection)/)
-      assert.equal((await post(`${a.url}/render/submit`, { ms: 10, tag: 'down' })).json.error.code, 'E_REMOTE_UNAVAILABLE')
+      assert.match(
+        state.reason,
+        /^tasks are not ready \(Redis at redis:\/\/127\.0\.0\.1:\d+ (is unreachable|closed the connection)/,
+      )
+      assert.equal(
+        (await post(`${a.url}/render/submit`, { ms: 10, tag: 'down' })).json.error.code,
+        'E_REMOTE_UNAVAILABLE',
+      )
       await own.start()
       await until('ready again', async () => (await readyz()).status === 200, 30_000)
       const id = (await post(`${a.url}/render/submit`, { ms: 10, tag: 'back' })).json.taskId as string
       // Soon after Redis is back (BullMQ alone waits 15 s after a failed fetch; we retry after 1 s).
-      await until('success', async () => (await get(`${a.url}/render/status?taskId=${id}`)).json.status === 'success', 20_000)
+      await until(
+        'success',
+        async () => (await get(`${a.url}/render/status?taskId=${id}`)).json.status === 'success',
+        20_000,
+      )
       await a.stop()
     } finally {
       await own.stop()

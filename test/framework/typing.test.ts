@@ -37,14 +37,21 @@ class Typing {
 describe('API signatures are checked against their schemas', () => {
   it('the well-typed API is registered (the mismatched ones are compile errors above)', () => {
     const def = definitionOf(Typing)!
-    assert.deepEqual(def.apis.map((a) => a.route), ['/ok', '/wrongInput', '/wrongOutput', '/wrongKind'])
+    assert.deepEqual(
+      def.apis.map((a) => a.route),
+      ['/ok', '/wrongInput', '/wrongOutput', '/wrongKind'],
+    )
   })
 
   it('defineApi checks handlers the same way', () => {
     const def = defineService({
       name: 'typing-2',
       apis: {
-        good: defineApi({ input: io.json(In), output: io.json(Out), handler: async ({ name }) => ({ greeting: name }) }),
+        good: defineApi({
+          input: io.json(In),
+          output: io.json(Out),
+          handler: async ({ name }) => ({ greeting: name }),
+        }),
         // @ts-expect-error handler returns the wrong shape
         bad: defineApi({ input: io.json(In), output: io.json(Out), handler: async ({ name }) => ({ nope: name }) }),
       },

@@ -25,11 +25,15 @@ interface Raw {
 
 function post(base: string, path: string, body: Buffer, headers: Record<string, string> = {}): Promise<Raw> {
   return new Promise((resolve, reject) => {
-    const req = request(new URL(path, base), { method: 'POST', headers: { ...headers, 'content-length': String(body.byteLength) } }, (res) => {
-      const chunks: Buffer[] = []
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }))
-    })
+    const req = request(
+      new URL(path, base),
+      { method: 'POST', headers: { ...headers, 'content-length': String(body.byteLength) } },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }))
+      },
+    )
     req.on('error', reject)
     req.end(body)
   })
@@ -46,11 +50,20 @@ interface ClientInput {
 function clientRequest(inputs: ClientInput[], o: { id?: string; outputs?: { name: string; binary: boolean }[] } = {}) {
   const header: Record<string, unknown> = {}
   if (o.id) header.id = o.id
-  header.inputs = inputs.map((i) => ({ name: i.name, shape: i.shape, datatype: i.datatype, parameters: { binary_data_size: i.bytes.byteLength } }))
-  if (o.outputs?.length) header.outputs = o.outputs.map((x) => ({ name: x.name, parameters: { binary_data: x.binary } }))
+  header.inputs = inputs.map((i) => ({
+    name: i.name,
+    shape: i.shape,
+    datatype: i.datatype,
+    parameters: { binary_data_size: i.bytes.byteLength },
+  }))
+  if (o.outputs?.length)
+    header.outputs = o.outputs.map((x) => ({ name: x.name, parameters: { binary_data: x.binary } }))
   else header.parameters = { binary_data_output: true }
   const json = Buffer.from(JSON.stringify(header))
-  return { body: Buffer.concat([json, ...inputs.map((i) => i.bytes)]), headers: { 'Inference-Header-Content-Length': String(json.byteLength) } }
+  return {
+    body: Buffer.concat([json, ...inputs.map((i) => i.bytes)]),
+    headers: { 'Inference-Header-Content-Length': String(json.byteLength) },
+  }
 }
 
 /** What the client's InferResult does with a response: decompress, split header and binary, find each output. */
@@ -76,7 +89,10 @@ function clientResult(r: Raw): { json: any; output: (name: string) => { shape: n
       if (start === undefined) return { shape: o.shape, values: o.data }
       const bytes = body.subarray(start, start + o.parameters.binary_data_size)
       const copy = new Uint8Array(bytes).buffer
-      return { shape: o.shape, values: Array.from(o.datatype === 'INT64' ? new BigInt64Array(copy) : new Float32Array(copy), Number) }
+      return {
+        shape: o.shape,
+        values: Array.from(o.datatype === 'INT64' ? new BigInt64Array(copy) : new Float32Array(copy), Number),
+      }
     },
   }
 }
@@ -109,8 +125,22 @@ describe('a Triton HTTP client against /v2 (its wire format, a real socket)', ()
     await store.save({ name: 'two', version: '1.0.0', paths: [model] })
     store.close()
     const two = onnxRunner('two:1.0.0', { home, workers: 1, batching: { maxBatchSize: 8, maxLatencyMs: 1000 } })
-    running = await serve(defineService({ name: 'triton-client', runners: [two], apis: { ping: defineApi({ input: io.json(z.object({})), output: io.json(z.object({ ok: z.boolean() })), handler: async () => ({ ok: true }) }) } }), { port: 0, logger: pino({ level: 'silent' }), handleSignals: false, storeHome: home, maxBodyBytes: 1024 * 1024 })
-    for (let i = 0; i < 200 && (await fetch(`${running.url}/v2/health/ready`)).status !== 200; i++) await new Promise((r) => setTimeout(r, 50))
+    running = await serve(
+      defineService({
+        name: 'triton-client',
+        runners: [two],
+        apis: {
+          ping: defineApi({
+            input: io.json(z.object({})),
+            output: io.json(z.object({ ok: z.boolean() })),
+            handler: async () => ({ ok: true }),
+          }),
+        },
+      }),
+      { port: 0, logger: pino({ level: 'silent' }), handleSignals: false, storeHome: home, maxBodyBytes: 1024 * 1024 },
+    )
+    for (let i = 0; i < 200 && (await fetch(`${running.url}/v2/health/ready`)).status !== 200; i++)
+      await new Promise((r) => setTimeout(r, 50))
   })
   after(() => running.close())
 
@@ -132,19 +162,34 @@ describe('a Triton HTTP client against /v2 (its wire format, a real socket)', ()
   })
 
   it('InferRequestedOutput(binary_data=False) answers in JSON; a versioned URL works', async () => {
-    const { body, headers } = clientRequest(inputs(), { outputs: [{ name: 'k_out', binary: false }, { name: 'y', binary: true }] })
+    const { body, headers } = clientRequest(inputs(), {
+      outputs: [
+        { name: 'k_out', binary: false },
+        { name: 'y', binary: true },
+      ],
+    })
     const r = await post(running.url, '/v2/models/two/versions/1.0.0/infer', body, headers)
     assert.equal(r.status, 200)
     const res = clientResult(r)
-    assert.deepEqual(res.json.outputs.map((o: { name: string }) => o.name), ['k_out', 'y'])
+    assert.deepEqual(
+      res.json.outputs.map((o: { name: string }) => o.name),
+      ['k_out', 'y'],
+    )
     assert.deepEqual(res.output('k_out').values, [7, 8, -9, 2 ** 40])
     assert.deepEqual(res.output('y').values, [-1, 2, -3.5, -0, -4, 6])
   })
 
   it('request and response compression: gzip and deflate both ways', async () => {
-    for (const [enc, pack] of [['gzip', gzipSync], ['deflate', deflateSync]] as const) {
+    for (const [enc, pack] of [
+      ['gzip', gzipSync],
+      ['deflate', deflateSync],
+    ] as const) {
       const { body, headers } = clientRequest(inputs())
-      const r = await post(running.url, '/v2/models/two/infer', pack(body), { ...headers, 'Content-Encoding': enc, 'Accept-Encoding': enc })
+      const r = await post(running.url, '/v2/models/two/infer', pack(body), {
+        ...headers,
+        'Content-Encoding': enc,
+        'Accept-Encoding': enc,
+      })
       assert.equal(r.status, 200, r.body.toString())
       assert.equal(r.headers['content-encoding'], enc)
       assert.deepEqual(clientResult(r).output('y').values, [-1, 2, -3.5, -0, -4, 6])
@@ -162,10 +207,15 @@ describe('a Triton HTTP client against /v2 (its wire format, a real socket)', ()
     const br = await post(running.url, '/v2/models/two/infer', body, { ...headers, 'Content-Encoding': 'br' })
     assert.equal(br.status, 415)
     assert.match(JSON.parse(br.body.toString()).error, /Content-Encoding "br" is not supported/)
-    const corrupt = await post(running.url, '/v2/models/two/infer', Buffer.from('not gzip at all'), { ...headers, 'Content-Encoding': 'gzip' })
+    const corrupt = await post(running.url, '/v2/models/two/infer', Buffer.from('not gzip at all'), {
+      ...headers,
+      'Content-Encoding': 'gzip',
+    })
     assert.equal(corrupt.status, 400)
     // 64 KiB of gzip that expands to 8 MiB, past this server's 1 MiB body limit.
-    const bomb = await post(running.url, '/v2/models/two/infer', gzipSync(Buffer.alloc(8 * 1024 * 1024)), { 'Content-Encoding': 'gzip' })
+    const bomb = await post(running.url, '/v2/models/two/infer', gzipSync(Buffer.alloc(8 * 1024 * 1024)), {
+      'Content-Encoding': 'gzip',
+    })
     assert.equal(bomb.status, 413)
     assert.match(JSON.parse(bomb.body.toString()).error, /expands past 1048576 bytes/)
   })
@@ -174,10 +224,22 @@ describe('a Triton HTTP client against /v2 (its wire format, a real socket)', ()
     const index = await post(running.url, '/v2/repository/index', Buffer.alloc(0))
     assert.equal(index.status, 200)
     assert.deepEqual(JSON.parse(index.body.toString()), [{ name: 'two', version: '1.0.0', state: 'READY' }])
-    const load = await post(running.url, '/v2/repository/models/two/load', Buffer.from(JSON.stringify({ parameters: { config: JSON.stringify({ batching: { maxBatchSize: 4 } }) } })))
+    const load = await post(
+      running.url,
+      '/v2/repository/models/two/load',
+      Buffer.from(JSON.stringify({ parameters: { config: JSON.stringify({ batching: { maxBatchSize: 4 } }) } })),
+    )
     assert.equal(load.status, 200, load.body.toString())
-    assert.equal(((await (await fetch(`${running.url}/v2/models/two/config`)).json()) as { max_batch_size: number }).max_batch_size, 4)
-    const unload = await post(running.url, '/v2/repository/models/two/unload', Buffer.from(JSON.stringify({ parameters: { unload_dependents: false } })))
+    assert.equal(
+      ((await (await fetch(`${running.url}/v2/models/two/config`)).json()) as { max_batch_size: number })
+        .max_batch_size,
+      4,
+    )
+    const unload = await post(
+      running.url,
+      '/v2/repository/models/two/unload',
+      Buffer.from(JSON.stringify({ parameters: { unload_dependents: false } })),
+    )
     assert.equal(unload.status, 200)
     assert.equal((await fetch(`${running.url}/v2/models/two/versions/1.0.0/ready`)).status, 404)
     assert.equal((await post(running.url, '/v2/repository/models/two/load', Buffer.alloc(0))).status, 200)

@@ -38,11 +38,13 @@ function slowSocket(port: number, kind: Slow['kind']): Slow {
   sock.on('connect', () => {
     if (kind === 'headers') {
       // A byte at a time of a request line and header that never end.
-      const text = 'POST /classify HTTP/1.1\r\nHost: localhost\r\nX-Padding: ' + 'a'.repeat(1000)
+      const text = `POST /classify HTTP/1.1\r\nHost: localhost\r\nX-Padding: ${'a'.repeat(1000)}`
       let i = 0
       drip = setInterval(() => sock.writable && sock.write(text[i++ % text.length]!), 700)
     } else if (kind === 'body') {
-      sock.write('POST /classify HTTP/1.1\r\nHost: localhost\r\nContent-Type: image/png\r\nContent-Length: 1048576\r\n\r\n')
+      sock.write(
+        'POST /classify HTTP/1.1\r\nHost: localhost\r\nContent-Type: image/png\r\nContent-Length: 1048576\r\n\r\n',
+      )
       drip = setInterval(() => sock.writable && sock.write('x'), 700)
     }
   })
@@ -59,22 +61,43 @@ function slowSocket(port: number, kind: Slow['kind']): Slow {
 function call(port: number, path: string, body?: Buffer): Promise<{ status: number; ms: number; body?: string }> {
   const started = performance.now()
   return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port, path, method: body ? 'POST' : 'GET', agent: false, headers: body ? { 'content-type': 'image/png', 'content-length': body.length } : {}, timeout: 10_000 }, (res) => {
-      let text = ''
-      res.on('data', (d) => (text += d))
-      res.on('end', () => resolve({ status: res.statusCode!, ms: performance.now() - started, ...(res.statusCode === 200 ? {} : { body: text.slice(0, 200) }) }))
-    })
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: body ? 'POST' : 'GET',
+        agent: false,
+        headers: body ? { 'content-type': 'image/png', 'content-length': body.length } : {},
+        timeout: 10_000,
+      },
+      (res) => {
+        let text = ''
+        res.on('data', (d) => (text += d))
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode!,
+            ms: performance.now() - started,
+            ...(res.statusCode === 200 ? {} : { body: text.slice(0, 200) }),
+          }),
+        )
+      },
+    )
     req.on('timeout', () => req.destroy(new Error('client timeout')))
     req.on('error', () => resolve({ status: 0, ms: performance.now() - started }))
     req.end(body)
   })
 }
 
-const p99 = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))]!
+const p99 = (xs: number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))]!
 
 async function closedCount(url: string, reason: string): Promise<number> {
   const text = await (await fetch(`${url}/metrics`)).text()
-  return parsePrometheus(text).find((s) => s.name === 'bundle_http_connections_closed_total' && s.labels.reason === reason)?.value ?? 0
+  return (
+    parsePrometheus(text).find((s) => s.name === 'bundle_http_connections_closed_total' && s.labels.reason === reason)
+      ?.value ?? 0
+  )
 }
 
 async function settle(pid: number, target: number, ms: number): Promise<number> {
@@ -92,15 +115,24 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
   let port: number
   let baseline: number
   before(async () => {
-    server = await serveReady('examples/quickstart/service.ts', [
-      '--headers-timeout', String(HEADERS_MS),
-      '--request-timeout', String(REQUEST_MS),
-      '--keep-alive-timeout', String(KEEP_ALIVE_MS),
-      '--send-timeout', String(SEND_MS),
-      '--max-connections', String(MAX_CONNECTIONS),
-      // The batcher's own shedding (its latency bound) is not under test here, and on a shared
-      // 2-core machine it may shed a request whatever the sockets do.
-    ], { BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '20000' })
+    server = await serveReady(
+      'examples/quickstart/service.ts',
+      [
+        '--headers-timeout',
+        String(HEADERS_MS),
+        '--request-timeout',
+        String(REQUEST_MS),
+        '--keep-alive-timeout',
+        String(KEEP_ALIVE_MS),
+        '--send-timeout',
+        String(SEND_MS),
+        '--max-connections',
+        String(MAX_CONNECTIONS),
+        // The batcher's own shedding (its latency bound) is not under test here, and on a shared
+        // 2-core machine it may shed a request whatever the sockets do.
+      ],
+      { BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '20000' },
+    )
     port = server.port
     // Warm: the first image call loads sharp; the fd count settles after the probes' sockets close.
     assert.equal((await call(port, '/classify', PNG)).status, 200)
@@ -134,22 +166,45 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
     await closedAll
 
     const failed = results.filter((r) => r.status !== 200)
-    assert.equal(failed.length, 0, `every normal request succeeds during the attack: ${JSON.stringify(failed.slice(0, 5))}`)
-    assert.ok(results.filter((r) => r.path === '/classify').length >= 20, `normal clients were served throughout (${results.length} requests)`)
+    assert.equal(
+      failed.length,
+      0,
+      `every normal request succeeds during the attack: ${JSON.stringify(failed.slice(0, 5))}`,
+    )
+    assert.ok(
+      results.filter((r) => r.path === '/classify').length >= 20,
+      `normal clients were served throughout (${results.length} requests)`,
+    )
     const latency = p99(results.map((r) => r.ms))
-    console.log(`${results.length} normal requests during the attack, p99 ${latency.toFixed(1)} ms; server fds: baseline ${baseline}, during ${during}`)
+    console.log(
+      `${results.length} normal requests during the attack, p99 ${latency.toFixed(1)} ms; server fds: baseline ${baseline}, during ${during}`,
+    )
     assert.ok(latency < 1_000, `p99 latency of normal requests during the attack: ${latency.toFixed(0)} ms`)
 
     // Each kind is closed by the server at its own deadline, not before and not much after.
-    for (const [kind, deadline] of [['headers', HEADERS_MS], ['silent', HEADERS_MS], ['body', REQUEST_MS]] as const) {
+    for (const [kind, deadline] of [
+      ['headers', HEADERS_MS],
+      ['silent', HEADERS_MS],
+      ['body', REQUEST_MS],
+    ] as const) {
       const times = await Promise.all(slow.filter((s) => s.kind === kind).map((s) => s.closedAfter))
       console.log(`${kind}: closed after ${Math.min(...times)}–${Math.max(...times)} ms (deadline ${deadline} ms)`)
-      assert.ok(Math.min(...times) >= deadline * 0.8, `${kind}: none closed before its deadline (${Math.min(...times)} ms < ${deadline})`)
-      assert.ok(Math.max(...times) <= deadline + MARGIN_MS, `${kind}: all closed by the server within ${deadline} + ${MARGIN_MS} ms (slowest ${Math.max(...times)} ms)`)
+      assert.ok(
+        Math.min(...times) >= deadline * 0.8,
+        `${kind}: none closed before its deadline (${Math.min(...times)} ms < ${deadline})`,
+      )
+      assert.ok(
+        Math.max(...times) <= deadline + MARGIN_MS,
+        `${kind}: all closed by the server within ${deadline} + ${MARGIN_MS} ms (slowest ${Math.max(...times)} ms)`,
+      )
     }
     // They are told why, in the JSON error shape (a silent one too: it never sent a request line).
-    for (const s of slow.filter((x) => x.kind !== 'body')) assert.match(s.received(), /^HTTP\/1\.1 408 [^]*"code":"E_HTTP_REQUEST_TIMEOUT"/)
-    assert.ok((await closedCount(server.url, 'slow_request')) >= 400, 'counted in bundle_http_connections_closed_total{reason="slow_request"}')
+    for (const s of slow.filter((x) => x.kind !== 'body'))
+      assert.match(s.received(), /^HTTP\/1\.1 408 [\s\S]*"code":"E_HTTP_REQUEST_TIMEOUT"/)
+    assert.ok(
+      (await closedCount(server.url, 'slow_request')) >= 400,
+      'counted in bundle_http_connections_closed_total{reason="slow_request"}',
+    )
 
     const settled = await settle(server.pid, baseline + 3, 5_000)
     assert.ok(settled <= baseline + 3, `the server's open fds return to baseline: ${settled} (baseline ${baseline})`)
@@ -165,7 +220,10 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
     const idle = (await closed) - answered
     assert.ok(answered > 0, 'answered first')
     // Node.js keeps a connection 1 s past keepAliveTimeout, so a request sent just before it closes is not lost.
-    assert.ok(idle >= KEEP_ALIVE_MS * 0.8 && idle <= KEEP_ALIVE_MS + 1_000 + MARGIN_MS, `closed ${idle} ms after the answer`)
+    assert.ok(
+      idle >= KEEP_ALIVE_MS * 0.8 && idle <= KEEP_ALIVE_MS + 1_000 + MARGIN_MS,
+      `closed ${idle} ms after the answer`,
+    )
   })
 
   it('a client that stops reading a large response is disconnected after the send timeout', async () => {
@@ -178,9 +236,16 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
     sock.pause()
     sock.write('GET /docs/assets/swagger-ui-bundle.js HTTP/1.1\r\nHost: localhost\r\n\r\n'.repeat(60))
     const started = Date.now()
-    while ((await closedCount(server.url, 'send_stalled')) === before && Date.now() - started < SEND_MS + MARGIN_MS + 5_000) await new Promise((r) => setTimeout(r, 200))
+    while (
+      (await closedCount(server.url, 'send_stalled')) === before &&
+      Date.now() - started < SEND_MS + MARGIN_MS + 5_000
+    )
+      await new Promise((r) => setTimeout(r, 200))
     const after = Date.now() - started
-    assert.ok((await closedCount(server.url, 'send_stalled')) > before, 'the stalled connection was closed by the server (send_stalled counted)')
+    assert.ok(
+      (await closedCount(server.url, 'send_stalled')) > before,
+      'the stalled connection was closed by the server (send_stalled counted)',
+    )
     assert.ok(after <= SEND_MS + MARGIN_MS + 2_000, `closed ${after} ms after the client stopped reading`)
     // Reading again, the client gets what was in flight, then the end of the connection: not all 60 answers.
     let got = 0
@@ -200,9 +265,15 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
     const extra = Array.from({ length: 20 }, () => slowSocket(port, 'silent'))
     const extraTimes = await Promise.all(extra.map((s) => s.closedAfter))
     assert.ok(Math.max(...extraTimes) < 1_000, `over the cap: closed at once (slowest ${Math.max(...extraTimes)} ms)`)
-    assert.ok(openFds(server.pid) <= baseline + MAX_CONNECTIONS + 5, `the server never holds more than the cap (${openFds(server.pid)} fds)`)
+    assert.ok(
+      openFds(server.pid) <= baseline + MAX_CONNECTIONS + 5,
+      `the server never holds more than the cap (${openFds(server.pid)} fds)`,
+    )
     await Promise.all(held.map((s) => s.closedAfter))
     assert.equal((await call(port, '/classify', PNG)).status, 200)
-    assert.ok((await closedCount(server.url, 'max_connections')) >= 20, 'counted in bundle_http_connections_closed_total{reason="max_connections"}')
+    assert.ok(
+      (await closedCount(server.url, 'max_connections')) >= 20,
+      'counted in bundle_http_connections_closed_total{reason="max_connections"}',
+    )
   })
 })

@@ -16,19 +16,32 @@ import { tempDir } from '../utils/tmp.js'
 const CYCLES = Number(process.env.SOAK_CYCLES ?? 100)
 const WARMUP = 10
 const row = new Uint8Array(new Float32Array(3 * 48 * 192).fill(0.25).buffer)
-const v2Body = JSON.stringify({ inputs: [{ name: 'x', shape: [1, 3, 48, 192], datatype: 'FP32', data: Array.from({ length: 3 * 48 * 192 }, () => 0.5) }] })
+const v2Body = JSON.stringify({
+  inputs: [
+    { name: 'x', shape: [1, 3, 48, 192], datatype: 'FP32', data: Array.from({ length: 3 * 48 * 192 }, () => 0.5) },
+  ],
+})
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!
 
 describe('soak', () => {
-  it(`${CYCLES} load/unload cycles under a sustained load: no failed request, RSS growth < 10%, no fd or child-process leak`, { timeout: 900_000 }, async () => {
+  it(`${CYCLES} load/unload cycles under a sustained load: no failed request, RSS growth < 10%, no fd or child-process leak`, {
+    timeout: 900_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
     const store = ModelStore.open({ home })
     await store.save({ name: 'cycled', version: '1.0.0', paths: [MODELS.cls] })
     store.close()
-    const s = await serveReady('examples/quickstart/service.ts', [], { BUNDLE_HOME: home, BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '2000' })
+    const s = await serveReady('examples/quickstart/service.ts', [], {
+      BUNDLE_HOME: home,
+      BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '2000',
+    })
     const pid = s.pid
-    const post = (path: string, body: string | Uint8Array, headers: Record<string, string> = { 'content-type': 'application/json' }) => fetch(`${s.url}${path}`, { method: 'POST', headers, body, signal: AbortSignal.timeout(30_000) })
+    const post = (
+      path: string,
+      body: string | Uint8Array,
+      headers: Record<string, string> = { 'content-type': 'application/json' },
+    ) => fetch(`${s.url}${path}`, { method: 'POST', headers, body, signal: AbortSignal.timeout(30_000) })
     try {
       // The sustained load: two clients on the service's API for the whole run.
       const statuses: Record<number, number> = {}
@@ -36,7 +49,10 @@ describe('soak', () => {
       const loop = Promise.all(
         [0, 1].map(async () => {
           while (running) {
-            const r = await post('/classifyTensor', row, { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,192' }).catch(() => undefined)
+            const r = await post('/classifyTensor', row, {
+              'content-type': 'application/octet-stream',
+              'x-tensor-shape': '1,3,48,192',
+            }).catch(() => undefined)
             await r?.arrayBuffer()
             statuses[r?.status ?? 0] = (statuses[r?.status ?? 0] ?? 0) + 1
             await new Promise((res) => setTimeout(res, 5))
@@ -52,7 +68,10 @@ describe('soak', () => {
           assert.equal(r.status, 200, `cycle ${i}: ${path}: ${text}`)
           return text
         }
-        await call('/v2/repository/models/cycled/load', JSON.stringify({ parameters: { config: { warmup: { shapes: { x: [3, 48, 192] } } } } }))
+        await call(
+          '/v2/repository/models/cycled/load',
+          JSON.stringify({ parameters: { config: { warmup: { shapes: { x: [3, 48, 192] } } } } }),
+        )
         const out = JSON.parse(await call('/v2/models/cycled/infer', v2Body)) as { outputs: { data: number[] }[] }
         assert.equal(out.outputs[0]!.data.length, 2)
         inferred++
@@ -67,7 +86,11 @@ describe('soak', () => {
       await loop
       // A worker that is still stopping may hold a pipe for a moment: measure once things settle.
       await new Promise((r) => setTimeout(r, 1000))
-      const end = { rss: median([rssMiB(pid), rssMiB(pid), rssMiB(pid)]), fds: openFds(pid), children: childrenOf(pid).length }
+      const end = {
+        rss: median([rssMiB(pid), rssMiB(pid), rssMiB(pid)]),
+        fds: openFds(pid),
+        children: childrenOf(pid).length,
+      }
       const start = median(baseline.rss)
       const report = `after ${CYCLES} cycles: rss ${start.toFixed(1)} → ${end.rss.toFixed(1)} MiB (${(((end.rss - start) / start) * 100).toFixed(1)}%), fds ${baseline.fds} → ${end.fds}, children ${baseline.children} → ${end.children}, load loop ${JSON.stringify(statuses)}`
       console.log(report)

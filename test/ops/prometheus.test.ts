@@ -19,14 +19,24 @@ describe('monitoring with the real Prometheus', { skip: monitoring.skip }, () =>
     for (const stop of stops.reverse()) await stop()
   })
 
-  it('promtool accepts /metrics; Prometheus scrapes the server and a query returns the request counter', { timeout: 180_000 }, async () => {
+  it('promtool accepts /metrics; Prometheus scrapes the server and a query returns the request counter', {
+    timeout: 180_000,
+  }, async () => {
     assert.ok(monitoring.present, 'prometheus and promtool are required here (BUNDLE_REQUIRE_MONITORING_TESTS=1)')
     const server = await serveReady(QUICKSTART)
     stops.push(server.stop)
     const url = server.url
     const png = readFileSync(new URL('../fixtures/images/hello-0.png', import.meta.url))
-    for (let i = 0; i < 5; i++) assert.equal((await fetch(`${url}/classify`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: png })).status, 200)
-    assert.equal((await fetch(`${url}/classify`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' })).status, 415)
+    for (let i = 0; i < 5; i++)
+      assert.equal(
+        (await fetch(`${url}/classify`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: png }))
+          .status,
+        200,
+      )
+    assert.equal(
+      (await fetch(`${url}/classify`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' })).status,
+      415,
+    )
 
     // promtool's lint: names, types, help text, histogram and counter conventions.
     const metrics = await (await fetch(`${url}/metrics`)).text()
@@ -37,7 +47,12 @@ describe('monitoring with the real Prometheus', { skip: monitoring.skip }, () =>
     const prom = await startPrometheus([`127.0.0.1:${server.port}`])
     stops.push(prom.stop)
     const query = prom.query
-    await until('the request counter', async () => Number((await query('sum(bundle_request_total{endpoint="classify",status="200"})'))[0]?.value?.[1] ?? 0) === 5, 30_000)
+    await until(
+      'the request counter',
+      async () =>
+        Number((await query('sum(bundle_request_total{endpoint="classify",status="200"})'))[0]?.value?.[1] ?? 0) === 5,
+      30_000,
+    )
     const refused = await query('sum(bundle_request_total{endpoint="classify",status="415"})')
     assert.equal(refused[0]?.value?.[1], '1')
     // The series the Grafana dashboard uses exist with the labels it groups by.

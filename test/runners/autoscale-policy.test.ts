@@ -39,7 +39,14 @@ describe('ScalePolicy', () => {
 describe('autoscale (fake time)', () => {
   function fixture(grow: () => Promise<void>) {
     const clock = new FakeClock()
-    const stats: DispatcherStats = { queuedRows: 8, queuedRequests: 8, inFlight: 1, targetBatchSize: 1, observations: 10, overheadMs: 0 }
+    const stats: DispatcherStats = {
+      queuedRows: 8,
+      queuedRequests: 8,
+      inFlight: 1,
+      targetBatchSize: 1,
+      observations: 10,
+      overheadMs: 0,
+    }
     const slots: number[] = []
     const pool: ScalablePool & { size: number; grows: number } = {
       size: 1,
@@ -53,7 +60,11 @@ describe('autoscale (fake time)', () => {
         this.size--
       },
     }
-    const stop = autoscale({ dispatcher: () => ({ stats: () => stats, setSlots: (n) => slots.push(n) }), pool: () => pool }, { min: 1, max: 3, intervalMs: 1_000 }, clock)
+    const stop = autoscale(
+      { dispatcher: () => ({ stats: () => stats, setSlots: (n) => slots.push(n) }), pool: () => pool },
+      { min: 1, max: 3, intervalMs: 1_000 },
+      clock,
+    )
     return { clock, stats, pool, slots, stop }
   }
 

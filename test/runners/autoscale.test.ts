@@ -11,11 +11,21 @@ const workers = (runner: string): number => runnerWorkers(runner).length
 
 describe('worker autoscaling between minWorkers and maxWorkers (real processes)', () => {
   const home = join(tempDir(), 'home')
-  it('a busy queue adds a worker; quiet removes it again; no request fails meanwhile', { timeout: 120_000 }, async () => {
+  it('a busy queue adds a worker; quiet removes it again; no request fails meanwhile', {
+    timeout: 120_000,
+  }, async () => {
     const store = ModelStore.open({ home })
     await store.save({ name: 'ocr-cls', version: '1.0.0', paths: [MODELS.cls] })
     store.close()
-    const runner = new OnnxRunner('ocr-cls', { name: 'scaler', home, minWorkers: 1, maxWorkers: 2, scaleIntervalMs: 300, batching: { enabled: false, maxLatencyMs: 60_000 }, warmup: false })
+    const runner = new OnnxRunner('ocr-cls', {
+      name: 'scaler',
+      home,
+      minWorkers: 1,
+      maxWorkers: 2,
+      scaleIntervalMs: 300,
+      batching: { enabled: false, maxLatencyMs: 60_000 },
+      warmup: false,
+    })
     await runner.start()
     try {
       assert.equal(runner.workerCount(), 1)

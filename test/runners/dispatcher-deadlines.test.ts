@@ -34,7 +34,12 @@ function runner(clock: FakeClock, cost: (rows: number) => number) {
 }
 
 /** `n` closed-loop clients that resend the moment they are answered, refused or not, for `ms`. */
-async function closedLoop(clock: FakeClock, n: number, ms: number, submit: (id: string) => Promise<unknown>): Promise<{ ok: number; refused: number }> {
+async function closedLoop(
+  clock: FakeClock,
+  n: number,
+  ms: number,
+  submit: (id: string) => Promise<unknown>,
+): Promise<{ ok: number; refused: number }> {
   const counts = { ok: 0, refused: 0 }
   let stop = false
   const client = async (c: number) => {
@@ -62,11 +67,17 @@ describe('Dispatcher: batch window, deadlines, priorities (fake time)', () => {
     // 1.2 ms a row alone, cheaper per row in batches (as the cls model on 2 cores).
     const cost = (n: number) => 1 + 0.6 * n
     const r = runner(clock, cost)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 32, maxDelayMs: 5, slots: 1, clock, model: trained(cost, 32) }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 32, maxDelayMs: 5, slots: 1, clock, model: trained(cost, 32) },
+      r.execute,
+    )
     const { ok, refused } = await closedLoop(clock, 32, 2_000, (id) => d.submit({ id }, 1))
     assert.equal(refused, 0, 'the default deadline (10 s) serves a load the runner finishes in ~20 ms')
-    assert.ok(ok > 2_000 / cost(32) * 32 * 0.9, `served ${ok}: near the runner's batched capacity`)
-    assert.ok(r.batches.slice(10).every((b) => b.rows >= 16), `full batches under load: ${r.batches.slice(10, 30).map((b) => b.rows)}`)
+    assert.ok(ok > (2_000 / cost(32)) * 32 * 0.9, `served ${ok}: near the runner's batched capacity`)
+    assert.ok(
+      r.batches.slice(10).every((b) => b.rows >= 16),
+      `full batches under load: ${r.batches.slice(10, 30).map((b) => b.rows)}`,
+    )
   })
 
   it('holds a request at most maxDelayMs to fill a batch, and not at all with nothing else coming', async () => {
@@ -76,7 +87,10 @@ describe('Dispatcher: batch window, deadlines, priorities (fake time)', () => {
     const clock = new FakeClock()
     const cost = (n: number) => 20 + 0.5 * n
     const r = runner(clock, cost)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxDelayMs: 2, slots: 1, clock, model: trained(cost, 8) }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 8, maxDelayMs: 2, slots: 1, clock, model: trained(cost, 8) },
+      r.execute,
+    )
     const all: Promise<unknown>[] = []
     for (let i = 0; i < 300; i++) {
       all.push(d.submit({ id: `r${i}` }, 1))
@@ -89,17 +103,27 @@ describe('Dispatcher: batch window, deadlines, priorities (fake time)', () => {
     // Alone: runs on arrival.
     const quiet = new FakeClock()
     const ri = runner(quiet, (n) => 10 + n)
-    const di = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxDelayMs: 50, slots: 1, clock: quiet, model: trained((n) => 10 + n, 8) }, ri.execute)
+    const di = new Dispatcher<Payload, string>(
+      { maxBatchSize: 8, maxDelayMs: 50, slots: 1, clock: quiet, model: trained((n) => 10 + n, 8) },
+      ri.execute,
+    )
     void di.submit({ id: 'alone' }, 1)
     await quiet.settle()
-    assert.deepEqual(ri.batches.map((b) => b.at), [0], 'an idle runner with nothing coming does not wait')
+    assert.deepEqual(
+      ri.batches.map((b) => b.at),
+      [0],
+      'an idle runner with nothing coming does not wait',
+    )
   })
 
   it("a request's own deadline only shortens the runner's: behind 50 ms of work, a 20 ms caller is refused on arrival, a patient one is served", async () => {
     const clock = new FakeClock()
     const cost = (n: number) => 10 * n
     const r = runner(clock, cost)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 1, deadlineMs: 1_000, slots: 1, clock, model: trained(cost, 1) }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 1, deadlineMs: 1_000, slots: 1, clock, model: trained(cost, 1) },
+      r.execute,
+    )
     const queued = [0, 1, 2, 3, 4].map((i) => d.submit({ id: `q${i}` }, 1))
     const hurried = d.submit({ id: 'hurried' }, 1, { deadline: clock.now() + 20 }).catch((e: BundleError) => e.code)
     const patient = d.submit({ id: 'patient' }, 1, { deadline: clock.now() + 5_000 })
@@ -114,7 +138,10 @@ describe('Dispatcher: batch window, deadlines, priorities (fake time)', () => {
     const clock = new FakeClock()
     const cost = (n: number) => 20 + 5 * n
     const r = runner(clock, cost)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 4, deadlineMs: 100, slots: 1, clock, model: trained(cost, 4) }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 4, deadlineMs: 100, slots: 1, clock, model: trained(cost, 4) },
+      r.execute,
+    )
     const refused: string[] = []
     const all: Promise<unknown>[] = []
     for (let i = 0; i < 300; i++) {
@@ -125,14 +152,21 @@ describe('Dispatcher: batch window, deadlines, priorities (fake time)', () => {
     await clock.advance(2_000)
     await Promise.all(all)
     assert.ok(refused.length > 150, `overload was refused (${refused.length})`)
-    assert.deepEqual(refused.filter((id) => r.ran.has(id)), [], 'no refused request was executed')
+    assert.deepEqual(
+      refused.filter((id) => r.ran.has(id)),
+      [],
+      'no refused request was executed',
+    )
   })
 
   it('more urgent priority levels are batched first', async () => {
     const clock = new FakeClock()
     const cost = () => 10
     const r = runner(clock, cost)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 2, deadlineMs: 10_000, slots: 1, clock, model: trained(cost, 2) }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 2, deadlineMs: 10_000, slots: 1, clock, model: trained(cost, 2) },
+      r.execute,
+    )
     const all = [
       d.submit({ id: 'hold' }, 1), // takes the slot
       d.submit({ id: 'low1' }, 1, { priority: PRIORITY.low }),
@@ -143,7 +177,10 @@ describe('Dispatcher: batch window, deadlines, priorities (fake time)', () => {
     ]
     await clock.advance(1_000)
     await Promise.all(all)
-    assert.deepEqual(r.batches.map((b) => b.ids), [['hold'], ['high1', 'high2'], ['norm', 'low1'], ['low2']])
+    assert.deepEqual(
+      r.batches.map((b) => b.ids),
+      [['hold'], ['high1', 'high2'], ['norm', 'low1'], ['low2']],
+    )
   })
 
   it('admission counts only the work at the same level or above: a high-priority request is admitted past a low-priority backlog', async () => {
@@ -151,8 +188,13 @@ describe('Dispatcher: batch window, deadlines, priorities (fake time)', () => {
     const cost = () => 10
     const r = runner(clock, cost)
     // 10 ms a request, 40.5 ms of budget: one running and three waiting fill the low level.
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 1, deadlineMs: 45, slots: 1, clock, model: trained(cost, 1) }, r.execute)
-    const low = Array.from({ length: 4 }, (_, i) => d.submit({ id: `low${i}` }, 1, { priority: PRIORITY.low }).catch(() => 'shed'))
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 1, deadlineMs: 45, slots: 1, clock, model: trained(cost, 1) },
+      r.execute,
+    )
+    const low = Array.from({ length: 4 }, (_, i) =>
+      d.submit({ id: `low${i}` }, 1, { priority: PRIORITY.low }).catch(() => 'shed'),
+    )
     assert.equal(d.admits(1, { priority: PRIORITY.low }), false, 'no room left at the low level')
     assert.equal(d.admits(1, { priority: PRIORITY.high }), true)
     const high = d.submit({ id: 'high' }, 1, { priority: PRIORITY.high })
@@ -165,7 +207,10 @@ describe('Dispatcher: batch window, deadlines, priorities (fake time)', () => {
   it('a caller that goes away leaves the queue; its rows are never run', async () => {
     const clock = new FakeClock()
     const r = runner(clock, () => 10)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 1, deadlineMs: 1_000, slots: 1, clock, model: trained(() => 10, 1) }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 1, deadlineMs: 1_000, slots: 1, clock, model: trained(() => 10, 1) },
+      r.execute,
+    )
     const hold = d.submit({ id: 'hold' }, 1)
     const gone = new AbortController()
     const left = d.submit({ id: 'left' }, 1, { signal: gone.signal }).catch((e: BundleError) => e.code)
@@ -189,7 +234,11 @@ describe('the overload loop that collapsed goodput (fake time)', () => {
   const compute = (n: number) => 1 + 0.6 * n
   const LAG_MS = 8
 
-  async function served(deadlineMs: number, reportCompute: boolean, depth: number): Promise<{ perSecond: number; estimate1: number; rowsPerBatch: number }> {
+  async function served(
+    deadlineMs: number,
+    reportCompute: boolean,
+    depth: number,
+  ): Promise<{ perSecond: number; estimate1: number; rowsPerBatch: number }> {
     const clock = new FakeClock()
     let workerFreeAt = 0
     let batches = 0
@@ -201,10 +250,13 @@ describe('the overload loop that collapsed goodput (fake time)', () => {
         rowsRun += rows
         const start = Math.max(workerFreeAt, clock.now())
         workerFreeAt = start + compute(rows)
-        clock.setTimeout(() => {
-          if (reportCompute) report(compute(rows))
-          resolve(slices.map((s) => s.payload.id))
-        }, workerFreeAt - clock.now() + LAG_MS)
+        clock.setTimeout(
+          () => {
+            if (reportCompute) report(compute(rows))
+            resolve(slices.map((s) => s.payload.id))
+          },
+          workerFreeAt - clock.now() + LAG_MS,
+        )
       })
     const d = new Dispatcher<Payload, string>({ maxBatchSize: 32, deadlineMs, slots: 1, depth, clock }, execute)
     const { ok } = await closedLoop(clock, 32, 3_000, (id) => d.submit({ id }, 1))
@@ -215,12 +267,24 @@ describe('the overload loop that collapsed goodput (fake time)', () => {
     const loose = await served(10_000, true, 2)
     const tight = await served(20, true, 2)
     const before = await served(20, false, 1)
-    assert.ok(tight.perSecond >= 0.8 * loose.perSecond, `tight ${tight.perSecond.toFixed(0)}/s vs loose ${loose.perSecond.toFixed(0)}/s`)
+    assert.ok(
+      tight.perSecond >= 0.8 * loose.perSecond,
+      `tight ${tight.perSecond.toFixed(0)}/s vs loose ${loose.perSecond.toFixed(0)}/s`,
+    )
     // The cause, reproduced: learned from the round trip, one row looks 8× slower than it is,
     // nearly everything is refused, and what runs goes one row at a time.
-    assert.ok(before.estimate1 > 5 * compute(1), `round-trip estimate ${before.estimate1.toFixed(1)} ms for a ${compute(1)} ms row`)
-    assert.ok(before.perSecond < 0.25 * tight.perSecond, `the old way collapses: ${before.perSecond.toFixed(0)}/s vs ${tight.perSecond.toFixed(0)}/s`)
-    assert.ok(before.rowsPerBatch < 2 && tight.rowsPerBatch > 4, `batch sizes: before ${before.rowsPerBatch.toFixed(1)}, now ${tight.rowsPerBatch.toFixed(1)}`)
+    assert.ok(
+      before.estimate1 > 5 * compute(1),
+      `round-trip estimate ${before.estimate1.toFixed(1)} ms for a ${compute(1)} ms row`,
+    )
+    assert.ok(
+      before.perSecond < 0.25 * tight.perSecond,
+      `the old way collapses: ${before.perSecond.toFixed(0)}/s vs ${tight.perSecond.toFixed(0)}/s`,
+    )
+    assert.ok(
+      before.rowsPerBatch < 2 && tight.rowsPerBatch > 4,
+      `batch sizes: before ${before.rowsPerBatch.toFixed(1)}, now ${tight.rowsPerBatch.toFixed(1)}`,
+    )
   })
 })
 
@@ -236,7 +300,10 @@ describe('refusals that rejoin the queue at once (fake time)', () => {
   // that is at most 50 ms (framework/server/call-options.ts).
   const compute = (n: number) => 1 + 0.6 * n
 
-  async function served(deadlineMs: number, honourPace: boolean): Promise<{ perSecond: number; refusedPerServed: number; paces: number[] }> {
+  async function served(
+    deadlineMs: number,
+    honourPace: boolean,
+  ): Promise<{ perSecond: number; refusedPerServed: number; paces: number[] }> {
     const clock = new FakeClock()
     let apiFreeAt = 0
     /** Resolves once the API process has spent `ms` on this (one thing at a time). */
@@ -264,7 +331,8 @@ describe('refusals that rejoin the queue at once (fake time)', () => {
       } catch (err) {
         const pace = refusalPace(err)
         if (pace !== undefined) paces.push(pace)
-        if (honourPace && pace !== undefined && pace > 0 && pace <= 50) await new Promise<void>((res) => clock.setTimeout(res, pace))
+        if (honourPace && pace !== undefined && pace > 0 && pace <= 50)
+          await new Promise<void>((res) => clock.setTimeout(res, pace))
         throw err
       } finally {
         await cpu(0.05)
@@ -277,12 +345,27 @@ describe('refusals that rejoin the queue at once (fake time)', () => {
     const loose = await served(10_000, true)
     const tight = await served(20, true)
     const atOnce = await served(20, false)
-    assert.ok(tight.perSecond >= 0.8 * loose.perSecond, `paced: ${tight.perSecond.toFixed(0)}/s vs loose ${loose.perSecond.toFixed(0)}/s`)
-    assert.ok(tight.paces.length > 0 && tight.paces.every((p) => p > 0 && p <= 50), `paces ${Math.min(...tight.paces).toFixed(2)}–${Math.max(...tight.paces).toFixed(2)} ms`)
-    assert.ok(tight.paces.some((p) => p >= 10), 'sheds wait at least half the deadline')
+    assert.ok(
+      tight.perSecond >= 0.8 * loose.perSecond,
+      `paced: ${tight.perSecond.toFixed(0)}/s vs loose ${loose.perSecond.toFixed(0)}/s`,
+    )
+    assert.ok(
+      tight.paces.length > 0 && tight.paces.every((p) => p > 0 && p <= 50),
+      `paces ${Math.min(...tight.paces).toFixed(2)}–${Math.max(...tight.paces).toFixed(2)} ms`,
+    )
+    assert.ok(
+      tight.paces.some((p) => p >= 10),
+      'sheds wait at least half the deadline',
+    )
     // The cause, reproduced: answered at once, refused clients rejoin the queue, refusals
     // outnumber what is served, and their cost starves the worker.
-    assert.ok(atOnce.refusedPerServed > 3 * tight.refusedPerServed, `refusals per served: at once ${atOnce.refusedPerServed.toFixed(2)}, paced ${tight.refusedPerServed.toFixed(2)}`)
-    assert.ok(atOnce.perSecond < 0.6 * tight.perSecond, `at once ${atOnce.perSecond.toFixed(0)}/s vs paced ${tight.perSecond.toFixed(0)}/s`)
+    assert.ok(
+      atOnce.refusedPerServed > 3 * tight.refusedPerServed,
+      `refusals per served: at once ${atOnce.refusedPerServed.toFixed(2)}, paced ${tight.refusedPerServed.toFixed(2)}`,
+    )
+    assert.ok(
+      atOnce.perSecond < 0.6 * tight.perSecond,
+      `at once ${atOnce.perSecond.toFixed(0)}/s vs paced ${tight.perSecond.toFixed(0)}/s`,
+    )
   })
 })

@@ -30,7 +30,10 @@ describe('Dispatcher (fake time)', () => {
     const clock = new FakeClock()
     const r = runner(clock, () => 10)
     // Fixed per-batch overhead: full batches of 4 are the most efficient.
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 4, maxLatencyMs: 1000, slots: 1, clock, model: trained((n) => 10 + n, 4) }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 4, maxLatencyMs: 1000, slots: 1, clock, model: trained((n) => 10 + n, 4) },
+      r.execute,
+    )
     const hold = d.submit({ id: 'h' }, 1) // occupies the slot: a and b queue up together
     const a = d.submit({ id: 'a' }, 3)
     const b = d.submit({ id: 'b' }, 3)
@@ -47,9 +50,18 @@ describe('Dispatcher (fake time)', () => {
       next = to
     }
     assert.equal(next, 3)
-    assert.ok(r.batches.every((x) => x.rows <= 4), `batches: ${r.batches.map((x) => x.rows)}`)
-    assert.ok(r.batches.some((x) => x.rows === 4 && x.slices[0] === 'a[0+3]' && x.slices[1] === 'b[0+1]'), `b straddles the cap of 4 and is split there: ${JSON.stringify(r.batches.map((x) => x.slices))}`)
-    assert.equal(r.batches.reduce((n, x) => n + x.rows, 0), 7)
+    assert.ok(
+      r.batches.every((x) => x.rows <= 4),
+      `batches: ${r.batches.map((x) => x.rows)}`,
+    )
+    assert.ok(
+      r.batches.some((x) => x.rows === 4 && x.slices[0] === 'a[0+3]' && x.slices[1] === 'b[0+1]'),
+      `b straddles the cap of 4 and is split there: ${JSON.stringify(r.batches.map((x) => x.slices))}`,
+    )
+    assert.equal(
+      r.batches.reduce((n, x) => n + x.rows, 0),
+      7,
+    )
   })
 
   it('rule 4: requests with different shapes never share a batch', async () => {
@@ -57,26 +69,43 @@ describe('Dispatcher (fake time)', () => {
     const r = runner(clock, () => 5)
     const d = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxLatencyMs: 1000, slots: 1, clock }, r.execute)
     const hold = d.submit({ id: 'first' }, 1, '3x48x192') // occupies the slot so the rest queue up
-    const reqs = [d.submit({ id: 'x1' }, 1, '3x48x192'), d.submit({ id: 'y1' }, 1, '3x48x320'), d.submit({ id: 'x2' }, 1, '3x48x192'), d.submit({ id: 'y2' }, 1, '3x48x320')]
+    const reqs = [
+      d.submit({ id: 'x1' }, 1, '3x48x192'),
+      d.submit({ id: 'y1' }, 1, '3x48x320'),
+      d.submit({ id: 'x2' }, 1, '3x48x192'),
+      d.submit({ id: 'y2' }, 1, '3x48x320'),
+    ]
     await clock.advance(100)
     await Promise.all([hold, ...reqs])
     for (const batch of r.batches) {
       const shapes = new Set(batch.slices.map((s) => (s.startsWith('x') || s.startsWith('first') ? 'x' : 'y')))
       assert.equal(shapes.size, 1, `mixed batch ${batch.slices}`)
     }
-    assert.ok(r.batches.some((b) => b.slices.length === 2), 'same-shape requests were merged')
+    assert.ok(
+      r.batches.some((b) => b.slices.length === 2),
+      'same-shape requests were merged',
+    )
   })
 
   it('rule 6: one batch per slot; a freed slot takes the next batch', async () => {
     const clock = new FakeClock()
     const r = runner(clock, () => 10)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 2, maxLatencyMs: 1000, slots: 2, clock, batching: false }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 2, maxLatencyMs: 1000, slots: 2, clock, batching: false },
+      r.execute,
+    )
     const all = ['a', 'b', 'c', 'd'].map((id) => d.submit({ id }, 1))
     await clock.settle()
     assert.equal(d.stats().inFlight, 2)
-    assert.deepEqual(r.batches.map((b) => b.at), [0, 0])
+    assert.deepEqual(
+      r.batches.map((b) => b.at),
+      [0, 0],
+    )
     await clock.advance(10)
-    assert.deepEqual(r.batches.map((b) => b.at), [0, 0, 10, 10])
+    assert.deepEqual(
+      r.batches.map((b) => b.at),
+      [0, 0, 10, 10],
+    )
     await clock.advance(10)
     assert.equal((await Promise.all(all)).length, 4)
   })
@@ -85,17 +114,26 @@ describe('Dispatcher (fake time)', () => {
     const cost = (n: number) => 10 + n // fixed overhead: bigger batches are cheaper per row
     const slow = new FakeClock()
     const rs = runner(slow, cost)
-    const ds = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxLatencyMs: 200, slots: 1, clock: slow, model: trained(cost, 8) }, rs.execute)
+    const ds = new Dispatcher<Payload, string>(
+      { maxBatchSize: 8, maxLatencyMs: 200, slots: 1, clock: slow, model: trained(cost, 8) },
+      rs.execute,
+    )
     for (let i = 0; i < 5; i++) {
       void ds.submit({ id: `s${i}` }, 1)
       await slow.advance(100) // one request every 100 ms: nothing to gain by waiting
     }
     assert.ok(rs.batches.every((b) => b.rows === 1))
-    assert.ok(rs.batches.every((b, i) => b.at === i * 100), `ran on arrival: ${rs.batches.map((b) => b.at)}`)
+    assert.ok(
+      rs.batches.every((b, i) => b.at === i * 100),
+      `ran on arrival: ${rs.batches.map((b) => b.at)}`,
+    )
 
     const fast = new FakeClock()
     const rf = runner(fast, cost)
-    const df = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxLatencyMs: 200, slots: 1, clock: fast, model: trained(cost, 8) }, rf.execute)
+    const df = new Dispatcher<Payload, string>(
+      { maxBatchSize: 8, maxLatencyMs: 200, slots: 1, clock: fast, model: trained(cost, 8) },
+      rf.execute,
+    )
     const done: Promise<string[]>[] = []
     for (let i = 0; i < 40; i++) {
       done.push(df.submit({ id: `f${i}` }, 1))
@@ -104,14 +142,20 @@ describe('Dispatcher (fake time)', () => {
     await fast.advance(500)
     await Promise.all(done)
     const sizes = rf.batches.map((b) => b.rows)
-    assert.ok(sizes.slice(2).every((n) => n >= 4), `batches filled up under load: ${sizes}`)
+    assert.ok(
+      sizes.slice(2).every((n) => n >= 4),
+      `batches filled up under load: ${sizes}`,
+    )
   })
 
   it('rule 2: sheds what cannot finish within maxLatencyMs, at submit and before running, and never runs late', async () => {
     const clock = new FakeClock()
     const cost = (n: number) => 20 + 5 * n
     const r = runner(clock, cost)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 4, maxLatencyMs: 100, slots: 1, clock, model: trained(cost, 4) }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 4, maxLatencyMs: 100, slots: 1, clock, model: trained(cost, 4) },
+      r.execute,
+    )
     const outcomes: ('ok' | 'shed')[] = []
     const finished: number[] = []
     const all: Promise<void>[] = []
@@ -140,24 +184,48 @@ describe('Dispatcher (fake time)', () => {
   })
 
   it('keeps headroomMs of the bound for the way in and out of the runner: nothing accepted finishes in it', async () => {
-    for (const [headroomMs, limit] of [[undefined, 90], [30, 70]] as const) {
+    for (const [headroomMs, limit] of [
+      [undefined, 90],
+      [30, 70],
+    ] as const) {
       const clock = new FakeClock()
       const cost = (n: number) => 20 + 5 * n
       const r = runner(clock, cost)
-      const d = new Dispatcher<Payload, string>({ maxBatchSize: 4, maxLatencyMs: 100, ...(headroomMs === undefined ? {} : { headroomMs }), slots: 1, clock, model: trained(cost, 4) }, r.execute)
+      const d = new Dispatcher<Payload, string>(
+        {
+          maxBatchSize: 4,
+          maxLatencyMs: 100,
+          ...(headroomMs === undefined ? {} : { headroomMs }),
+          slots: 1,
+          clock,
+          model: trained(cost, 4),
+        },
+        r.execute,
+      )
       const finished: number[] = []
       const all: Promise<unknown>[] = []
       for (let i = 0; i < 60; i++) {
         const submitted = clock.now()
-        all.push(d.submit({ id: `r${i}` }, 1).then(() => finished.push(clock.now() - submitted), () => undefined))
+        all.push(
+          d.submit({ id: `r${i}` }, 1).then(
+            () => finished.push(clock.now() - submitted),
+            () => undefined,
+          ),
+        )
         await clock.advance(2)
       }
       await clock.advance(1000)
       await Promise.all(all)
       assert.ok(finished.length > 5)
-      assert.ok(Math.max(...finished) <= limit, `headroom ${headroomMs ?? 'default (10%)'}: max ${Math.max(...finished)} ms, limit ${limit}`)
+      assert.ok(
+        Math.max(...finished) <= limit,
+        `headroom ${headroomMs ?? 'default (10%)'}: max ${Math.max(...finished)} ms, limit ${limit}`,
+      )
     }
-    assert.throws(() => new Dispatcher({ maxBatchSize: 4, maxLatencyMs: 100, headroomMs: 100, slots: 1 }, async () => []), /headroomMs/)
+    assert.throws(
+      () => new Dispatcher({ maxBatchSize: 4, maxLatencyMs: 100, headroomMs: 100, slots: 1 }, async () => []),
+      /headroomMs/,
+    )
   })
 
   it('tries an unmeasured batch size only when the oldest request can afford it going wrong', async () => {
@@ -177,10 +245,19 @@ describe('Dispatcher (fake time)', () => {
     // A 2-row batch holds the slot for 40 ms while four requests queue: when it ends, the oldest
     // has 135 - 40 = 95 ms left, less than twice the 60 ms guess for 4 rows.
     const finished: number[] = []
-    const all = [d.submit({ id: 'hold' }, 2), ...[0, 1, 2, 3].map((i) => d.submit({ id: `q${i}` }, 1))].map((p) => p.then(() => finished.push(clock.now()), () => undefined))
+    const all = [d.submit({ id: 'hold' }, 2), ...[0, 1, 2, 3].map((i) => d.submit({ id: `q${i}` }, 1))].map((p) =>
+      p.then(
+        () => finished.push(clock.now()),
+        () => undefined,
+      ),
+    )
     await clock.advance(1000)
     await Promise.all(all)
-    assert.deepEqual(r.batches.map((b) => b.rows), [2, 2, 2], 'under pressure it ran the best measured size, not the 150 ms probe')
+    assert.deepEqual(
+      r.batches.map((b) => b.rows),
+      [2, 2, 2],
+      'under pressure it ran the best measured size, not the 150 ms probe',
+    )
     assert.equal(finished.length, 5)
     assert.ok(Math.max(...finished) <= 150, `nothing ran late: ${finished}`)
   })
@@ -190,7 +267,10 @@ describe('Dispatcher (fake time)', () => {
     const cost = (n: number) => (n <= 4 ? 8 + 2 * n : 16 + 6 * (n - 4))
     const clock = new FakeClock()
     const r = runner(clock, cost)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 32, maxLatencyMs: 5000, slots: 1, clock, maxQueueSize: 100_000 }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 32, maxLatencyMs: 5000, slots: 1, clock, maxQueueSize: 100_000 },
+      r.execute,
+    )
     const all: Promise<unknown>[] = []
     for (let i = 0; i < 3000; i++) {
       all.push(d.submit({ id: `q${i}` }, 1).catch(() => undefined))
@@ -210,7 +290,10 @@ describe('Dispatcher (fake time)', () => {
     // As after a few cold first runs: every batch looks like 10 × the latency bound.
     const cold = new LatencyModel()
     for (let n = 1; n <= 8; n *= 2) for (let i = 0; i < 3; i++) cold.observe(n, 500)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxLatencyMs: 50, slots: 1, clock, model: cold }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 8, maxLatencyMs: 50, slots: 1, clock, model: cold },
+      r.execute,
+    )
     // A closed loop of 8 clients, each sending its next request when the last one is answered.
     const counts = { ok: 0, shed: 0 }
     let stop = false
@@ -240,7 +323,10 @@ describe('Dispatcher (fake time)', () => {
     const r = runner(clock, cost)
     const reasons: string[] = []
     const observer = { batch: () => undefined, rejected: (why: string) => void reasons.push(why) }
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 4, maxLatencyMs: 100, slots: 1, clock, model: trained(cost, 4), maxQueueSize: 3, observer }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 4, maxLatencyMs: 100, slots: 1, clock, model: trained(cost, 4), maxQueueSize: 3, observer },
+      r.execute,
+    )
     const all: Promise<unknown>[] = []
     all.push(d.submit({ id: 'first' }, 1).catch(() => undefined)) // runs at once: the slot is busy now
     all.push(d.submit({ id: 'big' }, 13).catch(() => undefined)) // 13 rows behind it cannot finish in time
@@ -254,8 +340,18 @@ describe('Dispatcher (fake time)', () => {
     let first = true
     const late: string[] = []
     const d2 = new Dispatcher<Payload, string>(
-      { maxBatchSize: 1, maxLatencyMs: 100, slots: 1, clock: slow, model: trained(() => 10, 1), observer: { batch: () => undefined, rejected: (why) => void late.push(why) } },
-      (slices) => new Promise((res) => slow.setTimeout(() => res(slices.map((s) => s.payload.id)), first ? ((first = false), 150) : 10)),
+      {
+        maxBatchSize: 1,
+        maxLatencyMs: 100,
+        slots: 1,
+        clock: slow,
+        model: trained(() => 10, 1),
+        observer: { batch: () => undefined, rejected: (why) => void late.push(why) },
+      },
+      (slices) =>
+        new Promise((res) =>
+          slow.setTimeout(() => res(slices.map((s) => s.payload.id)), first ? ((first = false), 150) : 10),
+        ),
     )
     const a = d2.submit({ id: 'a' }, 1)
     const b = d2.submit({ id: 'b' }, 1).catch((e: BundleError) => e.code)
@@ -270,7 +366,10 @@ describe('Dispatcher (fake time)', () => {
   it('drain: runs everything queued at once, refuses new requests, resolves when the last batch is done', async () => {
     const clock = new FakeClock()
     const r = runner(clock, () => 10)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 2, maxLatencyMs: 1000, slots: 1, clock, model: trained(() => 10, 2) }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 2, maxLatencyMs: 1000, slots: 1, clock, model: trained(() => 10, 2) },
+      r.execute,
+    )
     const queued = ['a', 'b', 'c', 'd', 'e'].map((id) => d.submit({ id }, 1))
     let drained = false
     const done = d.drain().then(() => (drained = true))
@@ -288,11 +387,17 @@ describe('Dispatcher (fake time)', () => {
   it('batching off: every request runs alone in arrival order', async () => {
     const clock = new FakeClock()
     const r = runner(clock, () => 1)
-    const d = new Dispatcher<Payload, string>({ maxBatchSize: 8, maxLatencyMs: 1000, slots: 1, clock, batching: false }, r.execute)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 8, maxLatencyMs: 1000, slots: 1, clock, batching: false },
+      r.execute,
+    )
     const all = ['a', 'b', 'c'].map((id) => d.submit({ id }, 2))
     await clock.advance(10)
     await Promise.all(all)
-    assert.deepEqual(r.batches.map((b) => b.slices), [['a[0+2]'], ['b[0+2]'], ['c[0+2]']])
+    assert.deepEqual(
+      r.batches.map((b) => b.slices),
+      [['a[0+2]'], ['b[0+2]'], ['c[0+2]']],
+    )
   })
 
   it('a failed batch fails exactly its requests, including the unsent rest of a split one', async () => {
@@ -300,7 +405,9 @@ describe('Dispatcher (fake time)', () => {
     let calls = 0
     const d = new Dispatcher<Payload, string>({ maxBatchSize: 2, maxLatencyMs: 1000, slots: 1, clock }, (slices) => {
       calls++
-      return calls === 1 ? Promise.reject(new BundleError('E_RUNNER_CRASHED', 'worker died')) : Promise.resolve(slices.map((s) => s.payload.id))
+      return calls === 1
+        ? Promise.reject(new BundleError('E_RUNNER_CRASHED', 'worker died'))
+        : Promise.resolve(slices.map((s) => s.payload.id))
     })
     const big = assert.rejects(d.submit({ id: 'big' }, 3), (e: BundleError) => e.code === 'E_RUNNER_CRASHED')
     const other = d.submit({ id: 'other' }, 1, 'k2')

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { BundleError } from '../../errors/index.js'
+import type { BundleError } from '../../errors/index.js'
 import { gpuDevices, parseNvidiaSmi } from '../../runners/gpu/devices.js'
 import { placeWorkers } from '../../runners/gpu/placement.js'
 
@@ -11,16 +11,33 @@ describe('GPU placement (simulated device lists)', () => {
   it('discovers devices from nvidia-smi -L, overridable with BUNDLE_GPU_DEVICES', () => {
     const smi = 'GPU 0: NVIDIA H200 (UUID: GPU-aaa)\nGPU 1: NVIDIA H200 (UUID: GPU-bbb)\n'
     assert.deepEqual(parseNvidiaSmi(smi), ['0', '1'])
-    assert.deepEqual(gpuDevices({}, () => smi), ['0', '1'])
-    assert.deepEqual(gpuDevices({ BUNDLE_GPU_DEVICES: '2, 3' }, () => smi), ['2', '3'])
-    assert.deepEqual(gpuDevices({ BUNDLE_GPU_DEVICES: '' }, () => smi), [])
-    assert.deepEqual(gpuDevices({}, () => { throw new Error('nvidia-smi: not found') }), [])
+    assert.deepEqual(
+      gpuDevices({}, () => smi),
+      ['0', '1'],
+    )
+    assert.deepEqual(
+      gpuDevices({ BUNDLE_GPU_DEVICES: '2, 3' }, () => smi),
+      ['2', '3'],
+    )
+    assert.deepEqual(
+      gpuDevices({ BUNDLE_GPU_DEVICES: '' }, () => smi),
+      [],
+    )
+    assert.deepEqual(
+      gpuDevices({}, () => {
+        throw new Error('nvidia-smi: not found')
+      }),
+      [],
+    )
   })
 
   it('whole devices per worker, fractions packing workers, explicit lists', () => {
     assert.equal(placeWorkers(2, undefined, ['0']), undefined)
     assert.deepEqual(placeWorkers(2, 1, ['0', '1', '2']), [['0'], ['1']])
-    assert.deepEqual(placeWorkers(2, 2, ['0', '1', '2', '3']), [['0', '1'], ['2', '3']])
+    assert.deepEqual(placeWorkers(2, 2, ['0', '1', '2', '3']), [
+      ['0', '1'],
+      ['2', '3'],
+    ])
     assert.deepEqual(placeWorkers(4, 0.5, ['0', '1']), [['0'], ['0'], ['1'], ['1']])
     assert.deepEqual(placeWorkers(3, 0.25, ['0']), [['0'], ['0'], ['0']])
     assert.deepEqual(placeWorkers(3, [1, 3], ['0', '1', '2', '3']), [['1'], ['3'], ['1']])

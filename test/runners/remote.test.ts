@@ -7,7 +7,16 @@ import { fileURLToPath } from 'node:url'
 import { RedisLink, RemotePool, serveQueue } from '../../runners/index.js'
 import { bundle, BIN } from '../utils/cli.js'
 import { MODELS } from '../utils/models.js'
-import { freePort, privateRedis, remoteServe, startWorker, until, worker, workerReady, type Proc } from '../utils/remote.js'
+import {
+  freePort,
+  privateRedis,
+  remoteServe,
+  startWorker,
+  until,
+  worker,
+  workerReady,
+  type Proc,
+} from '../utils/remote.js'
 import { tempDir } from '../utils/tmp.js'
 
 // Remote runners on a real redis-server (one of the test's own, so it can stop it) and real
@@ -24,7 +33,11 @@ interface Answer {
 
 async function post(url: string, body: unknown): Promise<Answer & { retryAfter: string | null }> {
   const t = performance.now()
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
   return { status: r.status, body: await r.json(), ms: performance.now() - t, retryAfter: r.headers.get('retry-after') }
 }
 
@@ -50,33 +63,67 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await redis.stop()
   })
 
-  it('the quickstart model through a remote worker answers exactly what it answers locally', { timeout: 120_000 }, async () => {
+  it('the quickstart model through a remote worker answers exactly what it answers locally', {
+    timeout: 120_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
-    assert.equal((await bundle(['models', 'save', MODELS.cls, '--name', 'ocr-cls', '--version', '2.0.0'], { BUNDLE_HOME: home })).code, 0)
+    assert.equal(
+      (await bundle(['models', 'save', MODELS.cls, '--name', 'ocr-cls', '--version', '2.0.0'], { BUNDLE_HOME: home }))
+        .code,
+      0,
+    )
     const env = { BUNDLE_HOME: home }
     const w = track(await worker(QUICKSTART, redis.url, env))
     const api = track(await remoteServe(QUICKSTART, redis.url, env))
     await until('remote API ready', async () => (await fetch(`${api.url}/readyz`)).status === 200)
     const port = await freePort()
-    const local = track({ ...(await (async () => {
-      const child = spawn(process.execPath, [BIN, 'serve', QUICKSTART, '--port', String(port)], { env: { ...process.env, ...env, BUNDLE_ACCESS_LOG: '0' }, stdio: 'ignore' })
-      const exited = new Promise<void>((r) => child.once('exit', () => r()))
-      return { child, output: () => '', stop: async (s: NodeJS.Signals = 'SIGTERM') => void (child.kill(s), await exited) }
-    })()) })
+    const local = track({
+      ...(await (async () => {
+        const child = spawn(process.execPath, [BIN, 'serve', QUICKSTART, '--port', String(port)], {
+          env: { ...process.env, ...env, BUNDLE_ACCESS_LOG: '0' },
+          stdio: 'ignore',
+        })
+        const exited = new Promise<void>((r) => child.once('exit', () => r()))
+        return {
+          child,
+          output: () => '',
+          stop: async (s: NodeJS.Signals = 'SIGTERM') => void (child.kill(s), await exited),
+        }
+      })()),
+    })
     const localUrl = `http://127.0.0.1:${port}`
-    await until('local API ready', async () => (await fetch(`${localUrl}/readyz`).catch(() => undefined))?.status === 200, 60_000)
+    await until(
+      'local API ready',
+      async () => (await fetch(`${localUrl}/readyz`).catch(() => undefined))?.status === 200,
+      60_000,
+    )
     // Raw float32 through /v2 with a binary answer: the bytes must match exactly.
     const x = new Float32Array(3 * 3 * 48 * 192).map((_, i) => Math.sin(i))
     const infer = async (base: string) => {
-      const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'x', shape: [3, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } }], parameters: { binary_data_output: true } }))
-      const r = await fetch(`${base}/v2/models/ocr-cls/infer`, { method: 'POST', headers: { 'inference-header-content-length': String(header.byteLength) }, body: Buffer.concat([header, Buffer.from(x.buffer)]) })
+      const header = Buffer.from(
+        JSON.stringify({
+          inputs: [
+            { name: 'x', shape: [3, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } },
+          ],
+          parameters: { binary_data_output: true },
+        }),
+      )
+      const r = await fetch(`${base}/v2/models/ocr-cls/infer`, {
+        method: 'POST',
+        headers: { 'inference-header-content-length': String(header.byteLength) },
+        body: Buffer.concat([header, Buffer.from(x.buffer)]),
+      })
       assert.equal(r.status, 200)
       const body = Buffer.from(await r.arrayBuffer())
       return body.subarray(Number(r.headers.get('inference-header-content-length')))
     }
     assert.ok((await infer(api.url)).equals(await infer(localUrl)), 'identical output bytes')
     const png = readFileSync(new URL('../fixtures/images/hello-180.png', import.meta.url))
-    const r = await fetch(`${api.url}/classify`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: png })
+    const r = await fetch(`${api.url}/classify`, {
+      method: 'POST',
+      headers: { 'content-type': 'image/png' },
+      body: png,
+    })
     assert.equal(((await r.json()) as { angle: number }).angle, 180)
     // The API server ran no model process of its own; the worker did.
     const metrics = await (await fetch(`${api.url}/metrics`)).text()
@@ -84,7 +131,9 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await Promise.all([api.stop(), w.stop(), local.stop()])
   })
 
-  it('the API server batches; a batch travels as one job; workers join and share the queue', { timeout: 120_000 }, async () => {
+  it('the API server batches; a batch travels as one job; workers join and share the queue', {
+    timeout: 120_000,
+  }, async () => {
     const log = join(tempDir(), 'exec.log')
     writeFileSync(log, '')
     const env = { ACCEL_DELAY_MS: '200', ACCEL_LOG: log }
@@ -92,22 +141,37 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     const api = track(await remoteServe(SERVICE, redis.url, env))
     await until('ready', async () => (await fetch(`${api.url}/readyz`)).status === 200)
     const first = await Promise.all(Array.from({ length: 12 }, (_, i) => double(api.url, i)))
-    assert.deepEqual(first.map((a) => a.status), new Array(12).fill(200))
-    assert.deepEqual(first.map((a) => a.body.y), Array.from({ length: 12 }, (_, i) => 2 * i))
-    assert.ok(first.some((a) => a.body.batch > 1), `requests shared batches: ${first.map((a) => a.body.batch)}`)
+    assert.deepEqual(
+      first.map((a) => a.status),
+      new Array(12).fill(200),
+    )
+    assert.deepEqual(
+      first.map((a) => a.body.y),
+      Array.from({ length: 12 }, (_, i) => 2 * i),
+    )
+    assert.ok(
+      first.some((a) => a.body.batch > 1),
+      `requests shared batches: ${first.map((a) => a.body.batch)}`,
+    )
     const batches = readFileSync(log, 'utf8').trim().split('\n')
     assert.equal(batches.flatMap((l) => l.split(' ')[1]!.split(',')).length, 12, 'every item ran exactly once')
     assert.ok(batches.length < 12)
     // A second worker joins: the API server sees it and sends batches to both at once.
     const w2 = track(await worker(SERVICE, redis.url, env))
-    await until('two workers', async () => /bundle_runner_remote_workers\{service="[^"]+",runner="accel"\} 2/.test(await (await fetch(`${api.url}/metrics`)).text()))
+    await until('two workers', async () =>
+      /bundle_runner_remote_workers\{service="[^"]+",runner="accel"\} 2/.test(
+        await (await fetch(`${api.url}/metrics`)).text(),
+      ),
+    )
     const second = await Promise.all(Array.from({ length: 48 }, (_, i) => double(api.url, i)))
     assert.ok(second.every((a) => a.status === 200))
     assert.equal(new Set(second.map((a) => a.body.pid)).size, 2, 'both workers ran batches')
     await Promise.all([api.stop(), w1.stop(), w2.stop()])
   })
 
-  it('a worker SIGKILLed mid-batch: its batch runs on another worker, every request answers once', { timeout: 120_000 }, async () => {
+  it('a worker SIGKILLed mid-batch: its batch runs on another worker, every request answers once', {
+    timeout: 120_000,
+  }, async () => {
     const log = join(tempDir(), 'exec.log')
     writeFileSync(log, '')
     const env = { ACCEL_DELAY_MS: '400', ACCEL_LOG: log, ACCEL_TIMEOUT_MS: '20000' }
@@ -115,22 +179,41 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     const w2 = track(await worker(SERVICE, redis.url, env))
     const api = track(await remoteServe(SERVICE, redis.url, env))
     await until('ready', async () => (await fetch(`${api.url}/readyz`)).status === 200)
-    await until('two workers', async () => /bundle_runner_remote_workers\{service="[^"]+",runner="accel"\} 2/.test(await (await fetch(`${api.url}/metrics`)).text()))
+    await until('two workers', async () =>
+      /bundle_runner_remote_workers\{service="[^"]+",runner="accel"\} 2/.test(
+        await (await fetch(`${api.url}/metrics`)).text(),
+      ),
+    )
     const answers = Array.from({ length: 40 }, (_, i) => double(api.url, i))
     // Kill one worker while both hold batches (each batch takes 400 ms).
     await new Promise((r) => setTimeout(r, 250))
     process.kill(w1.child.pid!, 'SIGKILL')
     const all = await Promise.all(answers)
-    assert.deepEqual(all.map((a) => a.status), new Array(40).fill(200), JSON.stringify(all.filter((a) => a.status !== 200).map((a) => a.body)))
-    assert.deepEqual(all.map((a) => a.body.y), Array.from({ length: 40 }, (_, i) => 2 * i))
-    assert.ok(all.every((a) => a.ms < 20_000), 'within the deadline')
+    assert.deepEqual(
+      all.map((a) => a.status),
+      new Array(40).fill(200),
+      JSON.stringify(all.filter((a) => a.status !== 200).map((a) => a.body)),
+    )
+    assert.deepEqual(
+      all.map((a) => a.body.y),
+      Array.from({ length: 40 }, (_, i) => 2 * i),
+    )
+    assert.ok(
+      all.every((a) => a.ms < 20_000),
+      'within the deadline',
+    )
     // The survivor ran what the dead worker held: some items appear twice in the log (started, never answered), none is missing.
-    const ran = readFileSync(log, 'utf8').trim().split('\n').flatMap((l) => l.split(' ')[1]!.split(',').map(Number))
+    const ran = readFileSync(log, 'utf8')
+      .trim()
+      .split('\n')
+      .flatMap((l) => l.split(' ')[1]!.split(',').map(Number))
     for (let i = 0; i < 40; i++) assert.ok(ran.includes(i), `item ${i} ran`)
     await Promise.all([api.stop(), w2.stop(), w1.stop()])
   })
 
-  it('a batch nobody waits for any more is not run; with a grace longer than the deadline, requests fail with 503 at their deadline', { timeout: 120_000 }, async () => {
+  it('a batch nobody waits for any more is not run; with a grace longer than the deadline, requests fail with 503 at their deadline', {
+    timeout: 120_000,
+  }, async () => {
     const log = join(tempDir(), 'exec.log')
     writeFileSync(log, '')
     const env = { ACCEL_DELAY_MS: '10', ACCEL_LOG: log, ACCEL_TIMEOUT_MS: '1500', BUNDLE_REMOTE_GRACE_MS: '60000' }
@@ -148,11 +231,20 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     const fresh = await double(api.url, 7)
     assert.equal(fresh.status, 200)
     await new Promise((r) => setTimeout(r, 500))
-    assert.deepEqual(readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]), ['7'], 'the stale batch was skipped')
+    assert.deepEqual(
+      readFileSync(log, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' ')[1]),
+      ['7'],
+      'the stale batch was skipped',
+    )
     await Promise.all([api.stop(), w.stop()])
   })
 
-  it('no live worker: /readyz says so, requests fail after the grace with 503 E_REMOTE_NO_WORKERS and Retry-After; batches queued when the last worker leaves fail too and never run', { timeout: 120_000 }, async () => {
+  it('no live worker: /readyz says so, requests fail after the grace with 503 E_REMOTE_NO_WORKERS and Retry-After; batches queued when the last worker leaves fail too and never run', {
+    timeout: 120_000,
+  }, async () => {
     const log = join(tempDir(), 'exec.log')
     writeFileSync(log, '')
     // A timeout far beyond the grace: what fails early is the grace, not the deadline.
@@ -161,7 +253,10 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     let state = { status: 0, reason: '' }
     await until('started', async () => (state = await readyz(api.url)).reason !== 'starting up')
     assert.equal(state.status, 503)
-    assert.match(state.reason, /^runner accel \(no live remote worker for queue remote-test[^ ]*\.accel\) is not ready$/)
+    assert.match(
+      state.reason,
+      /^runner accel \(no live remote worker for queue remote-test[^ ]*\.accel\) is not ready$/,
+    )
     // The default grace (2 s), not the 60 s timeout.
     const none = await double(api.url, 1)
     assert.equal(none.status, 503)
@@ -196,7 +291,14 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await until('ready again', async () => (await readyz(api.url)).status === 200)
     assert.equal((await double(api.url, 6)).status, 200)
     await new Promise((r) => setTimeout(r, 500))
-    assert.deepEqual(readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]), ['2', '6'], 'the abandoned batches never ran')
+    assert.deepEqual(
+      readFileSync(log, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' ')[1]),
+      ['2', '6'],
+      'the abandoned batches never ran',
+    )
     await Promise.all([api.stop(), w2.stop()])
   })
 
@@ -204,7 +306,9 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     const bad = await bundle(['serve', SERVICE, '--runners', 'remote', '--redis', redis.url, '--remote-grace', '-1'])
     assert.equal(bad.code, 2)
     assert.match(bad.stderr, /--remote-grace "-1" must be a whole number ≥ 0/)
-    const env = await bundle(['serve', SERVICE, '--runners', 'remote', '--redis', redis.url], { BUNDLE_REMOTE_GRACE_MS: '2s' })
+    const env = await bundle(['serve', SERVICE, '--runners', 'remote', '--redis', redis.url], {
+      BUNDLE_REMOTE_GRACE_MS: '2s',
+    })
     assert.equal(env.code, 2)
     assert.match(env.stderr, /BUNDLE_REMOTE_GRACE_MS "2s" must be a whole number ≥ 0/)
     const local = await bundle(['serve', SERVICE, '--remote-grace', '100'])
@@ -212,7 +316,9 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     assert.match(local.stderr, /--remote-grace applies to remote runners/)
   })
 
-  it('workers started with the API server take no batch before their connections are up: the first requests all answer', { timeout: 120_000 }, async () => {
+  it('workers started with the API server take no batch before their connections are up: the first requests all answer', {
+    timeout: 120_000,
+  }, async () => {
     // Batches too large to ride inline: a worker reads them from Redis on its command connection.
     const env = { ACCEL_DELAY_MS: '10', ACCEL_TIMEOUT_MS: '30000', BUNDLE_REMOTE_GRACE_MS: '60000' }
     const api = track(await remoteServe(SERVICE, redis.url, env))
@@ -229,13 +335,22 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await until('ready', async () => (await readyz(api.url)).status === 200, 60_000)
     const first = Array.from({ length: 6 }, (_, i) => total(i + 7))
     const all = await Promise.all([...early, ...first])
-    assert.deepEqual(all.map((a) => a.status), new Array(12).fill(200), JSON.stringify(all.filter((a) => a.status !== 200).map((a) => a.body)))
-    assert.deepEqual(all.map((a) => a.body.total), Array.from({ length: 12 }, (_, i) => 20_000 * (i + 1)))
+    assert.deepEqual(
+      all.map((a) => a.status),
+      new Array(12).fill(200),
+      JSON.stringify(all.filter((a) => a.status !== 200).map((a) => a.body)),
+    )
+    assert.deepEqual(
+      all.map((a) => a.body.total),
+      Array.from({ length: 12 }, (_, i) => 20_000 * (i + 1)),
+    )
     await Promise.all(ws.map(workerReady))
     await Promise.all([api.stop(), ...ws.map((w) => w.stop())])
   })
 
-  it('Redis stopped and restarted under load: fast 503s, /readyz says why, service resumes by itself, nothing hangs', { timeout: 120_000 }, async () => {
+  it('Redis stopped and restarted under load: fast 503s, /readyz says why, service resumes by itself, nothing hangs', {
+    timeout: 120_000,
+  }, async () => {
     const env = { ACCEL_DELAY_MS: '20' }
     const w = track(await worker(SERVICE, redis.url, env))
     const api = track(await remoteServe(SERVICE, redis.url, env))
@@ -255,7 +370,10 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await redis.stop()
     await until('not ready', async () => (await fetch(`${api.url}/readyz`)).status === 503, 10_000)
     const ready = (await (await fetch(`${api.url}/readyz`)).json()) as { reason: string }
-    assert.match(ready.reason, /runner accel \(Redis at redis:\/\/127\.0\.0\.1:\d+ (is unreachable|closed the connection)/)
+    assert.match(
+      ready.reason,
+      /runner accel \(Redis at redis:\/\/127\.0\.0\.1:\d+ (is unreachable|closed the connection)/,
+    )
     await new Promise((r) => setTimeout(r, 1_500))
     const restarted = Date.now()
     await redis.start()
@@ -264,17 +382,37 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     running = false
     await Promise.all(loops)
     const during = seen.filter((s) => s.at > stopped + 200 && s.at < restarted)
-    assert.ok(during.length > 0 && during.every((s) => s.status === 503), `during the outage: ${JSON.stringify(during.slice(0, 3))}`)
-    assert.ok(during.every((s) => ['E_REMOTE_UNAVAILABLE', 'E_HTTP_NOT_READY'].includes(s.code!)), [...new Set(during.map((s) => s.code))].join(','))
-    assert.ok(during.every((s) => s.ms < 1_000), `503s are fast: slowest ${Math.max(...during.map((s) => s.ms))} ms`)
-    assert.ok(seen.every((s) => s.status === 200 || s.status === 503), [...new Set(seen.map((s) => s.status))].join(','))
-    assert.ok(seen.every((s) => s.ms < 12_000), 'no request hung')
+    assert.ok(
+      during.length > 0 && during.every((s) => s.status === 503),
+      `during the outage: ${JSON.stringify(during.slice(0, 3))}`,
+    )
+    assert.ok(
+      during.every((s) => ['E_REMOTE_UNAVAILABLE', 'E_HTTP_NOT_READY'].includes(s.code!)),
+      [...new Set(during.map((s) => s.code))].join(','),
+    )
+    assert.ok(
+      during.every((s) => s.ms < 1_000),
+      `503s are fast: slowest ${Math.max(...during.map((s) => s.ms))} ms`,
+    )
+    assert.ok(
+      seen.every((s) => s.status === 200 || s.status === 503),
+      [...new Set(seen.map((s) => s.status))].join(','),
+    )
+    assert.ok(
+      seen.every((s) => s.ms < 12_000),
+      'no request hung',
+    )
     const back = await Promise.all([4, 5, 6].map((x) => double(api.url, x)))
-    assert.deepEqual(back.map((a) => a.body.y), [8, 10, 12])
+    assert.deepEqual(
+      back.map((a) => a.body.y),
+      [8, 10, 12],
+    )
     await Promise.all([api.stop(), w.stop()])
   })
 
-  it('started while Redis is unreachable: serves /livez, not ready with the reason, API calls fail fast', { timeout: 60_000 }, async () => {
+  it('started while Redis is unreachable: serves /livez, not ready with the reason, API calls fail fast', {
+    timeout: 60_000,
+  }, async () => {
     const api = track(await remoteServe(SERVICE, 'redis://127.0.0.1:1', {}))
     // Start-up waits a few seconds for Redis, then the server runs, not ready, saying why.
     let reason = ''
@@ -297,13 +435,33 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     assert.match(noRedis.stderr, /needs Redis: pass --redis/)
   })
 
-  it('a worker running another model version refuses the batch; API servers split the workers between them', { timeout: 60_000 }, async () => {
+  it('a worker running another model version refuses the batch; API servers split the workers between them', {
+    timeout: 60_000,
+  }, async () => {
     const link = new RedisLink(redis.url, 'mbtest')
-    const served = await serveQueue({ link, queue: 'mm.run', runner: { name: 'm', execute: async () => 'ran', digest: () => 'sha256:bbbb' }, concurrency: 4 })
+    const served = await serveQueue({
+      link,
+      queue: 'mm.run',
+      runner: { name: 'm', execute: async () => 'ran', digest: () => 'sha256:bbbb' },
+      concurrency: 4,
+    })
     const slots: number[][] = [[], []]
-    const pools = [0, 1].map((i) => new RemotePool({ link, queue: 'mm.run', runner: 'm', timeoutMs: 5_000, digest: 'sha256:aaaa', onCapacity: (n) => slots[i]!.push(n) }))
+    const pools = [0, 1].map(
+      (i) =>
+        new RemotePool({
+          link,
+          queue: 'mm.run',
+          runner: 'm',
+          timeoutMs: 5_000,
+          digest: 'sha256:aaaa',
+          onCapacity: (n) => slots[i]!.push(n),
+        }),
+    )
     await Promise.all(pools.map((p) => p.start()))
-    await assert.rejects(pools[0]!.run('run', {}), (err: any) => err.code === 'E_REMOTE_MODEL_MISMATCH' && /this worker runs sha256:bbbb/.test(err.message))
+    await assert.rejects(
+      pools[0]!.run('run', {}),
+      (err: any) => err.code === 'E_REMOTE_MODEL_MISMATCH' && /this worker runs sha256:bbbb/.test(err.message),
+    )
     // Two API servers, one worker taking 4 at once: each sends 2 at a time.
     await until('shares', () => slots.every((s) => s.at(-1) === 2), 10_000)
     const same = new RemotePool({ link, queue: 'mm.run', runner: 'm', timeoutMs: 5_000, digest: 'sha256:bbbb' })
@@ -314,7 +472,9 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await link.close()
   })
 
-  it('a batch whose worker loses Redis while moving it goes back to the queue and runs on another worker', { timeout: 60_000 }, async () => {
+  it('a batch whose worker loses Redis while moving it goes back to the queue and runs on another worker', {
+    timeout: 60_000,
+  }, async () => {
     const [api, a, b] = [0, 1, 2].map(() => new RedisLink(redis.url, 'mbtest'))
     const queue = `tr${process.pid}.run`
     // Results this large are stored in a key of their own, on the command connection.
@@ -323,12 +483,20 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     const aTook = new Promise<void>((r) => (tookA = r))
     let aRuns = 0
     // Worker A loses its command connection for good in the middle of every batch.
-    const servedA = await serveQueue({ link: a!, queue, runner: { name: 't', execute: async () => (aRuns++, a!.client().disconnect(), tookA(), { by: 'a', big }) } })
+    const servedA = await serveQueue({
+      link: a!,
+      queue,
+      runner: { name: 't', execute: async () => (aRuns++, a!.client().disconnect(), tookA(), { by: 'a', big }) },
+    })
     const pool = new RemotePool({ link: api!, queue, runner: 't', timeoutMs: 20_000 })
     await pool.start()
     const answer = pool.run('run', {})
     await aTook
-    const servedB = await serveQueue({ link: b!, queue, runner: { name: 't', execute: async () => ({ by: 'b', big }) } })
+    const servedB = await serveQueue({
+      link: b!,
+      queue,
+      runner: { name: 't', execute: async () => ({ by: 'b', big }) },
+    })
     const out = (await answer) as { by: string; big: Float32Array }
     assert.equal(out.by, 'b', 'the other worker ran it')
     assert.equal(out.big.length, 40_000)
@@ -338,23 +506,34 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await Promise.all([api, a, b].map((l) => l!.close()))
   })
 
-  it('a batch that keeps failing for a transport reason ends as a retryable 503 E_REMOTE_UNAVAILABLE, not a 500', { timeout: 60_000 }, async () => {
+  it('a batch that keeps failing for a transport reason ends as a retryable 503 E_REMOTE_UNAVAILABLE, not a 500', {
+    timeout: 60_000,
+  }, async () => {
     const [api, a] = [0, 1].map(() => new RedisLink(redis.url, 'mbtest'))
     const queue = `tf${process.pid}.run`
     const big = new Float32Array(40_000).fill(1)
     let runs = 0
     // The only worker drops its command connection mid-batch every time (it reconnects at once).
-    const served = await serveQueue({ link: a!, queue, runner: { name: 't', execute: async () => (runs++, a!.client().disconnect(true), big) } })
+    const served = await serveQueue({
+      link: a!,
+      queue,
+      runner: { name: 't', execute: async () => (runs++, a!.client().disconnect(true), big) },
+    })
     const pool = new RemotePool({ link: api!, queue, runner: 't', timeoutMs: 20_000 })
     await pool.start()
-    await assert.rejects(pool.run('run', {}), (err: any) => err.code === 'E_REMOTE_UNAVAILABLE' && err.status === 503 && /failed 3 times/.test(err.message))
+    await assert.rejects(
+      pool.run('run', {}),
+      (err: any) => err.code === 'E_REMOTE_UNAVAILABLE' && err.status === 503 && /failed 3 times/.test(err.message),
+    )
     assert.equal(runs, 3, 'tried three times')
     await pool.stop()
     await served.close()
     await Promise.all([api, a].map((l) => l!.close()))
   })
 
-  it('Redis lost while a batch is being queued: the call fails with 503 E_REMOTE_UNAVAILABLE and nothing else (no unhandled rejection)', { timeout: 60_000 }, async () => {
+  it('Redis lost while a batch is being queued: the call fails with 503 E_REMOTE_UNAVAILABLE and nothing else (no unhandled rejection)', {
+    timeout: 60_000,
+  }, async () => {
     const [link, workerLink] = [0, 1].map(() => new RedisLink(redis.url, 'mbtest')) as [RedisLink, RedisLink]
     const queue = `tq${process.pid}.run`
     const served = await serveQueue({ link: workerLink, queue, runner: { name: 't', execute: async () => 'ran' } })

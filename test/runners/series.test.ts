@@ -15,7 +15,11 @@ const samples = (text: string): Sample[] =>
       const labels = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1]!, x[2]!]))
       return { name: m[1]!, labels, value: Number(m[3]) }
     })
-    .sort((a, b) => (a.name + JSON.stringify(Object.entries(a.labels).sort())).localeCompare(b.name + JSON.stringify(Object.entries(b.labels).sort())))
+    .sort((a, b) =>
+      (a.name + JSON.stringify(Object.entries(a.labels).sort())).localeCompare(
+        b.name + JSON.stringify(Object.entries(b.labels).sort()),
+      ),
+    )
 
 describe('plain metric families', () => {
   it('expose what prom-client exposes for the same observations, and reset to zero', async () => {
@@ -28,7 +32,14 @@ describe('plain metric families', () => {
     const h2 = new HistogramFamily('x_seconds', 'h', ours, buckets)
     const c2 = new CounterFamily('x_total', 'c', ours)
     const g2 = new GaugeFamily('x_now', 'g', ours)
-    for (const [a, v] of [['p', 0.0005], ['p', 0.001], ['p', 0.05], ['q', 3], ['p', 1], ['q', 0.2]] as const) {
+    for (const [a, v] of [
+      ['p', 0.0005],
+      ['p', 0.001],
+      ['p', 0.05],
+      ['q', 3],
+      ['p', 1],
+      ['q', 0.2],
+    ] as const) {
       h1.observe({ a }, v)
       h2.labels({ a }).observe(v)
       c1.inc({ a, b: 'z' })

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { BIN } from '../utils/cli.js'
@@ -16,7 +15,12 @@ const body = new Uint8Array(new Float32Array(ROWS * 3 * 48 * 192).fill(0.25).buf
 
 async function serve(home: string): Promise<{ child: ChildProcess; url: string; exited: Promise<number | null> }> {
   const child = spawn(process.execPath, [BIN, 'serve', 'examples/quickstart/service.ts', '--port', '0'], {
-    env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0', BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '20000' },
+    env: {
+      ...process.env,
+      BUNDLE_HOME: home,
+      BUNDLE_ACCESS_LOG: '0',
+      BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_LATENCY_MS: '20000',
+    },
     stdio: ['ignore', 'pipe', 'ignore'],
   })
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)))
@@ -32,13 +36,20 @@ async function serve(home: string): Promise<{ child: ChildProcess; url: string; 
 const workers = (parent: number): number[] => runnerWorkers('ocr-cls', parent)
 
 const classify = (url: string) =>
-  fetch(`${url}/classifyTensor`, { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': `${ROWS},3,48,192` }, body, signal: AbortSignal.timeout(30_000) }).then(async (r) => ({
+  fetch(`${url}/classifyTensor`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': `${ROWS},3,48,192` },
+    body,
+    signal: AbortSignal.timeout(30_000),
+  }).then(async (r) => ({
     status: r.status,
     body: (await r.json()) as { error?: { code: string }; results?: unknown[] },
   }))
 
 describe('bundle serve: runner faults and shutdown', () => {
-  it('a SIGKILLed worker fails its in-flight requests at once with 503 E_RUNNER_CRASHED; /readyz is 503 until it is back', { timeout: 180_000 }, async () => {
+  it('a SIGKILLed worker fails its in-flight requests at once with 503 E_RUNNER_CRASHED; /readyz is 503 until it is back', {
+    timeout: 180_000,
+  }, async () => {
     const s = await serve(join(tempDir(), 'home'))
     try {
       const [worker] = workers(s.child.pid!)
@@ -46,7 +57,9 @@ describe('bundle serve: runner faults and shutdown', () => {
       // Enough 32-row requests that some are running when the worker dies.
       const inFlight = Array.from({ length: 12 }, () => classify(s.url))
       // Killed once a batch is really in the worker (the batcher says so), not after a guessed sleep.
-      const running = async () => ((await (await fetch(`${s.url}/runners`)).json()) as { batcher?: { inFlight: number } }[])[0]?.batcher?.inFlight ?? 0
+      const running = async () =>
+        ((await (await fetch(`${s.url}/runners`)).json()) as { batcher?: { inFlight: number } }[])[0]?.batcher
+          ?.inFlight ?? 0
       while ((await running()) === 0) await new Promise((r) => setImmediate(r))
       process.kill(worker!, 'SIGKILL')
       const readiness: number[] = []
@@ -72,7 +85,9 @@ describe('bundle serve: runner faults and shutdown', () => {
       const again = await classify(s.url)
       assert.equal(again.status, 200)
       assert.equal(again.body.results?.length, ROWS)
-      const restarts = parsePrometheus(await (await fetch(`${s.url}/metrics`)).text()).find((m) => m.name === 'bundle_runner_worker_restarts')
+      const restarts = parsePrometheus(await (await fetch(`${s.url}/metrics`)).text()).find(
+        (m) => m.name === 'bundle_runner_worker_restarts',
+      )
       assert.equal(restarts?.value, 1)
       assert.equal(workers(s.child.pid!).length, 1, 'one worker again, not two')
     } finally {
@@ -81,7 +96,9 @@ describe('bundle serve: runner faults and shutdown', () => {
     }
   })
 
-  it('SIGTERM with requests queued and running: every one gets its answer, then the server and its workers exit', { timeout: 180_000 }, async () => {
+  it('SIGTERM with requests queued and running: every one gets its answer, then the server and its workers exit', {
+    timeout: 180_000,
+  }, async () => {
     const s = await serve(join(tempDir(), 'home'))
     const [worker] = workers(s.child.pid!)
     const inFlight = Array.from({ length: 10 }, () => classify(s.url))

@@ -14,7 +14,14 @@ import { tempDir } from '../utils/tmp.js'
 
 const ECHO = fileURLToPath(new URL('../fixtures/echo-runner.ts', import.meta.url))
 const pool = (extra: Partial<ConstructorParameters<typeof WorkerPool>[0]> = {}) =>
-  new WorkerPool({ runner: 'echo', workers: 2, isolation: 'thread', backend: { kind: 'custom', module: ECHO, exportName: 'EchoRunner' }, backoffMs: { min: 50, max: 400 }, ...extra })
+  new WorkerPool({
+    runner: 'echo',
+    workers: 2,
+    isolation: 'thread',
+    backend: { kind: 'custom', module: ECHO, exportName: 'EchoRunner' },
+    backoffMs: { min: 50, max: 400 },
+    ...extra,
+  })
 
 const until = async (cond: () => boolean, what: string): Promise<void> => {
   for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 50))
@@ -22,7 +29,9 @@ const until = async (cond: () => boolean, what: string): Promise<void> => {
 }
 
 describe('WorkerPool with isolation: thread (real worker threads)', () => {
-  it('runs calls in threads of this process; typed arrays cross; the process keeps its title', { timeout: 60_000 }, async () => {
+  it('runs calls in threads of this process; typed arrays cross; the process keeps its title', {
+    timeout: 60_000,
+  }, async () => {
     const p = pool()
     await p.start()
     try {
@@ -39,7 +48,9 @@ describe('WorkerPool with isolation: thread (real worker threads)', () => {
     }
   })
 
-  it("a batch gathered from requests' bytes arrives whole, and the requests' own memory is left as it was", { timeout: 60_000 }, async () => {
+  it("a batch gathered from requests' bytes arrives whole, and the requests' own memory is left as it was", {
+    timeout: 60_000,
+  }, async () => {
     const p = pool({ workers: 1 })
     await p.start()
     try {
@@ -47,9 +58,15 @@ describe('WorkerPool with isolation: thread (real worker threads)', () => {
       const slab = new Uint8Array(64)
       slab.set([1, 2, 3, 4], 8)
       slab.set([5, 6, 7, 8], 40)
-      const gathered: GatheredTensor = { dtype: 'uint8', shape: [2, 4], parts: [slab.subarray(8, 12), slab.subarray(40, 44)] }
+      const gathered: GatheredTensor = {
+        dtype: 'uint8',
+        shape: [2, 4],
+        parts: [slab.subarray(8, 12), slab.subarray(40, 44)],
+      }
       const single: GatheredTensor = { dtype: 'uint8', shape: [1, 4], parts: [slab.subarray(8, 12)] }
-      const out = (await p.run('echo', { inputs: { x: gathered } })) as { inputs: { x: { shape: number[]; data: Uint8Array } } }
+      const out = (await p.run('echo', { inputs: { x: gathered } })) as {
+        inputs: { x: { shape: number[]; data: Uint8Array } }
+      }
       assert.deepEqual(out.inputs.x.shape, [2, 4])
       assert.deepEqual([...out.inputs.x.data], [1, 2, 3, 4, 5, 6, 7, 8])
       const one = (await p.run('echo', { inputs: { x: single } })) as { inputs: { x: { data: Uint8Array } } }
@@ -62,23 +79,33 @@ describe('WorkerPool with isolation: thread (real worker threads)', () => {
     }
   })
 
-  it('a thread that exits fails its call at once with E_RUNNER_CRASHED, the other goes on, and it is restarted', { timeout: 60_000 }, async () => {
+  it('a thread that exits fails its call at once with E_RUNNER_CRASHED, the other goes on, and it is restarted', {
+    timeout: 60_000,
+  }, async () => {
     const events: string[] = []
     const p = pool({ onEvent: (e) => events.push(e.type) })
     await p.start()
     try {
       const other = p.run('slow', 300)
-      await assert.rejects(p.run('crash', null), (e: BundleError) => e.code === 'E_RUNNER_CRASHED' && /exited with code 3/.test(e.message))
+      await assert.rejects(
+        p.run('crash', null),
+        (e: BundleError) => e.code === 'E_RUNNER_CRASHED' && /exited with code 3/.test(e.message),
+      )
       assert.equal(await other, 300)
       await until(() => p.ready() && p.restarts === 1, 'restarted within 10 s')
       assert.deepEqual(events, ['crash', 'restart'])
-      assert.deepEqual([...((await p.run('double', { data: new Float32Array([5]) })) as { data: Float32Array }).data], [10])
+      assert.deepEqual(
+        [...((await p.run('double', { data: new Float32Array([5]) })) as { data: Float32Array }).data],
+        [10],
+      )
     } finally {
       await p.stop()
     }
   })
 
-  it('a call past the timeout fails with E_RUNNER_TIMEOUT and its thread is replaced; stop() ends every thread', { timeout: 60_000 }, async () => {
+  it('a call past the timeout fails with E_RUNNER_TIMEOUT and its thread is replaced; stop() ends every thread', {
+    timeout: 60_000,
+  }, async () => {
     const p = pool({ workers: 1, timeoutMs: 200 })
     await p.start()
     await assert.rejects(p.run('slow', 5_000), (e: BundleError) => e.code === 'E_RUNNER_TIMEOUT')
@@ -102,16 +129,24 @@ describe('OnnxRunner with isolation: thread (the real cls model)', () => {
       for (let i = 0; i < data.length; i++) data[i] = Math.sin(i * 0.001 + seed)
       return { dtype: 'float32' as const, shape: [rows, 3, 48, 192], data }
     }
-    const runner = new OnnxRunner('ocr-cls:latest', { home, workers: 1, isolation: 'thread', batching: { maxBatchSize: 4 } })
+    const runner = new OnnxRunner('ocr-cls:latest', {
+      home,
+      workers: 1,
+      isolation: 'thread',
+      batching: { maxBatchSize: 4 },
+    })
     await runner.start()
     try {
       const requests = [input(1, 1), input(2, 2), input(1, 3)]
       const results = await Promise.all(requests.map((x) => runner.run({ x })))
       for (const [i, r] of results.entries()) {
-        const expected = Object.values(await session.run({ x: new ort.Tensor('float32', requests[i]!.data, requests[i]!.shape) }))[0]!.data as Float32Array
+        const expected = Object.values(
+          await session.run({ x: new ort.Tensor('float32', requests[i]!.data, requests[i]!.shape) }),
+        )[0]!.data as Float32Array
         const got = Object.values(r)[0]!
         assert.deepEqual(got.shape, [requests[i]!.shape[0], 2])
-        for (const [j, v] of (got.data as Float32Array).entries()) assert.ok(Math.abs(v - expected[j]!) < 1e-5, `request ${i} value ${j}: ${v} vs ${expected[j]}`)
+        for (const [j, v] of (got.data as Float32Array).entries())
+          assert.ok(Math.abs(v - expected[j]!) < 1e-5, `request ${i} value ${j}: ${v} vs ${expected[j]}`)
       }
       // The caller's tensors are still whole: only buffers made for the batch moved.
       assert.equal(requests[0]!.data.length, 3 * 48 * 192)
@@ -124,12 +159,21 @@ describe('OnnxRunner with isolation: thread (the real cls model)', () => {
 
 describe('CustomRunner with isolation: thread', () => {
   it('batches a batchable method in a worker thread and says where it runs', { timeout: 60_000 }, async () => {
-    const runner = customRunner({ module: ECHO, export: 'EchoRunner' }, { name: 'echo-thread', isolation: 'thread', methods: { upper: { batchable: true, maxDelayMs: 50 } } })
+    const runner = customRunner(
+      { module: ECHO, export: 'EchoRunner' },
+      { name: 'echo-thread', isolation: 'thread', methods: { upper: { batchable: true, maxDelayMs: 50 } } },
+    )
     await runner.start()
     try {
-      const out = await Promise.all([runner.batch<string, string>('upper', ['a']), runner.batch<string, string>('upper', ['b', 'c'])])
+      const out = await Promise.all([
+        runner.batch<string, string>('upper', ['a']),
+        runner.batch<string, string>('upper', ['b', 'c']),
+      ])
       // One batch of three items, in the thread: each item says how big its batch was.
-      assert.deepEqual(out.flat().map((s) => s.split('/')[0]), ['A', 'B', 'C'])
+      assert.deepEqual(
+        out.flat().map((s) => s.split('/')[0]),
+        ['A', 'B', 'C'],
+      )
       assert.equal(await runner.call('title'), process.title)
       assert.equal(runner.effectiveConfig().isolation, 'thread')
       assert.equal(runner.health().workers, 1)

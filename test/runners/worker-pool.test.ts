@@ -2,12 +2,18 @@ import assert from 'node:assert/strict'
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { describe, it } from 'node:test'
-import { BundleError } from '../../errors/index.js'
+import type { BundleError } from '../../errors/index.js'
 import { WorkerPool } from '../../runners/pool/worker-pool.js'
 
 const ECHO = fileURLToPath(new URL('../fixtures/echo-runner.ts', import.meta.url))
 const pool = (extra: Partial<ConstructorParameters<typeof WorkerPool>[0]> = {}) =>
-  new WorkerPool({ runner: 'echo', workers: 2, backend: { kind: 'custom', module: ECHO, exportName: 'EchoRunner' }, backoffMs: { min: 50, max: 400 }, ...extra })
+  new WorkerPool({
+    runner: 'echo',
+    workers: 2,
+    backend: { kind: 'custom', module: ECHO, exportName: 'EchoRunner' },
+    backoffMs: { min: 50, max: 400 },
+    ...extra,
+  })
 
 const alive = (pid: number): boolean => {
   try {
@@ -37,27 +43,37 @@ describe('WorkerPool (real child processes)', () => {
     }
   })
 
-  it('a worker that dies fails its call at once with E_RUNNER_CRASHED, others go on, and it is restarted', { timeout: 60_000 }, async () => {
+  it('a worker that dies fails its call at once with E_RUNNER_CRASHED, others go on, and it is restarted', {
+    timeout: 60_000,
+  }, async () => {
     const events: string[] = []
     const p = pool({ onEvent: (e) => events.push(e.type) })
     await p.start()
     try {
       const other = p.run('slow', 300)
       const t = Date.now()
-      await assert.rejects(p.run('crash', null), (e: BundleError) => e.code === 'E_RUNNER_CRASHED' && /exited with code 3/.test(e.message))
+      await assert.rejects(
+        p.run('crash', null),
+        (e: BundleError) => e.code === 'E_RUNNER_CRASHED' && /exited with code 3/.test(e.message),
+      )
       assert.ok(Date.now() - t < 2000, 'failed at once, did not hang')
       assert.equal(await other, 300)
       for (let i = 0; i < 100 && !p.ready(); i++) await new Promise((r) => setTimeout(r, 50))
       assert.equal(p.ready(), true, 'back within 5 s')
       assert.equal(p.restarts, 1)
       assert.deepEqual(events, ['crash', 'restart'])
-      assert.deepEqual([...((await p.run('double', { data: new Float32Array([5]) })) as { data: Float32Array }).data], [10])
+      assert.deepEqual(
+        [...((await p.run('double', { data: new Float32Array([5]) })) as { data: Float32Array }).data],
+        [10],
+      )
     } finally {
       await p.stop()
     }
   })
 
-  it('a call past the timeout fails with E_RUNNER_TIMEOUT and its worker is replaced', { timeout: 60_000 }, async () => {
+  it('a call past the timeout fails with E_RUNNER_TIMEOUT and its worker is replaced', {
+    timeout: 60_000,
+  }, async () => {
     const p = pool({ workers: 1, timeoutMs: 300 })
     await p.start()
     try {
@@ -73,7 +89,9 @@ describe('WorkerPool (real child processes)', () => {
     }
   })
 
-  it('stop() leaves no worker process behind; a backend that cannot load fails start()', { timeout: 60_000 }, async () => {
+  it('stop() leaves no worker process behind; a backend that cannot load fails start()', {
+    timeout: 60_000,
+  }, async () => {
     const p = pool()
     await p.start()
     const pids = p.pids()
@@ -82,13 +100,26 @@ describe('WorkerPool (real child processes)', () => {
     for (const pid of pids) assert.equal(alive(pid), false, `worker ${pid} still running`)
     await assert.rejects(p.run('title', null), (e: BundleError) => e.code === 'E_RUNNER_STOPPED')
 
-    const bad = new WorkerPool({ runner: 'bad', workers: 1, backend: { kind: 'custom', module: ECHO, exportName: 'Nope' } })
-    await assert.rejects(bad.start(), (e: BundleError) => e.code === 'E_RUNNER_CRASHED' && /no export named Nope/.test(e.message))
+    const bad = new WorkerPool({
+      runner: 'bad',
+      workers: 1,
+      backend: { kind: 'custom', module: ECHO, exportName: 'Nope' },
+    })
+    await assert.rejects(
+      bad.start(),
+      (e: BundleError) => e.code === 'E_RUNNER_CRASHED' && /no export named Nope/.test(e.message),
+    )
     await bad.stop()
   })
 
-  it('big tensors travel through a shared-memory file that leaves no name behind; without /dev/shm they go inline', { timeout: 60_000 }, async () => {
-    const tensor = (bytes: number, seed: number) => ({ dtype: 'uint8', shape: [bytes], data: Uint8Array.from({ length: bytes }, (_, i) => (i * 31 + seed) & 255) })
+  it('big tensors travel through a shared-memory file that leaves no name behind; without /dev/shm they go inline', {
+    timeout: 60_000,
+  }, async () => {
+    const tensor = (bytes: number, seed: number) => ({
+      dtype: 'uint8',
+      shape: [bytes],
+      data: Uint8Array.from({ length: bytes }, (_, i) => (i * 31 + seed) & 255),
+    })
     const shmFiles = () => readdirSync('/dev/shm').filter((f) => f.startsWith(`modelbundle-${process.pid}-`))
     for (const inline of [false, true]) {
       const saved = process.env.BUNDLE_IPC_SHM
@@ -103,7 +134,10 @@ describe('WorkerPool (real child processes)', () => {
           assert.equal(out.note, 'kept')
           for (const k of ['a', 'b', 'small'] as const) {
             assert.deepEqual(out.inputs[k].shape, args.inputs[k].shape)
-            assert.ok(Buffer.from(out.inputs[k].data).equals(Buffer.from(args.inputs[k].data)), `${k} came back byte for byte`)
+            assert.ok(
+              Buffer.from(out.inputs[k].data).equals(Buffer.from(args.inputs[k].data)),
+              `${k} came back byte for byte`,
+            )
           }
         }
         const fds = readdirSync(`/proc/${p.pids()[0]}/fd`).map((fd) => {
@@ -114,7 +148,13 @@ describe('WorkerPool (real child processes)', () => {
           }
         })
         const mapped = fds.some((l) => /\/dev\/shm\/modelbundle-.*\(deleted\)/.test(l))
-        assert.equal(mapped, !inline, inline ? 'BUNDLE_IPC_SHM=0: no shared-memory file' : 'the worker holds the (already unlinked) shared-memory file')
+        assert.equal(
+          mapped,
+          !inline,
+          inline
+            ? 'BUNDLE_IPC_SHM=0: no shared-memory file'
+            : 'the worker holds the (already unlinked) shared-memory file',
+        )
         assert.deepEqual(shmFiles(), [], 'no name is left in /dev/shm')
       } finally {
         await p.stop()

@@ -42,14 +42,23 @@ describe('concurrent writers', () => {
     const deleted = counts.reduce((n, c) => n + c.deleted, 0)
     assert.equal(models.length, saved - deleted)
     // Exactly the referenced blobs are on disk: nothing lost, nothing leaked.
-    const onDisk = readdirSync(join(home, 'blobs', 'sha256')).flatMap((d) => readdirSync(join(home, 'blobs', 'sha256', d))).sort()
+    const onDisk = readdirSync(join(home, 'blobs', 'sha256'))
+      .flatMap((d) => readdirSync(join(home, 'blobs', 'sha256', d)))
+      .sort()
     const referenced = [...new Set(models.flatMap((m) => m.files.map((f) => f.sha256)))].sort()
     assert.deepEqual(onDisk, referenced)
     store.close()
     const db = new Database(join(home, 'index.db'), { readonly: true })
     assert.equal((db.prepare('SELECT COUNT(*) AS n FROM blob_leases').get() as { n: number }).n, 0)
     assert.equal((db.prepare('PRAGMA integrity_check').get() as { integrity_check: string }).integrity_check, 'ok')
-    assert.equal((db.prepare('SELECT COUNT(*) AS n FROM model_files WHERE model_id NOT IN (SELECT id FROM models)').get() as { n: number }).n, 0)
+    assert.equal(
+      (
+        db.prepare('SELECT COUNT(*) AS n FROM model_files WHERE model_id NOT IN (SELECT id FROM models)').get() as {
+          n: number
+        }
+      ).n,
+      0,
+    )
     db.close()
   })
 })

@@ -52,7 +52,11 @@ async function assertClean(home: string, when: string): Promise<number> {
     assert.equal(report.ok, true, `verify after a kill ${when}: ${JSON.stringify(report)}`)
     await store.gc()
     const after = await store.verify()
-    assert.deepEqual(after.garbage, { blobs: 0, tempFiles: 0, staleLeases: 0, checkouts: 0 }, `gc reclaims what the kill ${when} left`)
+    assert.deepEqual(
+      after.garbage,
+      { blobs: 0, tempFiles: 0, staleLeases: 0, checkouts: 0 },
+      `gc reclaims what the kill ${when} left`,
+    )
     assert.deepEqual(readdirSync(store.layout.tmp), [], `the temp area is empty after gc (kill ${when})`)
     return report.garbage.tempFiles
   } finally {
@@ -61,7 +65,9 @@ async function assertClean(home: string, when: string): Promise<number> {
 }
 
 describe('store: SIGKILL during import and build', () => {
-  it('models import: the model is complete or absent after every kill, and the store verifies clean', { timeout: 240_000 }, async () => {
+  it('models import: the model is complete or absent after every kill, and the store verifies clean', {
+    timeout: 240_000,
+  }, async () => {
     const dir = tempDir()
     // Random content, so the archive does not compress to nothing and the import takes a while.
     const file = join(dir, 'weights.bin')
@@ -88,29 +94,49 @@ describe('store: SIGKILL during import and build', () => {
       store.close()
       staged += await assertClean(home, `${named(ms)} an import (exit ${code})`)
     }
-    assert.ok(staged > 0, `at least one kill caught an import with files staged (${complete} of ${moments.length} imports completed)`)
+    assert.ok(
+      staged > 0,
+      `at least one kill caught an import with files staged (${complete} of ${moments.length} imports completed)`,
+    )
   })
 
-  it('bundle build: the bundle is complete or absent after every kill, and the store verifies clean', { timeout: 300_000 }, async () => {
+  it('bundle build: the bundle is complete or absent after every kill, and the store verifies clean', {
+    timeout: 300_000,
+  }, async () => {
     const home = join(tempDir(), 'home')
     let complete = 0
     let staged = 0
     // Its phases: the models it needs are imported (blobs staged as .part files), then the
     // bundle is assembled in a staging directory (.build) and its files stored; the first two
     // kills land in those, the rest at moments spread over a run of about 1.5 s.
-    const moments: Moment[] = [(tmp) => tmp.some((n) => n.endsWith('.build')), (tmp) => tmp.some((n) => n.endsWith('.build')) && tmp.some((n) => n.endsWith('.part')), 250, 500, 750, 1000, 1250, 1500, 3000]
+    const moments: Moment[] = [
+      (tmp) => tmp.some((n) => n.endsWith('.build')),
+      (tmp) => tmp.some((n) => n.endsWith('.build')) && tmp.some((n) => n.endsWith('.part')),
+      250,
+      500,
+      750,
+      1000,
+      1250,
+      1500,
+      3000,
+    ]
     for (const ms of moments) {
       const code = await killedAt(['build', QUICKSTART, '--version', `1.0.${moments.indexOf(ms)}`], home, ms)
-      const listed = JSON.parse((await bundle(['list', '-o', 'json'], { BUNDLE_HOME: home })).stdout || '[]') as { tag: string }[]
+      const listed = JSON.parse((await bundle(['list', '-o', 'json'], { BUNDLE_HOME: home })).stdout || '[]') as {
+        tag: string
+      }[]
       for (const b of listed) {
-        const dir = (await bundle(['get', b.tag, '-o', 'path'], { BUNDLE_HOME: home }))
+        const dir = await bundle(['get', b.tag, '-o', 'path'], { BUNDLE_HOME: home })
         assert.equal(dir.code, 0, `a listed bundle can be checked out: ${dir.stderr}`)
         complete++
         assert.equal((await bundle(['delete', b.tag, '-y'], { BUNDLE_HOME: home })).code, 0)
       }
       staged += await assertClean(home, `${named(ms)} a build (exit ${code})`)
     }
-    assert.ok(staged > 0, `at least one kill caught a build with files staged (${complete} of ${moments.length} builds completed)`)
+    assert.ok(
+      staged > 0,
+      `at least one kill caught a build with files staged (${complete} of ${moments.length} builds completed)`,
+    )
     // And after all that, a build still works and yields a loadable bundle.
     const ok = await bundle(['build', QUICKSTART], { BUNDLE_HOME: home })
     assert.equal(ok.code, 0, ok.stderr)

@@ -21,13 +21,15 @@ function bigFile(path: string): string {
 
 function partialBytes(home: string): number {
   try {
-    return readdirSync(join(home, 'tmp')).filter((n) => n.endsWith('.part')).reduce((n, f) => {
-      try {
-        return n + statSync(join(home, 'tmp', f)).size
-      } catch {
-        return n
-      }
-    }, 0)
+    return readdirSync(join(home, 'tmp'))
+      .filter((n) => n.endsWith('.part'))
+      .reduce((n, f) => {
+        try {
+          return n + statSync(join(home, 'tmp', f)).size
+        } catch {
+          return n
+        }
+      }, 0)
   } catch {
     return 0
   }
@@ -38,7 +40,10 @@ describe('a save killed mid-way', () => {
     const dir = tempDir()
     const home = join(dir, 'home')
     const file = bigFile(join(dir, 'big.bin'))
-    const child = spawn(process.execPath, [BIN, 'models', 'save', file, '--name', 'big'], { env: { ...process.env, BUNDLE_HOME: home }, stdio: 'ignore' })
+    const child = spawn(process.execPath, [BIN, 'models', 'save', file, '--name', 'big'], {
+      env: { ...process.env, BUNDLE_HOME: home },
+      stdio: 'ignore',
+    })
     const exited = new Promise((r) => child.on('exit', r))
     // Kill once the copy is underway, not before it started and not after it finished.
     let seen = 0
@@ -61,13 +66,18 @@ describe('a save killed mid-way', () => {
     store.close()
   })
 
-  it('SIGKILL at random moments of a save: the model is either complete or absent, verify always clean', { timeout: 180_000 }, async () => {
+  it('SIGKILL at random moments of a save: the model is either complete or absent, verify always clean', {
+    timeout: 180_000,
+  }, async () => {
     const dir = tempDir()
     const home = join(dir, 'home')
     const file = bigFile(join(dir, 'big.bin'))
     let complete = 0
     for (const delay of [150, 400, 700, 1000, 1500, 2500]) {
-      const child = spawn(process.execPath, [BIN, 'models', 'save', file, '--name', 'big', '--version', `v${delay}`], { env: { ...process.env, BUNDLE_HOME: home }, stdio: 'ignore' })
+      const child = spawn(process.execPath, [BIN, 'models', 'save', file, '--name', 'big', '--version', `v${delay}`], {
+        env: { ...process.env, BUNDLE_HOME: home },
+        stdio: 'ignore',
+      })
       const exited = new Promise((r) => child.on('exit', r))
       await sleep(delay)
       child.kill('SIGKILL')

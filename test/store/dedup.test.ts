@@ -3,12 +3,13 @@ import { readdirSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
-import { BundleError } from '../../errors/index.js'
+import type { BundleError } from '../../errors/index.js'
 import { ModelStore } from '../../store/index.js'
 import { MODELS } from '../utils/models.js'
 import { tempDir, writeFile } from '../utils/tmp.js'
 
-const blobCount = (home: string): number => readdirSync(join(home, 'blobs', 'sha256')).flatMap((d) => readdirSync(join(home, 'blobs', 'sha256', d))).length
+const blobCount = (home: string): number =>
+  readdirSync(join(home, 'blobs', 'sha256')).flatMap((d) => readdirSync(join(home, 'blobs', 'sha256', d))).length
 
 describe('content-addressed blobs', () => {
   const dir = tempDir()
@@ -38,14 +39,26 @@ describe('content-addressed blobs', () => {
     await store.save({ name: 'used', version: '1.0.0', paths: [f] })
     await store.save({ name: 'free', version: '1.0.0', paths: [f] })
     store.addReference('used:1.0.0', 'bundle', 'ocr-service:abc')
-    assert.throws(() => store.delete(['free', 'used']), (err: BundleError) => err.code === 'E_STORE_MODEL_REFERENCED' && /ocr-service:abc/.test(err.message))
+    assert.throws(
+      () => store.delete(['free', 'used']),
+      (err: BundleError) => err.code === 'E_STORE_MODEL_REFERENCED' && /ocr-service:abc/.test(err.message),
+    )
     assert.equal(store.list().length, 2, 'the unreferenced model in the same call is kept too')
-    assert.deepEqual(store.delete(['used'], { force: true }).map((m) => m.tag), ['used:1.0.0'])
-    assert.deepEqual(store.list().map((m) => m.tag), ['free:1.0.0'])
+    assert.deepEqual(
+      store.delete(['used'], { force: true }).map((m) => m.tag),
+      ['used:1.0.0'],
+    )
+    assert.deepEqual(
+      store.list().map((m) => m.tag),
+      ['free:1.0.0'],
+    )
   })
 
   it('a version already stored is a conflict', async () => {
-    await assert.rejects(store.save({ name: 'free', version: '1.0.0', paths: [MODELS.keys] }), (err: BundleError) => err.code === 'E_STORE_TAG_EXISTS')
+    await assert.rejects(
+      store.save({ name: 'free', version: '1.0.0', paths: [MODELS.keys] }),
+      (err: BundleError) => err.code === 'E_STORE_TAG_EXISTS',
+    )
   })
 })
 
@@ -97,8 +110,14 @@ describe('review fixes', () => {
     const b = ModelStore.open({ home: join(dir, 'b') })
     await b.save({ name: 'r', version: '1.0.0', paths: [writeFile(dir, 'other.bin', 'other content')] })
     const { path: other } = await b.export('r:1.0.0', join(dir, 'other.bundlemodel'))
-    await assert.rejects(a.import(other, { force: true }), (err: BundleError) => err.code === 'E_STORE_MODEL_REFERENCED')
-    assert.deepEqual(a.get('r:1.0.0').files.map((x) => x.path), ['r.bin'])
+    await assert.rejects(
+      a.import(other, { force: true }),
+      (err: BundleError) => err.code === 'E_STORE_MODEL_REFERENCED',
+    )
+    assert.deepEqual(
+      a.get('r:1.0.0').files.map((x) => x.path),
+      ['r.bin'],
+    )
     a.close()
     b.close()
   })
@@ -115,9 +134,15 @@ describe('review fixes', () => {
     writeFile(join(dir, 'model'), 'ok.bin', 'x')
     symlinkSync(join(dir, 'missing'), join(dir, 'model', 'dangling'))
     const store = ModelStore.open({ home: join(dir, 'home') })
-    await assert.rejects(store.save({ name: 'm', paths: [join(dir, 'model')] }), (err: BundleError) => err.code === 'E_STORE_FILE_NOT_FOUND' && /dangling/.test(err.message))
+    await assert.rejects(
+      store.save({ name: 'm', paths: [join(dir, 'model')] }),
+      (err: BundleError) => err.code === 'E_STORE_FILE_NOT_FOUND' && /dangling/.test(err.message),
+    )
     symlinkSync('..', join(dir, 'model', 'loop'))
-    await assert.rejects(store.save({ name: 'm', paths: [join(dir, 'model')] }), (err: BundleError) => err.code === 'E_STORE_FILE_NOT_FOUND')
+    await assert.rejects(
+      store.save({ name: 'm', paths: [join(dir, 'model')] }),
+      (err: BundleError) => err.code === 'E_STORE_FILE_NOT_FOUND',
+    )
     store.close()
   })
 })

@@ -4,7 +4,11 @@ import { BundleError } from '../../errors/index.js'
 import { ModelStore } from '../../store/index.js'
 import { tempDir, writeFile } from '../utils/tmp.js'
 
-async function rejectsWith(p: Promise<unknown> | (() => unknown), code: string, message?: RegExp): Promise<BundleError> {
+async function rejectsWith(
+  p: Promise<unknown> | (() => unknown),
+  code: string,
+  message?: RegExp,
+): Promise<BundleError> {
   try {
     await (typeof p === 'function' ? p() : p)
   } catch (err) {
@@ -59,7 +63,11 @@ describe('tag resolution on a real store', () => {
   it('not found: unknown name, unknown version, unsatisfiable range', async () => {
     await rejectsWith(() => store.get('nope'), 'E_STORE_MODEL_NOT_FOUND', /no model named "nope"/)
     // A version that is not stored reads as not found, listing what is.
-    await rejectsWith(() => store.get('det:3.0.0'), 'E_STORE_MODEL_NOT_FOUND', /^model det:3\.0\.0 is not stored \(stored versions of "det": abd456, abc123, 2\.0\.0-rc\.1, 1\.2\.5, 1\.2\.0, 1\.10\.0, 0\.9\.0\)$/)
+    await rejectsWith(
+      () => store.get('det:3.0.0'),
+      'E_STORE_MODEL_NOT_FOUND',
+      /^model det:3\.0\.0 is not stored \(stored versions of "det": abd456, abc123, 2\.0\.0-rc\.1, 1\.2\.5, 1\.2\.0, 1\.10\.0, 0\.9\.0\)$/,
+    )
     await rejectsWith(() => store.get('det@^3'), 'E_STORE_MODEL_NOT_FOUND', /stored semver versions: .*1\.10\.0/)
   })
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { readFileSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
-import { BundleError } from '../../errors/index.js'
+import type { BundleError } from '../../errors/index.js'
 import { ModelStore } from '../../store/index.js'
 import { MODELS } from '../utils/models.js'
 import { tempDir } from '../utils/tmp.js'
@@ -17,15 +17,26 @@ describe('round trip with the real PaddleOCR cls model', () => {
   })
 
   it('save → list → get → export → import into a second home keeps the digest', async () => {
-    const saved = await a.save({ name: 'ocr-cls', paths: [MODELS.cls, MODELS.keys], labels: { task: 'direction' }, metadata: { source: 'paddleocr' } })
+    const saved = await a.save({
+      name: 'ocr-cls',
+      paths: [MODELS.cls, MODELS.keys],
+      labels: { task: 'direction' },
+      metadata: { source: 'paddleocr' },
+    })
     assert.equal(saved.framework, 'onnx')
     assert.equal(saved.version.length, 16)
     assert.equal(saved.files.length, 2)
     assert.equal(saved.size, statSync(MODELS.cls).size + statSync(MODELS.keys).size)
 
     const listed = a.list()
-    assert.deepEqual(listed.map((m) => m.tag), [saved.tag])
-    assert.deepEqual(a.list({ labels: { task: 'direction' } }).map((m) => m.tag), [saved.tag])
+    assert.deepEqual(
+      listed.map((m) => m.tag),
+      [saved.tag],
+    )
+    assert.deepEqual(
+      a.list({ labels: { task: 'direction' } }).map((m) => m.tag),
+      [saved.tag],
+    )
     assert.deepEqual(a.list({ labels: { task: 'other' } }), [])
 
     const got = a.get('ocr-cls')
@@ -68,21 +79,27 @@ describe('round trip with the real PaddleOCR cls model', () => {
     const { path: conflicting } = await other.export(`ocr-cls:${version}`, join(dir, 'conflict.bundlemodel'))
     other.close()
 
-    await assert.rejects(b.import(conflicting), (err: BundleError) => err.code === 'E_STORE_TAG_EXISTS' && /--force/.test(err.message))
+    await assert.rejects(
+      b.import(conflicting),
+      (err: BundleError) => err.code === 'E_STORE_TAG_EXISTS' && /--force/.test(err.message),
+    )
     assert.equal(b.get('ocr-cls').files.length, 2, 'the stored model is untouched')
     const replaced = await b.import(conflicting, { force: true })
     assert.equal(replaced.status, 'replaced')
     assert.equal(b.get('ocr-cls').files.length, 1)
     const v = await b.verify()
     assert.equal(v.ok, true)
-    assert.equal(v.garbage.blobs, 0, 'the replaced model\'s blobs were collected')
+    assert.equal(v.garbage.blobs, 0, "the replaced model's blobs were collected")
   })
 
   it('a file that is not ONNX is refused before anything is stored', async () => {
     const bad = join(dir, 'broken.onnx')
     const { writeFileSync } = await import('node:fs')
     writeFileSync(bad, 'not a model')
-    await assert.rejects(a.save({ name: 'broken', paths: [bad] }), (err: BundleError) => err.code === 'E_STORE_ONNX_INVALID')
+    await assert.rejects(
+      a.save({ name: 'broken', paths: [bad] }),
+      (err: BundleError) => err.code === 'E_STORE_ONNX_INVALID',
+    )
     assert.deepEqual(a.list({ name: 'broken' }), [])
     const saved = await a.save({ name: 'broken', paths: [bad], framework: 'custom' })
     assert.deepEqual(saved.signatures, {})

@@ -29,18 +29,44 @@ describe('parseTag', () => {
       assert.equal((err as BundleError).code, 'E_STORE_TAG_INVALID')
       assert.match((err as Error).message, /did you mean "ocr"/)
     }
-    assert.equal(code(() => parseTag('ocr:V1')), 'E_STORE_TAG_INVALID')
+    assert.equal(
+      code(() => parseTag('ocr:V1')),
+      'E_STORE_TAG_INVALID',
+    )
   })
 
   it('refuses malformed names, versions and ranges', () => {
-    for (const bad of ['', ' ', '-abc', 'abc-', 'a:-1', 'a b', 'a:b:c', 'a:', ':v1', 'a/b', 'ab@', 'ab@not a range!', 'é', 'a'.repeat(64), `a:${'1'.repeat(64)}`]) {
-      assert.equal(code(() => parseTag(bad)), 'E_STORE_TAG_INVALID', bad)
+    for (const bad of [
+      '',
+      ' ',
+      '-abc',
+      'abc-',
+      'a:-1',
+      'a b',
+      'a:b:c',
+      'a:',
+      ':v1',
+      'a/b',
+      'ab@',
+      'ab@not a range!',
+      'é',
+      'a'.repeat(64),
+      `a:${'1'.repeat(64)}`,
+    ]) {
+      assert.equal(
+        code(() => parseTag(bad)),
+        'E_STORE_TAG_INVALID',
+        bad,
+      )
     }
     assert.deepEqual(parseTag('a'.repeat(63)), { name: 'a'.repeat(63), kind: 'latest' })
   })
 
   it('reserves "latest" as a version', () => {
-    assert.equal(code(() => validateVersion('latest', 'm')), 'E_STORE_TAG_INVALID')
+    assert.equal(
+      code(() => validateVersion('latest', 'm')),
+      'E_STORE_TAG_INVALID',
+    )
   })
 })
 

@@ -20,7 +20,16 @@ export function makeTar(entries: readonly RawEntry[], trailing = Buffer.alloc(10
   for (const e of entries) {
     const body = Buffer.from(e.body ?? '')
     const type = e.type ?? 'File'
-    const header = new Header({ path: e.path, type, size: type === 'File' ? body.length : 0, mode: 0o644, mtime: new Date(0), linkpath: e.linkpath, uid: 0, gid: 0 })
+    const header = new Header({
+      path: e.path,
+      type,
+      size: type === 'File' ? body.length : 0,
+      mode: 0o644,
+      mtime: new Date(0),
+      linkpath: e.linkpath,
+      uid: 0,
+      gid: 0,
+    })
     const block = Buffer.alloc(512)
     header.encode(block, 0)
     parts.push(block)
@@ -59,7 +68,12 @@ export function manifest(files: readonly FileSpec[], overrides: Record<string, u
 
 /** A well-formed archive of `files`, gzipped. */
 export function goodArchive(files: readonly FileSpec[]): Buffer {
-  return gzipSync(makeTar([{ path: 'manifest.json', body: manifest(files) }, ...files.map((f) => ({ path: `files/${f.path}`, body: f.body }))]))
+  return gzipSync(
+    makeTar([
+      { path: 'manifest.json', body: manifest(files) },
+      ...files.map((f) => ({ path: `files/${f.path}`, body: f.body })),
+    ]),
+  )
 }
 
 export { gzipSync as gzip }

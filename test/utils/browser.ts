@@ -6,7 +6,9 @@ import { readFileSync } from 'node:fs'
 
 /** The first Chromium binary on PATH (Debian: chromium), or undefined. */
 export function findChromium(): string | undefined {
-  const candidates = [process.env.CHROMIUM_BIN, 'chromium', 'chromium-browser', 'google-chrome'].filter((c): c is string => !!c)
+  const candidates = [process.env.CHROMIUM_BIN, 'chromium', 'chromium-browser', 'google-chrome'].filter(
+    (c): c is string => !!c,
+  )
   return candidates.find((c) => spawnSync(c, ['--version'], { stdio: 'ignore', timeout: 30_000 }).status === 0)
 }
 
@@ -15,10 +17,25 @@ export function findChromium(): string | undefined {
  * and friends cut Chromium's own chatter, not all of it: the net log still tells its requests
  * apart from the page's (see {@link readNetLog}).
  */
-export const HEADLESS_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-extensions', '--no-first-run', '--no-default-browser-check', '--disable-dev-shm-usage']
+export const HEADLESS_FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-extensions',
+  '--no-first-run',
+  '--no-default-browser-check',
+  '--disable-dev-shm-usage',
+]
 
 /** Runs Chromium to completion; kills its whole process group if it outlives `ms`. */
-export function runChromium(bin: string, args: readonly string[], ms = 30_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runChromium(
+  bin: string,
+  args: readonly string[],
+  ms = 30_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     // Its own process group, so a timeout takes the zygote and renderers down with it.
     const child = spawn(bin, args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
@@ -74,7 +91,10 @@ interface RawEvent {
 
 /** Parses a `--log-net-log` file into the requests Chromium started and the sockets it used. */
 export function readNetLog(file: string): NetLog {
-  const log = JSON.parse(readFileSync(file, 'utf8')) as { constants: { logEventTypes: Record<string, number> }; events: RawEvent[] }
+  const log = JSON.parse(readFileSync(file, 'utf8')) as {
+    constants: { logEventTypes: Record<string, number> }
+    events: RawEvent[]
+  }
   const name = new Map(Object.entries(log.constants.logEventTypes).map(([k, v]) => [v, k]))
   // Per URL_REQUEST source: one entry per job (a redirect starts a second job on the same request).
   const bySource = new Map<number, NetRequest[]>()
@@ -86,7 +106,11 @@ export function readNetLog(file: string): NetLog {
     const jobs = bySource.get(e.source.id)
     switch (name.get(e.type)) {
       case 'URL_REQUEST_START_JOB':
-        if (typeof p.url === 'string') bySource.set(e.source.id, [...(jobs ?? []), { url: p.url, initiator: String(p.initiator), type: String(p.request_type) }])
+        if (typeof p.url === 'string')
+          bySource.set(e.source.id, [
+            ...(jobs ?? []),
+            { url: p.url, initiator: String(p.initiator), type: String(p.request_type) },
+          ])
         else if (typeof p.net_error === 'number' && jobs) jobs.at(-1)!.netError = p.net_error
         break
       case 'HTTP_TRANSACTION_READ_RESPONSE_HEADERS': {

@@ -9,7 +9,9 @@ const LIST = `const fs=require('fs'),p=require('path'),out={};const walk=(d)=>{f
 
 /** Files under the image's /app/node_modules (relative path → bytes). */
 export async function nodeModulesOf(engine: string, image: string): Promise<Record<string, number>> {
-  const { stdout } = await sh(engine, ['run', '--rm', '--no-healthcheck', '--entrypoint', 'node', image, '-e', LIST], { maxBuffer: 256 << 20 })
+  const { stdout } = await sh(engine, ['run', '--rm', '--no-healthcheck', '--entrypoint', 'node', image, '-e', LIST], {
+    maxBuffer: 256 << 20,
+  })
   return JSON.parse(stdout) as Record<string, number>
 }
 

@@ -3,7 +3,21 @@ import { writeFileSync } from 'node:fs'
 // Tiny real ONNX models for tests, encoded by hand (the protobuf wire format is small enough):
 // any layout, dtype or number of inputs a test needs, run by the real onnxruntime.
 
-const ELEM_TYPES = { float32: 1, uint8: 2, int8: 3, uint16: 4, int16: 5, int32: 6, int64: 7, string: 8, bool: 9, float16: 10, float64: 11, uint32: 12, uint64: 13 } as const
+const ELEM_TYPES = {
+  float32: 1,
+  uint8: 2,
+  int8: 3,
+  uint16: 4,
+  int16: 5,
+  int32: 6,
+  int64: 7,
+  string: 8,
+  bool: 9,
+  float16: 10,
+  float64: 11,
+  uint32: 12,
+  uint64: 13,
+} as const
 
 export type OnnxDType = keyof typeof ELEM_TYPES
 
@@ -44,8 +58,15 @@ function valueInfo(v: ValueSpec): number[] {
 
 /** Encodes a one-graph model (opset 13). */
 export function onnxModel(graph: { nodes: NodeSpec[]; inputs: ValueSpec[]; outputs: ValueSpec[] }): Uint8Array {
-  const nodes = graph.nodes.flatMap((n) => bytes(1, [...n.inputs.flatMap((i) => str(1, i)), ...n.outputs.flatMap((o) => str(2, o)), ...str(4, n.op)]))
-  const g = [...nodes, ...str(2, 'g'), ...graph.inputs.flatMap((i) => bytes(11, valueInfo(i))), ...graph.outputs.flatMap((o) => bytes(12, valueInfo(o)))]
+  const nodes = graph.nodes.flatMap((n) =>
+    bytes(1, [...n.inputs.flatMap((i) => str(1, i)), ...n.outputs.flatMap((o) => str(2, o)), ...str(4, n.op)]),
+  )
+  const g = [
+    ...nodes,
+    ...str(2, 'g'),
+    ...graph.inputs.flatMap((i) => bytes(11, valueInfo(i))),
+    ...graph.outputs.flatMap((o) => bytes(12, valueInfo(o))),
+  ]
   return new Uint8Array([...int(1, 7), ...bytes(8, [...str(1, ''), ...int(2, 13)]), ...bytes(7, g)])
 }
 

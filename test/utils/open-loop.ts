@@ -39,22 +39,25 @@ export async function openLoop(o: OpenLoopOptions): Promise<{ sent: number; answ
         clearTimeout(timer)
         resolve(a)
       }
-      const req = request({ hostname: target.hostname, port: target.port, path: target.pathname, method: 'POST', headers, agent }, (res) => {
-        const chunks: Buffer[] = []
-        res.on('data', (c: Buffer) => chunks.push(c))
-        res.on('end', () => {
-          let code: string | undefined
-          if ((res.statusCode ?? 0) >= 400) {
-            try {
-              code = (JSON.parse(Buffer.concat(chunks).toString()) as { error?: { code?: string } }).error?.code
-            } catch {
-              code = 'not JSON'
+      const req = request(
+        { hostname: target.hostname, port: target.port, path: target.pathname, method: 'POST', headers, agent },
+        (res) => {
+          const chunks: Buffer[] = []
+          res.on('data', (c: Buffer) => chunks.push(c))
+          res.on('end', () => {
+            let code: string | undefined
+            if ((res.statusCode ?? 0) >= 400) {
+              try {
+                code = (JSON.parse(Buffer.concat(chunks).toString()) as { error?: { code?: string } }).error?.code
+              } catch {
+                code = 'not JSON'
+              }
             }
-          }
-          finish({ status: res.statusCode ?? 0, ms: performance.now() - t, code })
-        })
-        res.on('error', () => finish({ status: 0, ms: performance.now() - t }))
-      })
+            finish({ status: res.statusCode ?? 0, ms: performance.now() - t, code })
+          })
+          res.on('error', () => finish({ status: 0, ms: performance.now() - t }))
+        },
+      )
       const timer = setTimeout(() => (finish({ status: -1, ms: performance.now() - t }), req.destroy()), o.timeoutMs)
       req.on('error', () => finish({ status: 0, ms: performance.now() - t }))
       req.end(o.body)

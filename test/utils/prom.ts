@@ -16,7 +16,8 @@ export function parsePrometheus(text: string): Sample[] {
   for (const [i, line] of text.split('\n').entries()) {
     if (line === '') continue
     if (line.startsWith('#')) {
-      if (line.startsWith('# HELP ') ? !HELP.test(line) : line.startsWith('# TYPE ') ? !TYPE.test(line) : false) throw new Error(`line ${i + 1}: bad comment: ${line}`)
+      if (line.startsWith('# HELP ') ? !HELP.test(line) : line.startsWith('# TYPE ') ? !TYPE.test(line) : false)
+        throw new Error(`line ${i + 1}: bad comment: ${line}`)
       continue
     }
     const m = SAMPLE.exec(line)
@@ -24,7 +25,13 @@ export function parsePrometheus(text: string): Sample[] {
     // Values are read like Go's strconv.ParseFloat, as Prometheus does: NaN/Inf in any case
     // (prom-client's event-loop gauges print "Nan" before their first sample).
     const raw = m[3]!
-    const value = /^[+]?inf$/i.test(raw) ? Infinity : /^-inf$/i.test(raw) ? -Infinity : /^nan$/i.test(raw) ? NaN : Number(raw)
+    const value = /^[+]?inf$/i.test(raw)
+      ? Infinity
+      : /^-inf$/i.test(raw)
+        ? -Infinity
+        : /^nan$/i.test(raw)
+          ? NaN
+          : Number(raw)
     if (Number.isNaN(value) && !/^nan$/i.test(raw)) throw new Error(`line ${i + 1}: bad value ${raw}`)
     const labels: Record<string, string> = {}
     for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!

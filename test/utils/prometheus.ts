@@ -18,7 +18,10 @@ const required = process.env.BUNDLE_REQUIRE_MONITORING_TESTS === '1'
 export const monitoring = {
   present,
   required,
-  skip: !present && !required ? 'prometheus/promtool are not installed (apt-get install prometheus); CI installs them' : (false as const),
+  skip:
+    !present && !required
+      ? 'prometheus/promtool are not installed (apt-get install prometheus); CI installs them'
+      : (false as const),
 }
 
 export interface Series {
@@ -52,11 +55,18 @@ export interface Prometheus {
 export async function startPrometheus(targets: readonly string[], job = 'modelbundle'): Promise<Prometheus> {
   const dir = mkdtempSync(join(tmpdir(), 'mb-prom-'))
   const config = join(dir, 'prometheus.yml')
-  writeFileSync(config, `global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ${job}\n    static_configs:\n      - targets: [${targets.map((t) => `'${t}'`).join(', ')}]\n`)
+  writeFileSync(
+    config,
+    `global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ${job}\n    static_configs:\n      - targets: [${targets.map((t) => `'${t}'`).join(', ')}]\n`,
+  )
   const check = spawnSync('promtool', ['check', 'config', config], { encoding: 'utf8' })
   assert.equal(check.status, 0, check.stdout + check.stderr)
   const port = await freePort()
-  const child = spawn('prometheus', [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], { stdio: 'ignore' })
+  const child = spawn(
+    'prometheus',
+    [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`],
+    { stdio: 'ignore' },
+  )
   const stop = owned(child, dir)
   const api = `http://127.0.0.1:${port}/api/v1`
   const get = async <T>(path: string, params: Record<string, string | string[]>): Promise<ApiAnswer<T>> => {
@@ -70,11 +80,19 @@ export async function startPrometheus(targets: readonly string[], job = 'modelbu
     return r.data.result
   }
   try {
-    await until('prometheus ready', async () => (await fetch(`http://127.0.0.1:${port}/-/ready`).catch(() => undefined))?.status === 200, 60_000)
-    await until('the targets are up', async () => {
-      const up = await query(`up{job="${job}"}`)
-      return up.length === targets.length && up.every((s) => s.value?.[1] === '1')
-    }, 60_000)
+    await until(
+      'prometheus ready',
+      async () => (await fetch(`http://127.0.0.1:${port}/-/ready`).catch(() => undefined))?.status === 200,
+      60_000,
+    )
+    await until(
+      'the targets are up',
+      async () => {
+        const up = await query(`up{job="${job}"}`)
+        return up.length === targets.length && up.every((s) => s.value?.[1] === '1')
+      },
+      60_000,
+    )
   } catch (e) {
     await stop()
     throw e

@@ -14,7 +14,10 @@ export interface Proc {
 }
 
 function proc(args: string[], env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let out = ''
   child.stdout!.on('data', (c) => (out += c))
   child.stderr!.on('data', (c) => (out += c))
@@ -41,7 +44,12 @@ async function waitFor(what: string, ok: () => boolean | Promise<boolean>, p: Pr
 export { freePort } from './port.js'
 
 /** `bundle serve ENTRY --runners remote`; resolves once it listens (ready or not). */
-export async function remoteServe(entry: string, redis: string, env: Record<string, string>, extra: string[] = []): Promise<Proc & { url: string }> {
+export async function remoteServe(
+  entry: string,
+  redis: string,
+  env: Record<string, string>,
+  extra: string[] = [],
+): Promise<Proc & { url: string }> {
   const p = proc(['serve', entry, '--port', '0', '--runners', 'remote', '--redis', redis, ...extra], env)
   const url = await listeningUrl(p.child).catch(async (e: unknown) => (await p.stop('SIGKILL'), Promise.reject(e)))
   return { ...p, url }
@@ -53,10 +61,16 @@ export function startWorker(entry: string, redis: string, env: Record<string, st
 }
 
 /** Resolves once a worker says it is ready. */
-export const workerReady = (p: Proc): Promise<void> => waitFor('worker ready', () => p.output().includes('"worker ready"'), p)
+export const workerReady = (p: Proc): Promise<void> =>
+  waitFor('worker ready', () => p.output().includes('"worker ready"'), p)
 
 /** `bundle worker ENTRY`; resolves once it says it is ready. */
-export async function worker(entry: string, redis: string, env: Record<string, string>, extra: string[] = []): Promise<Proc> {
+export async function worker(
+  entry: string,
+  redis: string,
+  env: Record<string, string>,
+  extra: string[] = [],
+): Promise<Proc> {
   const p = startWorker(entry, redis, env, extra)
   await workerReady(p)
   return p
@@ -85,7 +99,11 @@ export async function privateRedis(): Promise<{ url: string; start(): Promise<vo
   const r = {
     url: `redis://127.0.0.1:${port}`,
     async start() {
-      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+      child = spawn(
+        'redis-server',
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+        { stdio: 'ignore' },
+      )
       await until('redis-server', reachable, 10_000)
     },
     async stop() {

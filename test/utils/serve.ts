@@ -10,7 +10,9 @@ import { until } from './remote.js'
 
 /** A process, with a temp dir of its own if `dir` is given; stop() signals it (SIGKILL unless told), waits for it to exit, then removes the dir. */
 export function owned(child: ChildProcess, dir: string | undefined): (signal?: NodeJS.Signals) => Promise<void> {
-  const exited = new Promise<void>((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r())))
+  const exited = new Promise<void>((r) =>
+    child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r()),
+  )
   return async (signal = 'SIGKILL') => {
     if (child.exitCode === null && child.signalCode === null) child.kill(signal)
     await exited
@@ -30,9 +32,16 @@ export interface Served {
  * `bundle serve ENTRY [ARGS]` on a port the OS picks (--port 0, read back from its log); resolves once /readyz answers 200. It gets a
  * BUNDLE_HOME of its own (removed by stop()) unless `env` names one.
  */
-export async function serveReady(entry: string, args: readonly string[] = [], env: Record<string, string> = {}): Promise<Served> {
+export async function serveReady(
+  entry: string,
+  args: readonly string[] = [],
+  env: Record<string, string> = {},
+): Promise<Served> {
   const own = env.BUNDLE_HOME === undefined ? mkdtempSync(join(tmpdir(), 'mb-serve-')) : undefined
-  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', '0', ...args], { env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...(own ? { BUNDLE_HOME: own } : {}), ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', '0', ...args], {
+    env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...(own ? { BUNDLE_HOME: own } : {}), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   // What the server said, for the error if it never gets ready (the last 4 KiB is enough).
   let said = ''
   const keep = (c: string) => void (said = (said + c).slice(-4096))
@@ -41,7 +50,11 @@ export async function serveReady(entry: string, args: readonly string[] = [], en
   let url: string
   try {
     url = await listeningUrl(child, keep)
-    await until('server ready', async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 60_000)
+    await until(
+      'server ready',
+      async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200,
+      60_000,
+    )
   } catch (e) {
     await stop()
     throw new Error(`${(e as Error).message}; the server said: ${said}`)

@@ -5,7 +5,12 @@ import { fileURLToPath } from 'node:url'
 import sharp from 'sharp'
 
 /** The page's lines, top to bottom: what /read must return. */
-export const PAGE_LINES = ['Invoice No. 2026-120', 'Total: $1,234.50 (paid)', 'The quick brown fox jumps', 'Call 555-0199 today!']
+export const PAGE_LINES = [
+  'Invoice No. 2026-120',
+  'Total: $1,234.50 (paid)',
+  'The quick brown fox jumps',
+  'Call 555-0199 today!',
+]
 
 const width = 720
 const lineHeight = 64
@@ -24,6 +29,10 @@ const form = `<svg xmlns="http://www.w3.org/2000/svg" width="760" height="180">
 </svg>`
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  await sharp(Buffer.from(svg)).png().toFile(fileURLToPath(new URL('page.png', import.meta.url)))
-  await sharp(Buffer.from(form)).png().toFile(fileURLToPath(new URL('form.png', import.meta.url)))
+  await sharp(Buffer.from(svg))
+    .png()
+    .toFile(fileURLToPath(new URL('page.png', import.meta.url)))
+  await sharp(Buffer.from(form))
+    .png()
+    .toFile(fileURLToPath(new URL('form.png', import.meta.url)))
 }

@@ -34,7 +34,16 @@ export interface TaskOptions {
   log: Logger
 }
 
-const STATES: Record<string, Status> = { waiting: 'pending', wait: 'pending', delayed: 'pending', prioritized: 'pending', 'waiting-children': 'pending', active: 'running', completed: 'success', failed: 'failure' }
+const STATES: Record<string, Status> = {
+  waiting: 'pending',
+  wait: 'pending',
+  delayed: 'pending',
+  prioritized: 'pending',
+  'waiting-children': 'pending',
+  active: 'running',
+  completed: 'success',
+  failed: 'failure',
+}
 
 export class TaskService {
   private readonly queues = new Map<string, Queue>()
@@ -81,16 +90,30 @@ export class TaskService {
     await link.connected(3_000).catch(() => undefined)
     for (const a of this.o.apis) {
       // Nothing reads a task queue's event stream: keep it short (finished jobs hold results).
-      const q = new Queue(this.queueName(a), { connection: link.connection(false), prefix: link.prefix, streams: { events: { maxLen: 100 } } })
+      const q = new Queue(this.queueName(a), {
+        connection: link.connection(false),
+        prefix: link.prefix,
+        streams: { events: { maxLen: 100 } },
+      })
       q.on('error', () => undefined)
       this.queues.set(a.name, q)
-      const w = new Worker(this.queueName(a), (job) => this.process(a, instance, job), { connection: link.connection(true), prefix: link.prefix, concurrency: a.task!.concurrency, lockDuration: LOCK_MS, stalledInterval: LOCK_MS / 2, maxStalledCount: 2, runRetryDelay: RUN_RETRY_MS })
+      const w = new Worker(this.queueName(a), (job) => this.process(a, instance, job), {
+        connection: link.connection(true),
+        prefix: link.prefix,
+        concurrency: a.task!.concurrency,
+        lockDuration: LOCK_MS,
+        stalledInterval: LOCK_MS / 2,
+        maxStalledCount: 2,
+        runRetryDelay: RUN_RETRY_MS,
+      })
       w.on('error', () => undefined)
       this.workers.push(w)
     }
     // A cancel reaches the replica running the task, wherever it was asked.
     this.subscriber = link.connection(true)
-    this.subscriber.on('message', (_ch: string, id: string) => this.running.get(id)?.abort(new BundleError('E_TASK_CANCELLED', 'the task was cancelled')))
+    this.subscriber.on('message', (_ch: string, id: string) =>
+      this.running.get(id)?.abort(new BundleError('E_TASK_CANCELLED', 'the task was cancelled')),
+    )
     // Not awaited: with Redis down it would wait for its return; ioredis subscribes again on reconnect.
     this.subscriber.subscribe(this.channel).catch(() => undefined)
     this.started = true
@@ -104,28 +127,52 @@ export class TaskService {
     const ac = new AbortController()
     this.running.set(id, ac)
     const poll = setInterval(() => {
-      this.o.link.client().exists(this.cancelKey(a, id)).then((n) => n === 1 && ac.abort(), () => undefined)
+      this.o.link
+        .client()
+        .exists(this.cancelKey(a, id))
+        .then(
+          (n) => n === 1 && ac.abort(),
+          () => undefined,
+        )
     }, 2_000)
     try {
       if ((await this.o.link.client().exists(this.cancelKey(a, id))) === 1) throw new UnrecoverableError('cancelled')
       const input = await unpack(this.o.link, data.input, false)
       const ctx = { requestId: id, signal: ac.signal, headers: { get: () => null } }
-      const aborted = new Promise<never>((_, reject) => ac.signal.addEventListener('abort', () => reject(new UnrecoverableError('cancelled')), { once: true }))
+      const aborted = new Promise<never>((_, reject) =>
+        ac.signal.addEventListener('abort', () => reject(new UnrecoverableError('cancelled')), { once: true }),
+      )
       if (ac.signal.aborted) throw new UnrecoverableError('cancelled')
-      const output = await Promise.race([(instance[a.name] as (i: unknown, c: unknown) => unknown).call(instance, input, ctx), aborted])
+      const output = await Promise.race([
+        (instance[a.name] as (i: unknown, c: unknown) => unknown).call(instance, input, ctx),
+        aborted,
+      ])
       const enc = await a.output.encode(output, undefined)
       const body = typeof enc.body === 'string' ? Buffer.from(enc.body) : Buffer.from(enc.body)
       // The input is no longer needed once the task succeeded (a failed one keeps it for retry).
-      if ('ref' in data.input) void this.o.link.client().del(data.input.ref).catch(() => undefined)
-      return { body: body.toString('base64'), contentType: enc.contentType, ...(enc.headers ? { headers: enc.headers } : {}) }
+      if ('ref' in data.input)
+        void this.o.link
+          .client()
+          .del(data.input.ref)
+          .catch(() => undefined)
+      return {
+        body: body.toString('base64'),
+        contentType: enc.contentType,
+        ...(enc.headers ? { headers: enc.headers } : {}),
+      }
     } catch (err) {
       if (err instanceof UnrecoverableError) throw err
       if (this.stopping) throw err // shutting down: the lock lapses and the task runs elsewhere
       // Redis itself failing is not the task's fault: a plain error is retried (3 attempts).
-      if (isTransportError(err) || (!isBundleError(err) && this.o.link.unavailable() !== undefined)) throw new Error('Redis was unreachable while the task ran')
+      if (isTransportError(err) || (!isBundleError(err) && this.o.link.unavailable() !== undefined))
+        throw new Error('Redis was unreachable while the task ran')
       // What a client may read in /status: our coded messages; anything else stays in the log.
       this.o.log.error({ err, task: id, api: a.name }, 'task failed')
-      throw new UnrecoverableError(isBundleError(err) && err.status < 500 ? `${err.code}: ${err.message}` : 'the task failed; the server log has the details')
+      throw new UnrecoverableError(
+        isBundleError(err) && err.status < 500
+          ? `${err.code}: ${err.message}`
+          : 'the task failed; the server log has the details',
+      )
     } finally {
       clearInterval(poll)
       this.running.delete(id)
@@ -135,8 +182,16 @@ export class TaskService {
   async submit(a: ApiDefinition, input: unknown): Promise<string> {
     this.o.link.check()
     const id = randomUUID()
-    const data: TaskData = { input: await pack(this.o.link, `${this.o.link.prefix}:task-input:${id}`, input, KEEP_FAILED_S * 1000) }
-    await this.queue(a).add(a.name, data, { jobId: id, attempts: 3, backoff: { type: 'exponential', delay: 1_000 }, removeOnComplete: { age: KEEP_DONE_S }, removeOnFail: { age: KEEP_FAILED_S } })
+    const data: TaskData = {
+      input: await pack(this.o.link, `${this.o.link.prefix}:task-input:${id}`, input, KEEP_FAILED_S * 1000),
+    }
+    await this.queue(a).add(a.name, data, {
+      jobId: id,
+      attempts: 3,
+      backoff: { type: 'exponential', delay: 1_000 },
+      removeOnComplete: { age: KEEP_DONE_S },
+      removeOnFail: { age: KEEP_FAILED_S },
+    })
     return id
   }
 
@@ -174,15 +229,24 @@ export class TaskService {
 
   async cancel(a: ApiDefinition, id: string): Promise<void> {
     const { status } = await this.job(a, id)
-    if (status === 'success' || status === 'failure') throw new BundleError('E_TASK_CONFLICT', `task ${id} has already finished (${status})`)
+    if (status === 'success' || status === 'failure')
+      throw new BundleError('E_TASK_CONFLICT', `task ${id} has already finished (${status})`)
     await this.o.link.client().set(this.cancelKey(a, id), '1', 'EX', KEEP_FAILED_S)
     await this.o.link.client().publish(this.channel, id)
   }
 
   async retry(a: ApiDefinition, id: string): Promise<void> {
     const { job, status } = await this.job(a, id)
-    if (status === 'cancelled' && (await job.getState()) !== 'failed') throw new BundleError('E_TASK_CONFLICT', `task ${id} is still being cancelled; retry once its status says so for good`)
-    if (status !== 'failure' && status !== 'cancelled') throw new BundleError('E_TASK_CONFLICT', `only a failed or cancelled task can be retried; task ${id} is ${status}`)
+    if (status === 'cancelled' && (await job.getState()) !== 'failed')
+      throw new BundleError(
+        'E_TASK_CONFLICT',
+        `task ${id} is still being cancelled; retry once its status says so for good`,
+      )
+    if (status !== 'failure' && status !== 'cancelled')
+      throw new BundleError(
+        'E_TASK_CONFLICT',
+        `only a failed or cancelled task can be retried; task ${id} is ${status}`,
+      )
     await this.o.link.client().del(this.cancelKey(a, id))
     await job.retry('failed')
   }
@@ -197,7 +261,10 @@ export class TaskService {
     for (const w of this.workers) void w.pause(true).catch(() => undefined)
     const until = Date.now() + 5_000
     while (this.running.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
-    const closing = Promise.all([...this.workers.map((w) => w.close(true).catch(() => undefined)), ...[...this.queues.values()].map((q) => q.close().catch(() => undefined))])
+    const closing = Promise.all([
+      ...this.workers.map((w) => w.close(true).catch(() => undefined)),
+      ...[...this.queues.values()].map((q) => q.close().catch(() => undefined)),
+    ])
     await Promise.race([closing, new Promise((r) => setTimeout(r, 1_000).unref())])
     this.subscriber?.disconnect()
     this.workers.length = 0

@@ -25,26 +25,44 @@ export function mountTaskRoutes(app: Hono<any>, tasks: TaskService, h: TaskRoute
     }
   }
   for (const a of tasks.apis) {
-    app.post(`${a.route}/submit`, route(async (c) => {
-      const id = await tasks.submit(a, await h.decode(c, a))
-      return c.json({ taskId: id, status: 'pending' }, 202)
-    }))
-    app.get(`${a.route}/status`, route(async (c) => {
-      return c.json(await tasks.status(a, taskId(c)))
-    }))
-    app.get(`${a.route}/result`, route(async (c) => {
-      const r = await tasks.result(a, taskId(c))
-      return c.body(Buffer.from(r.body, 'base64') as never, 200, { 'content-type': r.contentType, ...(r.headers ?? {}) })
-    }))
-    app.post(`${a.route}/cancel`, route(async (c) => {
-      const id = taskId(c)
-      await tasks.cancel(a, id)
-      return c.json({ taskId: id, status: 'cancelled' })
-    }))
-    app.post(`${a.route}/retry`, route(async (c) => {
-      const id = taskId(c)
-      await tasks.retry(a, id)
-      return c.json({ taskId: id, status: 'pending' })
-    }))
+    app.post(
+      `${a.route}/submit`,
+      route(async (c) => {
+        const id = await tasks.submit(a, await h.decode(c, a))
+        return c.json({ taskId: id, status: 'pending' }, 202)
+      }),
+    )
+    app.get(
+      `${a.route}/status`,
+      route(async (c) => {
+        return c.json(await tasks.status(a, taskId(c)))
+      }),
+    )
+    app.get(
+      `${a.route}/result`,
+      route(async (c) => {
+        const r = await tasks.result(a, taskId(c))
+        return c.body(Buffer.from(r.body, 'base64') as never, 200, {
+          'content-type': r.contentType,
+          ...(r.headers ?? {}),
+        })
+      }),
+    )
+    app.post(
+      `${a.route}/cancel`,
+      route(async (c) => {
+        const id = taskId(c)
+        await tasks.cancel(a, id)
+        return c.json({ taskId: id, status: 'cancelled' })
+      }),
+    )
+    app.post(
+      `${a.route}/retry`,
+      route(async (c) => {
+        const id = taskId(c)
+        await tasks.retry(a, id)
+        return c.json({ taskId: id, status: 'pending' })
+      }),
+    )
   }
 }

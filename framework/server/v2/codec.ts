@@ -1,6 +1,13 @@
 import { parseClientPriority } from '../../../runners/index.js'
 import { BundleError } from '../../../errors/index.js'
-import { TYPED_ARRAYS, decodeStrings, encodeStrings, type NumericTensor, type RunnerDType, type RunnerTensor } from '../../../runners/index.js'
+import {
+  TYPED_ARRAYS,
+  decodeStrings,
+  encodeStrings,
+  type NumericTensor,
+  type RunnerDType,
+  type RunnerTensor,
+} from '../../../runners/index.js'
 
 // Open Inference Protocol (KServe v2) tensors in JSON and with the binary tensor data extension:
 // a request body is a JSON object, optionally followed by the raw little-endian bytes of the
@@ -27,7 +34,8 @@ export const DATATYPES: Record<string, RunnerDType | 'string'> = {
 const TO_PROTOCOL = Object.fromEntries(Object.entries(DATATYPES).map(([k, v]) => [v, k])) as Record<string, string>
 
 /** The protocol datatype of a runner dtype (`float32` → `FP32`; `string` → `BYTES`). */
-export const protocolType = (dtype: string): string => TO_PROTOCOL[dtype] ?? (dtype === 'string' ? 'BYTES' : dtype.toUpperCase())
+export const protocolType = (dtype: string): string =>
+  TO_PROTOCOL[dtype] ?? (dtype === 'string' ? 'BYTES' : dtype.toUpperCase())
 
 const bad = (msg: string) => new BundleError('E_INPUT_INVALID', msg)
 
@@ -80,25 +88,33 @@ function fromJson(name: string, dtype: RunnerDType | 'string', shape: number[], 
   if (dtype === 'string') {
     if (!Array.isArray(data)) throw bad(`input "${name}": data must be an array (flat or nested, row-major)`)
     const values = flatten(data)
-    if (values.length !== count(shape)) throw bad(`input "${name}": shape [${shape.join(',')}] needs ${count(shape)} values, data has ${values.length}`)
+    if (values.length !== count(shape))
+      throw bad(`input "${name}": shape [${shape.join(',')}] needs ${count(shape)} values, data has ${values.length}`)
     const bad1 = values.findIndex((v) => typeof v !== 'string')
     if (bad1 >= 0) throw bad(`input "${name}": BYTES data[${bad1}] is ${JSON.stringify(values[bad1])}, not a string`)
     return { dtype: 'string', shape, data: values as string[] }
   }
-  if (dtype === 'float16') throw bad(`input "${name}": FP16 data must be sent as binary (binary_data_size); JSON has no half-precision numbers`)
+  if (dtype === 'float16')
+    throw bad(
+      `input "${name}": FP16 data must be sent as binary (binary_data_size); JSON has no half-precision numbers`,
+    )
   if (!Array.isArray(data)) throw bad(`input "${name}": data must be an array (flat or nested, row-major)`)
   const values = flatten(data)
-  if (values.length !== count(shape)) throw bad(`input "${name}": shape [${shape.join(',')}] needs ${count(shape)} values, data has ${values.length}`)
+  if (values.length !== count(shape))
+    throw bad(`input "${name}": shape [${shape.join(',')}] needs ${count(shape)} values, data has ${values.length}`)
   const Ctor = TYPED_ARRAYS[dtype]
   const arr = new Ctor(values.length)
   const big = dtype === 'int64' || dtype === 'uint64'
   for (let i = 0; i < values.length; i++) {
     let v = values[i]
     if (dtype === 'bool') {
-      if (typeof v !== 'boolean' && v !== 0 && v !== 1) throw bad(`input "${name}": BOOL data must be true or false, got ${JSON.stringify(v)}`)
+      if (typeof v !== 'boolean' && v !== 0 && v !== 1)
+        throw bad(`input "${name}": BOOL data must be true or false, got ${JSON.stringify(v)}`)
       v = v ? 1 : 0
-    } else if (typeof v !== 'number' || (!Number.isFinite(v) && !dtype.startsWith('float'))) throw bad(`input "${name}": data[${i}] is ${JSON.stringify(v)}, not a number`)
-    else if (!dtype.startsWith('float') && !Number.isInteger(v)) throw bad(`input "${name}": data[${i}] = ${v} is not an integer (${protocolType(dtype)})`)
+    } else if (typeof v !== 'number' || (!Number.isFinite(v) && !dtype.startsWith('float')))
+      throw bad(`input "${name}": data[${i}] is ${JSON.stringify(v)}, not a number`)
+    else if (!dtype.startsWith('float') && !Number.isInteger(v))
+      throw bad(`input "${name}": data[${i}] = ${v} is not an integer (${protocolType(dtype)})`)
     ;(arr as unknown as (number | bigint)[])[i] = big ? BigInt(v as number) : (v as number)
   }
   return { dtype, shape, data: arr as NumericTensor['data'] }
@@ -107,13 +123,20 @@ function fromJson(name: string, dtype: RunnerDType | 'string', shape: number[], 
 function fromBinary(name: string, dtype: RunnerDType | 'string', shape: number[], bytes: Uint8Array): RunnerTensor {
   if (dtype === 'string') {
     const values = decodeStrings(bytes)
-    if (values === undefined) throw bad(`input "${name}": BYTES binary data is not a sequence of 4-byte lengths and their bytes`)
-    if (values.length !== count(shape)) throw bad(`input "${name}": shape [${shape.join(',')}] needs ${count(shape)} BYTES elements, the binary data holds ${values.length}`)
+    if (values === undefined)
+      throw bad(`input "${name}": BYTES binary data is not a sequence of 4-byte lengths and their bytes`)
+    if (values.length !== count(shape))
+      throw bad(
+        `input "${name}": shape [${shape.join(',')}] needs ${count(shape)} BYTES elements, the binary data holds ${values.length}`,
+      )
     return { dtype: 'string', shape, data: values }
   }
   const Ctor = TYPED_ARRAYS[dtype]
   const expected = count(shape) * Ctor.BYTES_PER_ELEMENT
-  if (bytes.byteLength !== expected) throw bad(`input "${name}": binary_data_size is ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${protocolType(dtype)} needs ${expected}`)
+  if (bytes.byteLength !== expected)
+    throw bad(
+      `input "${name}": binary_data_size is ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${protocolType(dtype)} needs ${expected}`,
+    )
   const aligned = new Uint8Array(bytes.byteLength) // the body offset may not suit the element size
   aligned.set(bytes)
   return { dtype, shape, data: new Ctor(aligned.buffer) as NumericTensor['data'] }
@@ -125,17 +148,25 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 export function parseInferRequest(body: Uint8Array, headerLength: string | undefined): InferRequest {
   let jsonEnd = body.byteLength
   if (headerLength !== undefined) {
-    if (!/^\d+$/.test(headerLength.trim()) || Number(headerLength) > body.byteLength) throw bad(`Inference-Header-Content-Length ${headerLength} is not a length within the ${body.byteLength}-byte body`)
+    if (!/^\d+$/.test(headerLength.trim()) || Number(headerLength) > body.byteLength)
+      throw bad(
+        `Inference-Header-Content-Length ${headerLength} is not a length within the ${body.byteLength}-byte body`,
+      )
     jsonEnd = Number(headerLength)
   }
   let doc: unknown
   try {
     doc = JSON.parse(Buffer.from(body.buffer, body.byteOffset, jsonEnd).toString('utf8'))
   } catch {
-    throw bad(headerLength === undefined && jsonEnd > 0 ? 'the body is not JSON (binary tensor data needs an Inference-Header-Content-Length header)' : 'the inference header is not valid JSON')
+    throw bad(
+      headerLength === undefined && jsonEnd > 0
+        ? 'the body is not JSON (binary tensor data needs an Inference-Header-Content-Length header)'
+        : 'the inference header is not valid JSON',
+    )
   }
   if (!isObject(doc)) throw bad('the inference request must be a JSON object')
-  if (!Array.isArray(doc.inputs) || doc.inputs.length === 0) throw bad('the inference request needs a non-empty "inputs" array')
+  if (!Array.isArray(doc.inputs) || doc.inputs.length === 0)
+    throw bad('the inference request needs a non-empty "inputs" array')
   let offset = jsonEnd
   const names = new Set<string>()
   const inputs = doc.inputs.map((raw: unknown, i: number): InferInput => {
@@ -146,20 +177,27 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
     names.add(name)
     if (typeof datatype !== 'string') throw bad(`input "${name}" needs a "datatype"`)
     const dtype = DATATYPES[datatype]
-    if (dtype === undefined) throw bad(`input "${name}": unknown datatype ${JSON.stringify(datatype)} (use ${Object.keys(DATATYPES).join(', ')})`)
-    if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || d < 0)) throw bad(`input "${name}": shape must be an array of non-negative integers`)
+    if (dtype === undefined)
+      throw bad(
+        `input "${name}": unknown datatype ${JSON.stringify(datatype)} (use ${Object.keys(DATATYPES).join(', ')})`,
+      )
+    if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || d < 0))
+      throw bad(`input "${name}": shape must be an array of non-negative integers`)
     const params = isObject(raw.parameters) ? raw.parameters : {}
     const size = params.binary_data_size
     if (size !== undefined) {
-      if (!Number.isSafeInteger(size) || (size as number) < 0) throw bad(`input "${name}": binary_data_size must be a non-negative integer`)
-      if (offset + (size as number) > body.byteLength) throw bad(`input "${name}": binary_data_size ${size} runs past the end of the body`)
+      if (!Number.isSafeInteger(size) || (size as number) < 0)
+        throw bad(`input "${name}": binary_data_size must be a non-negative integer`)
+      if (offset + (size as number) > body.byteLength)
+        throw bad(`input "${name}": binary_data_size ${size} runs past the end of the body`)
       const bytes = body.subarray(offset, offset + (size as number))
       offset += size as number
       return { name, datatype, shape: shape as number[], tensor: fromBinary(name, dtype, shape as number[], bytes) }
     }
     return { name, datatype, shape: shape as number[], tensor: fromJson(name, dtype, shape as number[], raw.data) }
   })
-  if (offset !== body.byteLength) throw bad(`the body has ${body.byteLength - offset} bytes of binary data no input claims`)
+  if (offset !== body.byteLength)
+    throw bad(`the body has ${body.byteLength - offset} bytes of binary data no input claims`)
   let outputs: InferRequest['outputs']
   if (doc.outputs !== undefined) {
     if (!Array.isArray(doc.outputs)) throw bad('"outputs" must be an array')
@@ -173,8 +211,10 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
   const id = doc.id === undefined ? undefined : String(doc.id)
   // Triton's request parameters: timeout in microseconds (0: none), priority 1… (0: the default).
   const timeout = params.timeout
-  if (timeout !== undefined && (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 0)) throw bad('parameters.timeout must be a whole number of microseconds')
-  const priority = params.priority === undefined ? undefined : parseClientPriority(params.priority as number, 'parameters.priority')
+  if (timeout !== undefined && (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 0))
+    throw bad('parameters.timeout must be a whole number of microseconds')
+  const priority =
+    params.priority === undefined ? undefined : parseClientPriority(params.priority as number, 'parameters.priority')
   return {
     ...(id !== undefined ? { id } : {}),
     inputs,
@@ -207,12 +247,23 @@ export function encodeInferResponse(
       binaries.push(bytes)
       return { name, datatype, shape: tensor.shape, parameters: { binary_data_size: bytes.byteLength } }
     }
-    const data = tensor.dtype === 'bool' ? Array.from(tensor.data as Uint8Array, (v) => v !== 0) : Array.from(tensor.data as ArrayLike<number | bigint>, (v) => (typeof v === 'bigint' ? Number(v) : v))
+    const data =
+      tensor.dtype === 'bool'
+        ? Array.from(tensor.data as Uint8Array, (v) => v !== 0)
+        : Array.from(tensor.data as ArrayLike<number | bigint>, (v) => (typeof v === 'bigint' ? Number(v) : v))
     return { name, datatype, shape: tensor.shape, data }
   })
-  const header = JSON.stringify({ model_name: model.name, model_version: model.version, ...(id !== undefined ? { id } : {}), outputs: json })
+  const header = JSON.stringify({
+    model_name: model.name,
+    model_version: model.version,
+    ...(id !== undefined ? { id } : {}),
+    outputs: json,
+  })
   if (binaries.length === 0) return { body: header, headers: { 'content-type': 'application/json' } }
   const head = Buffer.from(header)
   const body = Buffer.concat([head, ...binaries])
-  return { body, headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(head.byteLength) } }
+  return {
+    body,
+    headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(head.byteLength) },
+  }
 }

@@ -11,14 +11,23 @@ const unzip = { gzip: promisify(gunzip), deflate: promisify(inflate) }
 const zip = { gzip: promisify(gzip), deflate: promisify(deflate) }
 
 /** The request body as sent, decompressed per its Content-Encoding. */
-export async function decodeBody(body: Uint8Array, contentEncoding: string | undefined, max: number): Promise<Uint8Array> {
+export async function decodeBody(
+  body: Uint8Array,
+  contentEncoding: string | undefined,
+  max: number,
+): Promise<Uint8Array> {
   const enc = contentEncoding?.trim().toLowerCase()
   if (!enc || enc === 'identity') return body
-  if (enc !== 'gzip' && enc !== 'deflate') throw new BundleError('E_HTTP_UNSUPPORTED_MEDIA_TYPE', `Content-Encoding "${contentEncoding}" is not supported; send gzip, deflate or an uncompressed body`)
+  if (enc !== 'gzip' && enc !== 'deflate')
+    throw new BundleError(
+      'E_HTTP_UNSUPPORTED_MEDIA_TYPE',
+      `Content-Encoding "${contentEncoding}" is not supported; send gzip, deflate or an uncompressed body`,
+    )
   try {
     return new Uint8Array(await unzip[enc](body, { maxOutputLength: max }))
   } catch (err) {
-    if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw new BundleError('E_HTTP_PAYLOAD_TOO_LARGE', `the ${enc} body expands past ${max} bytes`)
+    if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE')
+      throw new BundleError('E_HTTP_PAYLOAD_TOO_LARGE', `the ${enc} body expands past ${max} bytes`)
     throw new BundleError('E_INPUT_INVALID', `the body is not valid ${enc} data: ${(err as Error).message}`)
   }
 }

@@ -1,5 +1,13 @@
 import { BundleError, isBundleError } from '../../../errors/index.js'
-import { isVersioned, OnnxRunner, validateOverrides, type InferenceModel, type Runner, type RunnerOverrides, type VersionedRunner } from '../../../runners/index.js'
+import {
+  isVersioned,
+  OnnxRunner,
+  validateOverrides,
+  type InferenceModel,
+  type Runner,
+  type RunnerOverrides,
+  type VersionedRunner,
+} from '../../../runners/index.js'
 import { ModelStore } from '../../../store/index.js'
 import { redactPaths } from '../error-response.js'
 
@@ -39,10 +47,15 @@ export class ModelRepository {
     declared: readonly Runner[],
     private readonly o: { home?: string; attach: (r: Runner) => void },
   ) {
-    for (const r of declared) if (isVersioned(r)) this.entries.set(r.name, { primary: r, others: new Map(), declared: true, state: 'READY' })
+    for (const r of declared)
+      if (isVersioned(r)) this.entries.set(r.name, { primary: r, others: new Map(), declared: true, state: 'READY' })
     for (const r of declared) {
       if (r.kind !== 'ensemble' || r.bind === undefined) continue
-      if (this.entries.has(r.name)) throw new BundleError('E_SERVICE_DEFINITION', `ensemble "${r.name}" has the name of one of the service's runners`)
+      if (this.entries.has(r.name))
+        throw new BundleError(
+          'E_SERVICE_DEFINITION',
+          `ensemble "${r.name}" has the name of one of the service's runners`,
+        )
       // Steps are models, never other ensembles: what a step resolves is an onnx runner's model.
       r.bind((name, version) => this.findModel(name, version))
       this.ensembles.set(r.name, r)
@@ -55,7 +68,11 @@ export class ModelRepository {
 
   /** Every loaded model version, as /v2 serves it. */
   models(): InferenceModel[] {
-    const loaded = [...this.entries.values()].flatMap((e) => (e.state === 'READY' || e.state === 'LOADING' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []))
+    const loaded = [...this.entries.values()].flatMap((e) =>
+      e.state === 'READY' || e.state === 'LOADING'
+        ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? [])
+        : [],
+    )
     return [...loaded, ...this.ensembleModels()]
   }
 
@@ -65,7 +82,11 @@ export class ModelRepository {
     if (ens !== undefined) {
       const m = ens.inference?.()
       if (m === undefined) throw new BundleError('E_HTTP_NOT_READY', `ensemble "${name}" has not started`)
-      if (version !== undefined && version !== m.version) throw new BundleError('E_HTTP_NOT_FOUND', `ensemble "${name}" has no version "${version}" (it has ${m.version})`)
+      if (version !== undefined && version !== m.version)
+        throw new BundleError(
+          'E_HTTP_NOT_FOUND',
+          `ensemble "${name}" has no version "${version}" (it has ${m.version})`,
+        )
       return m
     }
     return this.findModel(name, version)
@@ -76,18 +97,28 @@ export class ModelRepository {
     const ens = this.ensembles.get(name)?.inference?.()
     if (ens !== undefined) return [ens.version]
     const e = this.entries.get(name)
-    const models = e && e.state !== 'UNAVAILABLE' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []
+    const models =
+      e && e.state !== 'UNAVAILABLE' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []
     return [...new Set(models.map((m) => m.version))]
   }
 
   /** A hosted model (not an ensemble) at the named version, else its serving default. */
   findModel(name: string, version?: string): InferenceModel {
     const e = this.entries.get(name)
-    const models = e && e.state !== 'UNAVAILABLE' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []
-    if (models.length === 0) throw new BundleError('E_HTTP_NOT_FOUND', `unknown model "${name}"${e ? ` (${e.state.toLowerCase()}${e.reason ? `: ${e.reason}` : ''})` : ''}`)
+    const models =
+      e && e.state !== 'UNAVAILABLE' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []
+    if (models.length === 0)
+      throw new BundleError(
+        'E_HTTP_NOT_FOUND',
+        `unknown model "${name}"${e ? ` (${e.state.toLowerCase()}${e.reason ? `: ${e.reason}` : ''})` : ''}`,
+      )
     if (version === undefined) return models[0]!
     const m = models.find((x) => x.version === version)
-    if (m === undefined) throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" has no version "${version}" loaded (loaded: ${models.map((x) => x.version).join(', ')})`)
+    if (m === undefined)
+      throw new BundleError(
+        'E_HTTP_NOT_FOUND',
+        `model "${name}" has no version "${version}" loaded (loaded: ${models.map((x) => x.version).join(', ')})`,
+      )
     return m
   }
 
@@ -103,7 +134,13 @@ export class ModelRepository {
     const config = req.config === undefined ? undefined : validateOverrides(`load ${name}: config`, req.config)
     if (this.ensembles.has(name)) {
       // An ensemble is part of the service: loaded while its step models are.
-      if (req.version !== undefined || config !== undefined) return Promise.reject(new BundleError('E_INPUT_INVALID', `"${name}" is an ensemble of this service; it has no versions or runner config to load (load its step models instead)`))
+      if (req.version !== undefined || config !== undefined)
+        return Promise.reject(
+          new BundleError(
+            'E_INPUT_INVALID',
+            `"${name}" is an ensemble of this service; it has no versions or runner config to load (load its step models instead)`,
+          ),
+        )
       return Promise.resolve().then(() => this.find(name))
     }
     return this.serially(name, async () => {
@@ -144,7 +181,8 @@ export class ModelRepository {
         }
         return entry.primary.inference()!
       }
-      if (entry.primary.versions.model?.tag === tag || entry.others.has(tag.split(':')[1]!)) return this.find(name, tag.split(':')[1])
+      if (entry.primary.versions.model?.tag === tag || entry.others.has(tag.split(':')[1]!))
+        return this.find(name, tag.split(':')[1])
       if (req.keep) {
         const other = new OnnxRunner(tag, { name, ...(this.o.home ? { home: this.o.home } : {}), ...(config ?? {}) })
         this.o.attach(other)
@@ -164,13 +202,18 @@ export class ModelRepository {
 
   /** Unloads a model (all its versions, or one): its workers stop once their queued requests are answered. */
   unload(name: string, version?: string): Promise<void> {
-    if (this.ensembles.has(name)) return Promise.reject(new BundleError('E_INPUT_INVALID', `"${name}" is an ensemble of this service; unload its step models instead`))
+    if (this.ensembles.has(name))
+      return Promise.reject(
+        new BundleError('E_INPUT_INVALID', `"${name}" is an ensemble of this service; unload its step models instead`),
+      )
     return this.serially(name, async () => {
       const entry = this.entries.get(name)
-      if (entry === undefined || entry.state === 'UNAVAILABLE') throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" is not loaded`)
+      if (entry === undefined || entry.state === 'UNAVAILABLE')
+        throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" is not loaded`)
       if (version !== undefined && version !== entry.primary.versions.model?.version) {
         const other = entry.others.get(version)
-        if (other === undefined) throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" has no version "${version}" loaded`)
+        if (other === undefined)
+          throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" has no version "${version}" loaded`)
         entry.others.delete(version)
         await other.stop()
         return
@@ -196,7 +239,8 @@ export class ModelRepository {
       store.close()
     }
     const rows = new Map<string, { name: string; version: string; state: string; reason?: string }>()
-    for (const m of stored) rows.set(`${m.name}:${m.version}`, { name: m.name, version: m.version, state: 'UNAVAILABLE' })
+    for (const m of stored)
+      rows.set(`${m.name}:${m.version}`, { name: m.name, version: m.version, state: 'UNAVAILABLE' })
     for (const [name, e] of this.entries) {
       for (const r of [e.primary, ...e.others.values()]) {
         const version = r.versions.model?.version ?? ''
@@ -208,9 +252,16 @@ export class ModelRepository {
     }
     for (const [name, e] of this.ensembles) {
       const ready = e.ready()
-      rows.set(`${name}:1`, { name, version: '1', state: ready ? 'READY' : 'UNAVAILABLE', ...(ready ? {} : { reason: 'a step model is not ready' }) })
+      rows.set(`${name}:1`, {
+        name,
+        version: '1',
+        state: ready ? 'READY' : 'UNAVAILABLE',
+        ...(ready ? {} : { reason: 'a step model is not ready' }),
+      })
     }
-    return [...rows.values()].sort((a, b) => (a.name === b.name ? (a.version < b.version ? -1 : 1) : a.name < b.name ? -1 : 1))
+    return [...rows.values()].sort((a, b) =>
+      a.name === b.name ? (a.version < b.version ? -1 : 1) : a.name < b.name ? -1 : 1,
+    )
   }
 
   /** Dynamically loaded runners (for metrics sources and shutdown). */
@@ -228,7 +279,8 @@ export class ModelRepository {
     try {
       return store.get(version === undefined ? name : `${name}:${version}`).tag
     } catch (err) {
-      if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND') throw new BundleError('E_HTTP_NOT_FOUND', (err as Error).message)
+      if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND')
+        throw new BundleError('E_HTTP_NOT_FOUND', (err as Error).message)
       throw err
     } finally {
       store.close()

@@ -34,19 +34,34 @@ export function v2Error(c: Context, err: unknown, log: Logger): Response {
 
 /** A small JSON body (repository requests), capped at the body limit like every other body. */
 async function smallBody(c: Context, max: number): Promise<string> {
-  const bytes = await readBody(c.req.header('content-length'), () => c.req.arrayBuffer(), () => c.req.raw.body, max)
+  const bytes = await readBody(
+    c.req.header('content-length'),
+    () => c.req.arrayBuffer(),
+    () => c.req.raw.body,
+    max,
+  )
   return new TextDecoder().decode(bytes)
 }
 
 /** Model metadata; `versions` lists every version loaded now (several after a load with keep). */
 const metadata = (m: InferenceModel, versions: string[]) => {
   const spec = (t: TensorSpec) => ({ name: t.name, datatype: protocolType(t.dtype), shape: t.shape })
-  return { name: m.name, versions: versions.length ? versions : [m.version], platform: m.platform, inputs: m.inputs().map(spec), outputs: m.outputs().map(spec) }
+  return {
+    name: m.name,
+    versions: versions.length ? versions : [m.version],
+    platform: m.platform,
+    inputs: m.inputs().map(spec),
+    outputs: m.outputs().map(spec),
+  }
 }
 
 /** Triton's model configuration: the runner's settings plus inputs and outputs (dims without the batch dimension). */
 const config = (m: InferenceModel) => {
-  const io = (t: TensorSpec) => ({ name: t.name, data_type: `TYPE_${protocolType(t.dtype) === 'BYTES' ? 'STRING' : protocolType(t.dtype)}`, dims: t.shape.slice(1) })
+  const io = (t: TensorSpec) => ({
+    name: t.name,
+    data_type: `TYPE_${protocolType(t.dtype) === 'BYTES' ? 'STRING' : protocolType(t.dtype)}`,
+    dims: t.shape.slice(1),
+  })
   return { ...m.config(), input: m.inputs().map(io), output: m.outputs().map(io) }
 }
 
@@ -56,7 +71,12 @@ const stats = (m: InferenceModel) => ({
   last_inference: m.stats.lastInference,
   inference_count: m.stats.inferenceCount,
   execution_count: m.stats.executionCount,
-  inference_stats: { success: { ...m.stats.success }, fail: { ...m.stats.fail }, queue: { ...m.stats.queue }, compute_infer: { ...m.stats.computeInfer } },
+  inference_stats: {
+    success: { ...m.stats.success },
+    fail: { ...m.stats.fail },
+    queue: { ...m.stats.queue },
+    compute_infer: { ...m.stats.computeInfer },
+  },
   batch_stats: m.stats.batchStats(),
   // Ensembles add one entry per step (an extension field; standard clients ignore it).
   ...(m.stepStats ? { step_stats: m.stepStats() } : {}),
@@ -69,7 +89,8 @@ function parseJson(text: string): Record<string, unknown> {
   } catch {
     throw new BundleError('E_INPUT_INVALID', 'the request body is not JSON')
   }
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new BundleError('E_INPUT_INVALID', 'the request body must be a JSON object')
+  if (v === null || typeof v !== 'object' || Array.isArray(v))
+    throw new BundleError('E_INPUT_INVALID', 'the request body must be a JSON object')
   return v as Record<string, unknown>
 }
 
@@ -83,10 +104,16 @@ function loadRequest(text: string): LoadRequest {
   if (p === undefined) return {}
   if (p === null || typeof p !== 'object') throw new BundleError('E_INPUT_INVALID', '"parameters" must be an object')
   const { version, config, keep } = p as Record<string, unknown>
-  if (version !== undefined && typeof version !== 'string') throw new BundleError('E_INPUT_INVALID', 'parameters.version must be a string')
+  if (version !== undefined && typeof version !== 'string')
+    throw new BundleError('E_INPUT_INVALID', 'parameters.version must be a string')
   const cfg = typeof config === 'string' ? parseJson(config) : config
-  if (cfg !== undefined && (cfg === null || typeof cfg !== 'object')) throw new BundleError('E_INPUT_INVALID', 'parameters.config must be an object (or its JSON text)')
-  return { ...(version ? { version } : {}), ...(cfg ? { config: cfg as LoadRequest['config'] } : {}), ...(keep === true ? { keep: true } : {}) }
+  if (cfg !== undefined && (cfg === null || typeof cfg !== 'object'))
+    throw new BundleError('E_INPUT_INVALID', 'parameters.config must be an object (or its JSON text)')
+  return {
+    ...(version ? { version } : {}),
+    ...(cfg ? { config: cfg as LoadRequest['config'] } : {}),
+    ...(keep === true ? { keep: true } : {}),
+  }
 }
 
 /** Checks inputs against what the model declares; messages name the input, what was expected and what came. */
@@ -94,15 +121,32 @@ function check(m: InferenceModel, inputs: InferInput[]): void {
   const declared = m.inputs()
   for (const input of inputs) {
     const d = declared.find((x) => x.name === input.name)
-    if (d === undefined) throw new BundleError('E_INPUT_INVALID', `unexpected input "${input.name}"; ${m.name} takes ${declared.map((x) => `"${x.name}"`).join(', ')}`)
-    if (protocolType(d.dtype) !== input.datatype) throw new BundleError('E_INPUT_INVALID', `input "${input.name}": expected datatype ${protocolType(d.dtype)}, got ${input.datatype}`)
+    if (d === undefined)
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `unexpected input "${input.name}"; ${m.name} takes ${declared.map((x) => `"${x.name}"`).join(', ')}`,
+      )
+    if (protocolType(d.dtype) !== input.datatype)
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `input "${input.name}": expected datatype ${protocolType(d.dtype)}, got ${input.datatype}`,
+      )
     const fits = d.shape.length === input.shape.length && d.shape.every((n, i) => n < 0 || n === input.shape[i])
-    if (!fits) throw new BundleError('E_INPUT_INVALID', `input "${input.name}": expected shape [${d.shape.join(',')}] (-1 = any), got [${input.shape.join(',')}]`)
+    if (!fits)
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `input "${input.name}": expected shape [${d.shape.join(',')}] (-1 = any), got [${input.shape.join(',')}]`,
+      )
   }
   const missing = declared.filter((d) => !inputs.some((i) => i.name === d.name))
-  if (missing.length) throw new BundleError('E_INPUT_INVALID', `missing input ${missing.map((x) => `"${x.name}"`).join(', ')}`)
+  if (missing.length)
+    throw new BundleError('E_INPUT_INVALID', `missing input ${missing.map((x) => `"${x.name}"`).join(', ')}`)
   const rows = inputs[0]!.shape[0] ?? 1
-  if (rows > m.maxBatchSize()) throw new BundleError('E_INPUT_INVALID', `batch of ${rows} is larger than ${m.name}'s max_batch_size ${m.maxBatchSize()}`)
+  if (rows > m.maxBatchSize())
+    throw new BundleError(
+      'E_INPUT_INVALID',
+      `batch of ${rows} is larger than ${m.name}'s max_batch_size ${m.maxBatchSize()}`,
+    )
 }
 
 /**
@@ -122,12 +166,21 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
     }
   }
 
-  app.get('/v2', route((c) => c.json({ name: 'modelbundle', version: o.version, extensions: EXTENSIONS })))
+  app.get(
+    '/v2',
+    route((c) => c.json({ name: 'modelbundle', version: o.version, extensions: EXTENSIONS })),
+  )
   app.get('/v2/health/live', (c) => c.body(null, 200))
   app.get('/v2/health/ready', (c) => c.body(null, o.ready() ? 200 : 503))
-  app.get('/v2/models/stats', route((c) => c.json({ model_stats: o.repository.models().map(stats) })))
+  app.get(
+    '/v2/models/stats',
+    route((c) => c.json({ model_stats: o.repository.models().map(stats) })),
+  )
   // The model repository extension: what the store holds and its state here; load and unload at run time.
-  app.post('/v2/repository/index', route((c) => c.json(o.repository.index())))
+  app.post(
+    '/v2/repository/index',
+    route((c) => c.json(o.repository.index())),
+  )
   app.post(
     '/v2/repository/models/:model/load',
     route(async (c) => {
@@ -145,10 +198,22 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
     }),
   )
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
-    app.get(base, route((c) => c.json(metadata(find(c), o.repository.versions(c.req.param('model')!)))))
-    app.get(`${base}/ready`, route((c) => c.body(null, find(c).ready() ? 200 : 400)))
-    app.get(`${base}/config`, route((c) => c.json(config(find(c)))))
-    app.get(`${base}/stats`, route((c) => c.json({ model_stats: [stats(find(c))] })))
+    app.get(
+      base,
+      route((c) => c.json(metadata(find(c), o.repository.versions(c.req.param('model')!)))),
+    )
+    app.get(
+      `${base}/ready`,
+      route((c) => c.body(null, find(c).ready() ? 200 : 400)),
+    )
+    app.get(
+      `${base}/config`,
+      route((c) => c.json(config(find(c)))),
+    )
+    app.get(
+      `${base}/stats`,
+      route((c) => c.json({ model_stats: [stats(find(c))] })),
+    )
     app.post(
       `${base}/infer`,
       route(async (c) => {
@@ -157,24 +222,47 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
         if (!o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
         return o.track(async () => {
           const headers = c.req.raw.headers
-          const raw = await readBody(headers.get('content-length') ?? undefined, () => c.req.arrayBuffer(), () => c.req.raw.body, o.maxBodyBytes)
+          const raw = await readBody(
+            headers.get('content-length') ?? undefined,
+            () => c.req.arrayBuffer(),
+            () => c.req.raw.body,
+            o.maxBodyBytes,
+          )
           const body = await decodeBody(raw, headers.get('content-encoding') ?? undefined, o.maxBodyBytes)
           const req = parseInferRequest(body, headers.get('inference-header-content-length') ?? undefined)
           check(m, req.inputs)
           const known = m.outputs().map((x) => x.name)
-          for (const r of req.outputs ?? []) if (!known.includes(r.name)) throw new BundleError('E_INPUT_INVALID', `unknown output "${r.name}"; ${m.name} has ${known.map((x) => `"${x}"`).join(', ')}`)
+          for (const r of req.outputs ?? [])
+            if (!known.includes(r.name))
+              throw new BundleError(
+                'E_INPUT_INVALID',
+                `unknown output "${r.name}"; ${m.name} has ${known.map((x) => `"${x}"`).join(', ')}`,
+              )
           // Resolved again now, after the body arrived: a swap meanwhile sends it to the new version.
           const target = c.req.param('version') === undefined ? find(c) : m
           // The client's timeout and priority reach the model's batcher as the request's own.
-          const call = { ...(req.timeoutMs !== undefined ? { deadline: arrived + req.timeoutMs } : {}), ...(req.priority !== undefined ? { priority: req.priority } : {}) }
-          const result = await withCallContext(call, () => target.infer(Object.fromEntries(req.inputs.map((i) => [i.name, i.tensor]))))
+          const call = {
+            ...(req.timeoutMs !== undefined ? { deadline: arrived + req.timeoutMs } : {}),
+            ...(req.priority !== undefined ? { priority: req.priority } : {}),
+          }
+          const result = await withCallContext(call, () =>
+            target.infer(Object.fromEntries(req.inputs.map((i) => [i.name, i.tensor]))),
+          )
           const wanted = req.outputs ?? known.map((name) => ({ name, binary: undefined }))
-          const outputs = wanted.map((w) => ({ name: w.name, tensor: result[w.name] as RunnerTensor, binary: w.binary ?? req.binaryOutput }))
+          const outputs = wanted.map((w) => ({
+            name: w.name,
+            tensor: result[w.name] as RunnerTensor,
+            binary: w.binary ?? req.binaryOutput,
+          }))
           const { body: out, headers: h } = encodeInferResponse(target, req.id, outputs)
           const enc = pickEncoding(headers.get('accept-encoding') ?? undefined)
           if (enc === undefined) return c.body(out as never, 200, h)
           // Inference-Header-Content-Length still counts the uncompressed JSON, as clients expect.
-          return c.body((await encodeBody(out, enc)) as never, 200, { ...h, 'content-encoding': enc, vary: 'accept-encoding' })
+          return c.body((await encodeBody(out, enc)) as never, 200, {
+            ...h,
+            'content-encoding': enc,
+            vary: 'accept-encoding',
+          })
         })
       }),
     )
