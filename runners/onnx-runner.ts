@@ -1,12 +1,13 @@
-import { BundleError, isBundleError } from '../errors/index.js'
-import { ModelStore, saveCommand, type ModelInfo } from '../store/index.js'
+import { BundleError } from '../errors/index.js'
+import { ModelStore, type ModelInfo } from '../store/index.js'
 import { Dispatcher, type DispatcherStats, type Slice } from './batching/dispatcher.js'
 import { mergeOverrides, type RunnerOverrides } from './config.js'
 import type { InferenceModel, TensorSpec } from './inference.js'
 import { bothObservers, RunnerStats } from './stats.js'
 import { isLocalPool, type Pool } from './pool/pool.js'
 import type { RemoteTarget } from './remote/target.js'
-import { ResponseCache } from './remote/cache.js'
+import type { ResponseCache } from './remote/cache.js'
+import { openResponseCache, throughCache } from './onnx/response-cache.js'
 import type { RedisLink } from './remote/link.js'
 import { autoscale } from './autoscaler.js'
 import { resolveBatching, RUNNER_DEFAULTS } from './defaults.js'
@@ -14,11 +15,12 @@ import { currentCall } from './call-context.js'
 import { PooledRunner } from './pooled-runner.js'
 import { startPool } from './pool/pool.js'
 import type { RunnerVersions, VersionedRunner } from './runner.js'
-import { concatRows, fromWire, sliceRows, toWire, type RunnerTensor } from './tensor.js'
+import type { RunnerTensor } from './tensor.js'
 import type { OnnxRunnerOptions } from './onnx/options.js'
 import { batchDims } from './onnx/warmup.js'
 import { startLocal, type Generation, type Request } from './onnx/generation.js'
-import { ONNX_RUN, type GatheredTensor, type OnnxRunArgs, type OnnxRunResult } from './pool/protocol.js'
+import { joinParts, onnxRequest, runOnnxBatch } from './onnx/batch.js'
+import { lookUpModel } from './onnx/model-lookup.js'
 import { inferenceModel, signatureOf } from './onnx/inference.js'
 
 export type { BatchingOptions, OnnxRunnerOptions, WarmupOptions } from './onnx/options.js'
@@ -129,15 +131,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
 
   async start(): Promise<void> {
     this.markStarted()
-    const c = this.options.cache
-    if (c) {
-      if (this.redis === undefined)
-        throw new BundleError(
-          'E_SERVE_CONFIG_INVALID',
-          `runner ${this.name} keeps a response cache, which lives in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL), or drop its cache option`,
-        )
-      this.cache = new ResponseCache(this.redis, c === true ? {} : c)
-    }
+    this.cache = openResponseCache(this.name, this.options.cache, this.redis)
     this.apply(await this.prepare(this.pinned?.tag ?? this.tag, this.pinned))
     this.suspended = false
     this.lastUsed = Date.now()
@@ -206,11 +200,13 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
    * If the new model cannot start, nothing changes.
    */
   async swap(tag: string): Promise<void> {
-    if (this.target)
+    if (this.target) {
       throw new BundleError(
         'E_INPUT_INVALID',
-        `runner ${this.name} runs on remote workers: change its version by deploying API servers and workers of a new bundle`,
+        `runner ${this.name} runs on remote workers: ` +
+          'change its version by deploying API servers and workers of a new bundle',
       )
+    }
     const next = await this.prepare(tag, undefined)
     const previous = { dispatcher: this.dispatcher, pool: this.pool }
     this.apply(next)
@@ -246,37 +242,15 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   ): Promise<Generation> {
     const store = ModelStore.open(options.home ? { home: options.home } : {})
     try {
-      let info: ModelInfo
-      try {
-        info = store.get(tag)
-      } catch (err) {
-        if (pinned && isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND')
-          throw new BundleError(
-            'E_BUNDLE_MODEL_MISMATCH',
-            `runner ${this.name}: the bundle pins ${tag}, which is not in the store at ${store.home}; import the bundle's archive (it carries its models)`,
-          )
-        if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND')
-          throw new BundleError(
-            'E_STORE_MODEL_NOT_FOUND',
-            `runner ${this.name} needs model ${tag}: ${(err as Error).message}; add it with: ${saveCommand(tag)}`,
-          )
-        throw err
-      }
-      if (pinned && info.digest !== pinned.digest)
-        throw new BundleError(
-          'E_BUNDLE_MODEL_MISMATCH',
-          `runner ${this.name}: the bundle pins ${tag} with digest ${pinned.digest}, the store has ${info.digest}`,
-        )
-      const onnx = info.files.find((f) => f.path.endsWith('.onnx'))
-      if (onnx === undefined) throw new BundleError('E_STORE_FRAMEWORK_INVALID', `model ${tag} has no .onnx file`)
-      if (this.target) return await this.prepareRemote(options, info, onnx.path, this.target)
+      const { info, onnxPath } = lookUpModel(store, this.name, tag, pinned)
+      if (this.target) return await this.prepareRemote(options, info, onnxPath, this.target)
       const { model, files } = await store.paths(tag)
       return await startLocal({
         name: this.name,
         options,
         model,
-        onnxPath: onnx.path,
-        modelFile: files[onnx.path]!,
+        onnxPath,
+        modelFile: files[onnxPath]!,
         newDispatcher: (slots, pool, depth) => this.newDispatcher(options, slots, pool, depth),
       })
     } finally {
@@ -308,7 +282,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
         batching: b.enabled,
         observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()),
       },
-      (slices, rows, report) => this.runBatch(pool(), slices, rows, report),
+      (slices, _rows, report) => runOnnxBatch(this.name, pool(), slices, batchDims(this.options), report),
     )
   }
 
@@ -338,44 +312,6 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     }
   }
 
-  /** Concatenates the slices along the batch dimension, runs one batch, splits the outputs back. */
-  private async runBatch(
-    pool: Pool,
-    slices: readonly Slice<Request>[],
-    _rows: number,
-    report: (ms: number) => void,
-  ): Promise<Request[]> {
-    const [inDim, outDim] = batchDims(this.options)
-    const names = Object.keys(slices[0]!.payload)
-    // Along dimension 0 a pool that gathers gets the requests' rows as they are (a process
-    // worker's are written one after another into its shared memory): no batch buffer in between.
-    const gather = inDim === 0 && pool.gathers
-    const inputs = Object.fromEntries(
-      names.map((n) => {
-        const parts = slices.map((s) => sliceRows(s.payload[n]!, s.start, s.rows, inDim))
-        if (!gather || parts[0]!.dtype === 'string') return [n, concatRows(parts, inDim)]
-        const shape = [parts.reduce((r, p) => r + p.shape[0]!, 0), ...parts[0]!.shape.slice(1)]
-        return [n, { dtype: parts[0]!.dtype, shape, parts: parts.map((p) => p.data) } satisfies GatheredTensor]
-      }),
-    )
-    const out = (await pool.run(ONNX_RUN, { inputs } satisfies OnnxRunArgs, report)) as OnnxRunResult
-    let at = 0
-    return slices.map((s) => {
-      const part = Object.fromEntries(
-        Object.entries(out).map(([k, t]) => {
-          if (!(t.shape.length > outDim))
-            throw new BundleError(
-              'E_RUNNER_BATCH_DIM',
-              `runner ${this.name}: output "${k}" has shape [${t.shape.join(', ')}], no batch dimension ${outDim}; set batching.batchDim, or batching.enabled: false`,
-            )
-          return [k, sliceRows(t, at, s.rows, outDim)]
-        }),
-      )
-      at += s.rows
-      return part
-    })
-  }
-
   /**
    * Runs the model on `inputs` (rows along the batch dimension, 0 unless configured); results
    * keep the request's rows. Every call counts in the model's /v2 statistics, whether it came
@@ -385,24 +321,21 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     const started = performance.now()
     try {
       const out =
-        this.cache && this.model ? await this.cached(this.cache, this.model.digest, inputs) : await this.submit(inputs)
+        this.cache && this.model
+          ? await throughCache(
+              this.cache,
+              this.model.digest,
+              inputs,
+              (x) => this.submit(x),
+              (hit) => this.metrics?.cacheLookup(this.name, hit),
+            )
+          : await this.submit(inputs)
       this.inferenceStats.request(true, this.rowsOf(inputs), performance.now() - started)
       return out
     } catch (err) {
       this.inferenceStats.request(false, this.rowsOf(inputs), performance.now() - started)
       throw err
     }
-  }
-
-  /** A hit skips the queue; a miss runs and stores the answer. */
-  private async cached(cache: ResponseCache, digest: string, inputs: Inputs): Promise<Outputs> {
-    const key = cache.key(digest, inputs)
-    const hit = await cache.get<Outputs>(key)
-    this.metrics?.cacheLookup(this.name, hit !== undefined)
-    if (hit !== undefined) return hit
-    const out = await this.submit(inputs)
-    cache.set(key, out)
-    return out
   }
 
   /**
@@ -423,28 +356,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     if (waking) await waking
     if (this.dispatcher === undefined) throw this.notRunning()
     const [inDim, outDim] = batchDims(this.options)
-    const wire = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toWire(t)]))
-    const entries = Object.entries(wire)
-    if (entries.length === 0) throw new BundleError('E_INPUT_INVALID', `runner ${this.name} got no inputs`)
-    for (const [k, t] of entries) {
-      if (!(t.shape.length > inDim))
-        throw new BundleError(
-          'E_INPUT_INVALID',
-          `runner ${this.name}: input "${k}" has shape [${t.shape.join(', ')}], which has no batch dimension ${inDim}`,
-        )
-    }
-    const rows = entries[0]![1].shape[inDim]!
-    const odd = entries.find(([, t]) => t.shape[inDim] !== rows)
-    if (odd)
-      throw new BundleError(
-        'E_INPUT_INVALID',
-        `runner ${this.name}: inputs disagree on the batch size (dimension ${inDim}): "${entries[0]![0]}" has ${rows}, "${odd[0]}" has ${odd[1].shape[inDim]}`,
-      )
-    if (rows < 1) throw new BundleError('E_INPUT_INVALID', `runner ${this.name}: the batch dimension ${inDim} is empty`)
-    // Only requests whose non-batch dimensions and dtypes agree may share a batch.
-    const key = entries
-      .map(([k, t]) => `${k}:${t.dtype}:${t.shape.map((d, i) => (i === inDim ? '*' : d)).join('x')}`)
-      .join('|')
+    const { wire, rows, key } = onnxRequest(this.name, inputs, inDim)
     // The request this call serves lends its deadline and priority (and learns this runner).
     const call = currentCall()
     call?.uses?.add(this)
@@ -453,18 +365,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
       rows,
       call ? { key, deadline: call.deadline, priority: call.priority, gone: call.gone, timing: call.timing } : { key },
     )
-    const names = Object.keys(parts[0]!)
-    return Object.fromEntries(
-      names.map((n) => [
-        n,
-        fromWire(
-          concatRows(
-            parts.map((p) => p[n]!),
-            outDim,
-          ),
-        ),
-      ]),
-    )
+    return joinParts(parts, outDim)
   }
 
   /** This runner's model as the Open Inference Protocol serves it (once started). */

@@ -1,0 +1,98 @@
+import { BundleError } from '../../errors/index.js'
+import type { Slice } from '../batching/dispatcher.js'
+import type { Pool } from '../pool/pool.js'
+import { type GatheredTensor, ONNX_RUN, type OnnxRunArgs, type OnnxRunResult } from '../pool/protocol.js'
+import { concatRows, fromWire, type RunnerTensor, sliceRows, toWire } from '../tensor.js'
+import type { Request } from './generation.js'
+
+/** One call's tensors as the batcher queues them: wire form, its rows, and which batches it may join. */
+export interface OnnxRequest {
+  wire: Request
+  rows: number
+  /** Only requests whose non-batch dimensions and dtypes agree may share a batch. */
+  key: string
+}
+
+const invalid = (message: string) => new BundleError('E_INPUT_INVALID', message)
+
+/** Checks a call's inputs against the batch dimension and says which batches it may join. */
+export function onnxRequest(runner: string, inputs: Record<string, RunnerTensor>, inDim: number): OnnxRequest {
+  const wire = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toWire(t)]))
+  const entries = Object.entries(wire)
+  if (entries.length === 0) throw invalid(`runner ${runner} got no inputs`)
+  for (const [k, t] of entries) {
+    if (!(t.shape.length > inDim)) {
+      throw invalid(
+        `runner ${runner}: input "${k}" has shape [${t.shape.join(', ')}], ` + `which has no batch dimension ${inDim}`,
+      )
+    }
+  }
+  const [first, firstTensor] = entries[0]!
+  const rows = firstTensor.shape[inDim]!
+  const odd = entries.find(([, t]) => t.shape[inDim] !== rows)
+  if (odd) {
+    throw invalid(
+      `runner ${runner}: inputs disagree on the batch size (dimension ${inDim}): ` +
+        `"${first}" has ${rows}, "${odd[0]}" has ${odd[1].shape[inDim]}`,
+    )
+  }
+  if (rows < 1) throw invalid(`runner ${runner}: the batch dimension ${inDim} is empty`)
+  const key = entries.map(([k, t]) => `${k}:${t.dtype}:${t.shape.map((d, i) => (i === inDim ? '*' : d)).join('x')}`)
+  return { wire, rows, key: key.join('|') }
+}
+
+/** A request's answer from the parts its rows were split into (a request larger than a batch). */
+export function joinParts(parts: readonly Request[], outDim: number): Record<string, RunnerTensor> {
+  const names = Object.keys(parts[0]!)
+  return Object.fromEntries(
+    names.map((n) => [
+      n,
+      fromWire(
+        concatRows(
+          parts.map((p) => p[n]!),
+          outDim,
+        ),
+      ),
+    ]),
+  )
+}
+
+/** Concatenates the slices along the batch dimension, runs one batch, splits the outputs back. */
+export async function runOnnxBatch(
+  runner: string,
+  pool: Pool,
+  slices: readonly Slice<Request>[],
+  [inDim, outDim]: readonly [number, number],
+  report: (ms: number) => void,
+): Promise<Request[]> {
+  const names = Object.keys(slices[0]!.payload)
+  // Along dimension 0 a pool that gathers gets the requests' rows as they are (a process
+  // worker's are written one after another into its shared memory): no batch buffer in between.
+  const gather = inDim === 0 && pool.gathers
+  const inputs = Object.fromEntries(
+    names.map((n) => {
+      const parts = slices.map((s) => sliceRows(s.payload[n]!, s.start, s.rows, inDim))
+      if (!gather || parts[0]!.dtype === 'string') return [n, concatRows(parts, inDim)]
+      const shape = [parts.reduce((r, p) => r + p.shape[0]!, 0), ...parts[0]!.shape.slice(1)]
+      return [n, { dtype: parts[0]!.dtype, shape, parts: parts.map((p) => p.data) } satisfies GatheredTensor]
+    }),
+  )
+  const out = (await pool.run(ONNX_RUN, { inputs } satisfies OnnxRunArgs, report)) as OnnxRunResult
+  let at = 0
+  return slices.map((s) => {
+    const part = Object.fromEntries(
+      Object.entries(out).map(([k, t]) => {
+        if (!(t.shape.length > outDim)) {
+          throw new BundleError(
+            'E_RUNNER_BATCH_DIM',
+            `runner ${runner}: output "${k}" has shape [${t.shape.join(', ')}], no batch dimension ${outDim}; ` +
+              'set batching.batchDim, or batching.enabled: false',
+          )
+        }
+        return [k, sliceRows(t, at, s.rows, outDim)]
+      }),
+    )
+    at += s.rows
+    return part
+  })
+}
