@@ -77,7 +77,8 @@ try {
   const recRaw = await raw(MODELS.rec, [3, 48, 320], [1, 2, 4, 8, 16, 32])
 
   const row = (name: string, c: number, r: LoadResult) =>
-    `| ${name} | ${c} | ${fmt(r.okRps, 0)} | ${fmt(r.rps - r.okRps, 0)} | ${fmt(r.okP50, 1)} | ${fmt(r.okP99, 1)} | ${fmt(r.p99, 1)} |`
+    `| ${name} | ${c} | ${fmt(r.okRps, 0)} | ${fmt(r.rps - r.okRps, 0)} | ${fmt(r.okP50, 1)} | ${fmt(r.okP99, 1)} ` +
+    `| ${fmt(r.p99, 1)} |`
   const rows: string[] = []
   for (const c of CONCURRENCY) {
     rows.push(row('(b) naive hono + session.run', c, naive.get(c)!))
@@ -87,12 +88,27 @@ try {
   const on32 = on.get(32)!.okRps
   writeSection(
     'batching',
-    `## Adaptive batching (\`npm run bench:batching\`)\n\n${machine()}. PaddleOCR cls model, binary tensor body [1,3,48,192], closed-loop load generator on the same 2 cores; 2 s warm-up, 6 s window; latencies in ms.\n\n` +
-      `(a) raw onnxruntime-node in-process, items/s by batch size: ${[...clsRaw].map(([n, v]) => `${n}: ${fmt(v, 0)}`).join(', ')} (best: batch ${best[0]}, ${fmt(best[1], 0)}/s; batch 1: ${fmt(clsRaw.get(1)!, 0)}/s).\n\n` +
-      `| server | concurrency | successful req/s | shed (503) req/s | p50 (served) | p99 (served) | p99 (all answers) |\n|---|---|---|---|---|---|---|\n${rows.join('\n')}\n\n` +
-      `At c=32, in successful requests per second: batching on is ${fmt(on32 / naive.get(32)!.okRps, 2)}× the naive server (target ≥ 2.5×), ${fmt(on32 / off.get(32)!.okRps, 2)}× batching off, and ${fmt(on32 / best[1], 2)}× raw onnxruntime at its best batch (target ≥ 0.8×); served p99 ${fmt(on.get(32)!.okP99, 1)} ms against a runner bound of 50 ms plus one batch (the runner bound covers queue and execution; HTTP parsing and the event loop come on top). ` +
-      `What limits these numbers: on this 2-core machine raw throughput is nearly flat across batch sizes (row (a)), so batching cannot multiply it — the 2.5× target assumes hardware where bigger batches run much faster per row (a GPU, or more cores); 2.5× the naive server would exceed the raw ceiling here. The load generator, the API process and the worker share the same 2 cores, and every server row pays HTTP parsing on them; the naive server also skips the process boundary that keeps onnxruntime's blocking run() off the HTTP event loop.\n\n` +
-      `Rec model [N,3,48,320], raw onnxruntime items/s by batch size: ${[...recRaw].map(([n, v]) => `${n}: ${fmt(v, 0)}`).join(', ')} — throughput does not keep rising with batch size, so the batcher measures and picks its batch size instead of filling maxBatchSize.`,
+    `## Adaptive batching (\`npm run bench:batching\`)\n\n${machine()}. PaddleOCR cls model, binary tensor body ` +
+      `[1,3,48,192], closed-loop load generator on the same 2 cores; 2 s warm-up, 6 s window; latencies in ms.\n\n` +
+      `(a) raw onnxruntime-node in-process, items/s by batch size: ` +
+      `${[...clsRaw].map(([n, v]) => `${n}: ${fmt(v, 0)}`).join(', ')} (best: batch ${best[0]}, ` +
+      `${fmt(best[1], 0)}/s; batch 1: ${fmt(clsRaw.get(1)!, 0)}/s).\n\n` +
+      `| server | concurrency | successful req/s | shed (503) req/s | p50 (served) | p99 (served) | p99 (all ` +
+      `answers) |\n|---|---|---|---|---|---|---|\n${rows.join('\n')}\n\n` +
+      `At c=32, in successful requests per second: batching on is ${fmt(on32 / naive.get(32)!.okRps, 2)}× the ` +
+      `naive server (target ≥ 2.5×), ${fmt(on32 / off.get(32)!.okRps, 2)}× batching off, and ` +
+      `${fmt(on32 / best[1], 2)}× raw onnxruntime at its best batch (target ≥ 0.8×); served p99 ` +
+      `${fmt(on.get(32)!.okP99, 1)} ms against a runner bound of 50 ms plus one batch (the runner bound covers ` +
+      `queue and execution; HTTP parsing and the event loop come on top). ` +
+      `What limits these numbers: on this 2-core machine raw throughput is nearly flat across batch sizes (row ` +
+      `(a)), so batching cannot multiply it — the 2.5× target assumes hardware where bigger batches run much ` +
+      `faster per row (a GPU, or more cores); 2.5× the naive server would exceed the raw ceiling here. The load ` +
+      `generator, the API process and the worker share the same 2 cores, and every server row pays HTTP parsing ` +
+      `on them; the naive server also skips the process boundary that keeps onnxruntime's blocking run() off the ` +
+      `HTTP event loop.\n\n` +
+      `Rec model [N,3,48,320], raw onnxruntime items/s by batch size: ` +
+      `${[...recRaw].map(([n, v]) => `${n}: ${fmt(v, 0)}`).join(', ')} — throughput does not keep rising with ` +
+      `batch size, so the batcher measures and picks its batch size instead of filling maxBatchSize.`,
   )
 } finally {
   rmSync(home, { recursive: true, force: true })

@@ -55,10 +55,15 @@ try {
   const b = median(bundle)
   writeSection(
     'bundle',
-    `## Bundles (\`npm run bench:bundle\`)\n\n${machine()}. Quickstart; medians of 3 builds and 5 interleaved cold starts (process spawn to the first \`/readyz\` 200, runner warm-up included).\n\n| what | median | all runs (ms) |\n|---|---|---|\n` +
-      `| \`bundle build examples/quickstart\` (CLI process included) | ${fmt(median(builds), 0)} ms | ${builds.map((x) => fmt(x, 0)).join(', ')} |\n` +
-      `| \`bundle serve quickstart:1.0.0\` cold start (compiled bundle) | ${fmt(b, 0)} ms | ${bundle.map((x) => fmt(x, 0)).join(', ')} |\n` +
-      `| \`bundle serve examples/quickstart/service.ts\` cold start (TypeScript via tsx) | ${fmt(median(source), 0)} ms | ${source.map((x) => fmt(x, 0)).join(', ')} |\n\n` +
+    `## Bundles (\`npm run bench:bundle\`)\n\n${machine()}. Quickstart; medians of 3 builds and 5 interleaved cold ` +
+      `starts (process spawn to the first \`/readyz\` 200, runner warm-up included).\n\n| what | median | all runs ` +
+      `(ms) |\n|---|---|---|\n` +
+      `| \`bundle build examples/quickstart\` (CLI process included) | ${fmt(median(builds), 0)} ms | ` +
+      `${builds.map((x) => fmt(x, 0)).join(', ')} |\n` +
+      `| \`bundle serve quickstart:1.0.0\` cold start (compiled bundle) | ${fmt(b, 0)} ms | ` +
+      `${bundle.map((x) => fmt(x, 0)).join(', ')} |\n` +
+      `| \`bundle serve examples/quickstart/service.ts\` cold start (TypeScript via tsx) | ` +
+      `${fmt(median(source), 0)} ms | ${source.map((x) => fmt(x, 0)).join(', ')} |\n\n` +
       `Target: bundle cold start ≤ 1500 ms — ${b <= 1500 ? 'met' : 'missed'} (${fmt(b, 0)} ms).`,
   )
   console.log({ build: median(builds), bundle: b, source: median(source) })

@@ -46,12 +46,22 @@ try {
   const progress = (step: string) => built.stderr.split('\n').find((l) => l.startsWith(step)) ?? ''
   writeSection(
     'image',
-    `## Image size (\`npm run bench:image\`)\n\n${machine()}. The quickstart bundle (the text-direction model included), \`bundle containerize --backend podman\` on \`${base}\`; sizes as podman reports them (uncompressed layers, decimal MB).\n\n` +
-      `| what | size |\n|---|---|\n| base image | ${mb(baseSize)} |\n| quickstart image | ${mb(size)} |\n| over the base (node_modules, bundle, model store) | **${mb(over)}** |\n| of which /app/node_modules (file bytes) | ${mb(nodeModules)} in ${Object.keys(files).length} files |\n| \`bundle containerize\` wall time (context + build) | ${fmt(seconds)} s |\n\n` +
-      `Target: ≤ base + ${TARGET_MB} MB, model included — ${over <= TARGET_MB * 1e6 ? 'met' : 'missed'} (${mb(over)}).\n\n` +
-      `Largest packages in the image:\n\n| package | size |\n|---|---|\n${top.map(([p, b]) => `| ${p} | ${mb(b)} |`).join('\n')}\n\n` +
-      `What \`bundle containerize\` reported on stderr:\n\n\`\`\`\n${progress('[2/4]')}\n${progress('[3/4]')}\n${progress('built ')}\n\`\`\`\n\n` +
-      `The floor is the native code the service runs: onnxruntime-node's Linux x64 library and sharp's libvips are most of it; the rest is JavaScript that is loaded (both the ESM and CommonJS builds where a package ships both, as either may be imported).`,
+    `## Image size (\`npm run bench:image\`)\n\n${machine()}. The quickstart bundle (the text-direction model ` +
+      `included), \`bundle containerize --backend podman\` on \`${base}\`; sizes as podman reports them ` +
+      `(uncompressed layers, decimal MB).\n\n` +
+      `| what | size |\n|---|---|\n| base image | ${mb(baseSize)} |\n| quickstart image | ${mb(size)} |\n| over ` +
+      `the base (node_modules, bundle, model store) | **${mb(over)}** |\n| of which /app/node_modules (file ` +
+      `bytes) | ${mb(nodeModules)} in ${Object.keys(files).length} files |\n| \`bundle containerize\` wall time ` +
+      `(context + build) | ${fmt(seconds)} s |\n\n` +
+      `Target: ≤ base + ${TARGET_MB} MB, model included — ${over <= TARGET_MB * 1e6 ? 'met' : 'missed'} ` +
+      `(${mb(over)}).\n\n` +
+      `Largest packages in the image:\n\n| package | size |\n|---|---|\n` +
+      `${top.map(([p, b]) => `| ${p} | ${mb(b)} |`).join('\n')}\n\n` +
+      `What \`bundle containerize\` reported on stderr:\n\n\`\`\`\n${progress('[2/4]')}\n${progress('[3/4]')}\n` +
+      `${progress('built ')}\n\`\`\`\n\n` +
+      `The floor is the native code the service runs: onnxruntime-node's Linux x64 library and sharp's libvips are ` +
+      `most of it; the rest is JavaScript that is loaded (both the ESM and CommonJS builds where a package ships ` +
+      `both, as either may be imported).`,
   )
   console.log({ base: baseSize, image: size, over, nodeModules, seconds })
 } finally {

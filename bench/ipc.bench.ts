@@ -75,13 +75,16 @@ for (const bytes of [4, 100 * 1024, 1024 * 1024, 4096 * 1024]) {
   )
   const size = bytes >= 1024 ? `${bytes / 1024} KiB` : `${bytes} B`
   rows.push(
-    `| ${size} tensor, to the worker and back | default${bytes >= 64 * 1024 ? ' (shared memory)' : ' (inline)'} | ${fmt(viaShm!.p50, 3)} | ${fmt(viaShm!.p99, 3)} |`,
+    `| ${size} tensor, to the worker and back | default${bytes >= 64 * 1024 ? ' (shared memory)' : ' (inline)'} | ` +
+      `${fmt(viaShm!.p50, 3)} | ${fmt(viaShm!.p99, 3)} |`,
   )
   rows.push(
-    `| ${size} tensor, to the worker and back | BUNDLE_IPC_SHM=0 (inline) | ${fmt(inline!.p50, 3)} | ${fmt(inline!.p99, 3)} |`,
+    `| ${size} tensor, to the worker and back | BUNDLE_IPC_SHM=0 (inline) | ${fmt(inline!.p50, 3)} | ` +
+      `${fmt(inline!.p99, 3)} |`,
   )
   rows.push(
-    `| ${size} tensor, to the worker and back | a worker thread (the floor of a thread runner) | ${fmt(viaThread!.p50, 3)} | ${fmt(viaThread!.p99, 3)} |`,
+    `| ${size} tensor, to the worker and back | a worker thread (the floor of a thread runner) | ` +
+      `${fmt(viaThread!.p50, 3)} | ${fmt(viaThread!.p99, 3)} |`,
   )
 }
 await thread.stop()
@@ -90,6 +93,12 @@ await inlinePool.stop()
 
 writeSection(
   'ipc',
-  `## Worker round trip (\`npm run bench:ipc\`)\n\n${machine()}. One worker process echoing what it gets; latency in ms. The issue's target for 100 KB is < 0.3 ms; the 100 KiB row minus the 4 B row is the cost of the bytes themselves. Tensors of 64 KiB or more go through the worker's shared-memory file (/dev/shm) by default; inline, they travel inside the IPC message. A worker thread in the API process, its tensor copied out of the request's memory and moved there and back as a transferable, is the floor of a thread runner (\`isolation: 'thread'\`; docs/operations.md, "Processes or threads"). The three paths are measured interleaved.\n\n| payload | path | p50 | p99 |\n|---|---|---|---|\n${rows.join('\n')}`,
+  `## Worker round trip (\`npm run bench:ipc\`)\n\n${machine()}. One worker process echoing what it gets; latency ` +
+    `in ms. The issue's target for 100 KB is < 0.3 ms; the 100 KiB row minus the 4 B row is the cost of the bytes ` +
+    `themselves. Tensors of 64 KiB or more go through the worker's shared-memory file (/dev/shm) by default; ` +
+    `inline, they travel inside the IPC message. A worker thread in the API process, its tensor copied out of the ` +
+    `request's memory and moved there and back as a transferable, is the floor of a thread runner (\`isolation: ` +
+    `'thread'\`; docs/operations.md, "Processes or threads"). The three paths are measured interleaved.\n\n| ` +
+    `payload | path | p50 | p99 |\n|---|---|---|---|\n${rows.join('\n')}`,
 )
 console.log(rows.join('\n'))

@@ -44,7 +44,8 @@ async function load(url: string, pid: number, concurrency: number): Promise<Meas
 }
 
 const row = (name: string, r: Measured): string =>
-  `| ${name} | ${r.concurrency} | ${fmt(r.rps, 0)} | ${fmt(r.p50, 2)} | ${fmt(r.p90, 2)} | ${fmt(r.p99, 2)} | ${r.errors} | ${fmt(r.cpuUsPerRequest, 0)} |`
+  `| ${name} | ${r.concurrency} | ${fmt(r.rps, 0)} | ${fmt(r.p50, 2)} | ${fmt(r.p90, 2)} | ${fmt(r.p99, 2)} | ` +
+  `${r.errors} | ${fmt(r.cpuUsPerRequest, 0)} |`
 
 const rows: string[] = []
 const ratios: string[] = []
@@ -82,10 +83,18 @@ for (const s of [bare, quiet, logged]) s.child.kill('SIGTERM')
 
 writeSection(
   'overhead',
-  `## Server overhead (\`npm run bench:overhead\`)\n\n${machine()}. Each server in its own process, the load generator (bench/load.ts, closed loop, keep-alive) in another, all on the same 2 cores; 1 s warm-up, 4 s window, 3 interleaved rounds (the row is the median round, the ratio the median of per-round ratios). Latencies in ms.\n\n| server | concurrency | req/s | p50 | p90 | p99 | errors | server CPU µs/request |\n|---|---|---|---|---|---|---|---|\n${rows.join('\n')}\n\n` +
-    `Ratio to the bare app (target ≥ 0.8×): ${ratios.join('; ')}. The greeter does more per request than the bare app: zod validation of input and output, request id, metrics (counter, histogram, gauge), readiness, concurrency and timeout bookkeeping, and — by default — one pino JSON access line. ` +
-    'Server CPU per request comes from /proc (10 ms ticks) over the timed window; on loopback it includes the kernel cost of waking the load generator, which grows as throughput falls. ' +
-    'Known gap (see the services issue notes): once an API decodes its input, young-generation GC pauses in the bundle server grow to ~10 ms (0.2 ms in the bare app), which is where most of the difference and the p99 go.',
+  `## Server overhead (\`npm run bench:overhead\`)\n\n${machine()}. Each server in its own process, the load ` +
+    `generator (bench/load.ts, closed loop, keep-alive) in another, all on the same 2 cores; 1 s warm-up, 4 s ` +
+    `window, 3 interleaved rounds (the row is the median round, the ratio the median of per-round ratios). ` +
+    `Latencies in ms.\n\n| server | concurrency | req/s | p50 | p90 | p99 | errors | server CPU µs/request |\n` +
+    `|---|---|---|---|---|---|---|---|\n${rows.join('\n')}\n\n` +
+    `Ratio to the bare app (target ≥ 0.8×): ${ratios.join('; ')}. The greeter does more per request than the bare ` +
+    `app: zod validation of input and output, request id, metrics (counter, histogram, gauge), readiness, ` +
+    `concurrency and timeout bookkeeping, and — by default — one pino JSON access line. ` +
+    'Server CPU per request comes from /proc (10 ms ticks) over the timed window; on loopback it includes the ' +
+    'kernel cost of waking the load generator, which grows as throughput falls. ' +
+    'Known gap (see the services issue notes): once an API decodes its input, young-generation GC pauses in the ' +
+    'bundle server grow to ~10 ms (0.2 ms in the bare app), which is where most of the difference and the p99 go.',
 )
 console.log(rows.join('\n'))
 console.log(ratios.join('\n'))

@@ -58,14 +58,29 @@ try {
     const ok = answers.filter((a) => a.status === 200).map((a) => a.ms)
     const shed = answers.filter((a) => a.status === 503 || a.status === 429).map((a) => a.ms)
     const other = answers.length - ok.length - shed.length
-    const line = `| ${factor}× | ${fmt(rate, 0)} | ${fmt(ok.length / SECONDS, 1)} (${fmt((100 * ok.length) / sent, 0)}%) | ${fmt(percentile(ok, 50), 0)} | ${fmt(percentile(ok, 99), 0)} | ${ok.filter((ms) => ms > BOUND_MS).length} | ${shed.length ? `${fmt(percentile(shed, 50), 0)} / ${fmt(percentile(shed, 99), 0)}` : '—'} | ${other} | ${fmt(rssMiB(child.pid!) - rssBefore, 0)} |`
+    const line =
+      `| ${factor}× | ${fmt(rate, 0)} | ${fmt(ok.length / SECONDS, 1)} ` +
+      `(${fmt((100 * ok.length) / sent, 0)}%) | ${fmt(percentile(ok, 50), 0)} | ${fmt(percentile(ok, 99), 0)} | ` +
+      `${ok.filter((ms) => ms > BOUND_MS).length} | ` +
+      `${shed.length ? `${fmt(percentile(shed, 50), 0)} / ${fmt(percentile(shed, 99), 0)}` : '—'} | ${other} | ` +
+      `${fmt(rssMiB(child.pid!) - rssBefore, 0)} |`
     console.log(line)
     rows.push(line)
     await new Promise((r) => setTimeout(r, 1000)) // let the queue empty between steps
   }
   writeSection(
     'overload',
-    `## Overload (\`npm run bench:overload\`)\n\n${machine()}. \`bundle serve test/fixtures/rec-service.ts\`: the PaddleOCR rec model in one worker (one onnxruntime thread), batches of up to 2 rows, \`maxLatencyMs\` ${BOUND_MS}; one row [1,3,48,320] per request. Capacity measured first with 8 closed-loop clients: ${fmt(capacity, 1)} req/s. Then open-loop load (requests start on schedule whatever the server does) at multiples of it, ${SECONDS} s each; latencies in ms as the client measures them.\n\n| offered | req/s | served req/s (share of sent) | served p50 | served p99 | served over ${BOUND_MS} ms | shed p50 / p99 | errors or hung | server RSS change MiB |\n|---|---|---|---|---|---|---|---|---|\n${rows.join('\n')}\n\nPast capacity the server keeps serving about what it can and refuses the rest with 503 \`E_RUNNER_OVERLOADED\` (and \`Retry-After\`): most refusals come on arrival, a few just before their deadline when a request admitted on the optimistic estimate can no longer make it. The load generator, the API process and the worker share the machine's cores.`,
+    `## Overload (\`npm run bench:overload\`)\n\n${machine()}. \`bundle serve test/fixtures/rec-service.ts\`: the ` +
+      `PaddleOCR rec model in one worker (one onnxruntime thread), batches of up to 2 rows, \`maxLatencyMs\` ` +
+      `${BOUND_MS}; one row [1,3,48,320] per request. Capacity measured first with 8 closed-loop clients: ` +
+      `${fmt(capacity, 1)} req/s. Then open-loop load (requests start on schedule whatever the server does) at ` +
+      `multiples of it, ${SECONDS} s each; latencies in ms as the client measures them.\n\n| offered | req/s | ` +
+      `served req/s (share of sent) | served p50 | served p99 | served over ${BOUND_MS} ms | shed p50 / p99 | ` +
+      `errors or hung | server RSS change MiB |\n|---|---|---|---|---|---|---|---|---|\n${rows.join('\n')}\n\nPast ` +
+      `capacity the server keeps serving about what it can and refuses the rest with 503 \`E_RUNNER_OVERLOADED\` ` +
+      `(and \`Retry-After\`): most refusals come on arrival, a few just before their deadline when a request ` +
+      `admitted on the optimistic estimate can no longer make it. The load generator, the API process and the ` +
+      `worker share the machine's cores.`,
   )
 } finally {
   child.kill('SIGTERM')

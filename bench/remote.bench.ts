@@ -110,14 +110,17 @@ try {
   const base = scale[0]!.r.okRps
   const x4 = scale[2]!.r.okRps / base
   sections.push(
-    `### Scale-out: a 200 ms batch (simulated accelerator, maxBatchSize 16), c=64\n\n| remote workers | ok req/s | × one worker | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n` +
+    `### Scale-out: a 200 ms batch (simulated accelerator, maxBatchSize 16), c=64\n\n| remote workers | ok req/s | ` +
+      `× one worker | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n` +
       scale
         .map(
           ({ n, r }) =>
-            `| ${n} | ${fmt(r.okRps)} | ${fmt(r.okRps / base, 2)} | ${fmt(r.okP50, 0)} | ${fmt(r.okP99, 0)} | ${r.errors} |`,
+            `| ${n} | ${fmt(r.okRps)} | ${fmt(r.okRps / base, 2)} | ${fmt(r.okP50, 0)} | ${fmt(r.okP99, 0)} | ` +
+            `${r.errors} |`,
         )
         .join('\n') +
-      `\n\nTarget ≥ 3.5× from 1 to 4 workers — ${x4 >= 3.5 ? 'met' : 'missed'} (${fmt(x4, 2)}×). The ceiling is 16 rows per 200 ms per worker: ${16 * 5} req/s each.`,
+      `\n\nTarget ≥ 3.5× from 1 to 4 workers — ${x4 >= 3.5 ? 'met' : 'missed'} (${fmt(x4, 2)}×). The ceiling is 16 ` +
+      `rows per 200 ms per worker: ${16 * 5} req/s each.`,
   )
 
   // 2. The Redis hop: no delay, one request at a time.
@@ -131,8 +134,11 @@ try {
   const rr = await load('http://127.0.0.1:24201/double', '{"x":1}', 1)
   await Promise.all([stop(rapi), ...ws.map(stop)])
   sections.push(
-    `### The Redis hop: a batch of one with no work, c=1\n\n| runner | req/s | p50 ms | p99 ms |\n|---|---|---|---|\n| local (child process) | ${fmt(l.okRps)} | ${fmt(l.okP50, 2)} | ${fmt(l.okP99, 2)} |\n| remote (BullMQ over Redis, one worker) | ${fmt(rr.okRps)} | ${fmt(rr.okP50, 2)} | ${fmt(rr.okP99, 2)} |\n\n` +
-      `Added by the hop: p50 ${fmt(rr.okP50 - l.okP50, 2)} ms, p99 ${fmt(rr.okP99 - l.okP99, 2)} ms. Target p50 ≤ 2 ms — ${rr.okP50 - l.okP50 <= 2 ? 'met' : 'missed'}.`,
+    `### The Redis hop: a batch of one with no work, c=1\n\n| runner | req/s | p50 ms | p99 ms |\n` +
+      `|---|---|---|---|\n| local (child process) | ${fmt(l.okRps)} | ${fmt(l.okP50, 2)} | ${fmt(l.okP99, 2)} |\n| ` +
+      `remote (BullMQ over Redis, one worker) | ${fmt(rr.okRps)} | ${fmt(rr.okP50, 2)} | ${fmt(rr.okP99, 2)} |\n\n` +
+      `Added by the hop: p50 ${fmt(rr.okP50 - l.okP50, 2)} ms, p99 ${fmt(rr.okP99 - l.okP99, 2)} ms. Target p50 ≤ ` +
+      `2 ms — ${rr.okP50 - l.okP50 <= 2 ? 'met' : 'missed'}.`,
   )
 
   // 3. The quickstart model, local vs one remote worker.
@@ -161,16 +167,20 @@ try {
       `| local | ${c} | ${fmt(ql[i]!.okRps)} | ${fmt(ql[i]!.okP50, 1)} | ${fmt(ql[i]!.okP99, 1)} | ${ql[i]!.errors} |`,
     )
     rows.push(
-      `| one remote worker | ${c} | ${fmt(qrr[i]!.okRps)} | ${fmt(qrr[i]!.okP50, 1)} | ${fmt(qrr[i]!.okP99, 1)} | ${qrr[i]!.errors} |`,
+      `| one remote worker | ${c} | ${fmt(qrr[i]!.okRps)} | ${fmt(qrr[i]!.okP50, 1)} | ${fmt(qrr[i]!.okP99, 1)} | ` +
+        `${qrr[i]!.errors} |`,
     )
   }
   sections.push(
-    `### Quickstart (real model) over one remote worker\n\n| runner | c | ok req/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n${rows.join('\n')}\n\nPNG in, \`/classify\` (decode and resize in the API server, 3 × 48 × 192 float32 = 110 KiB per row to the model), maxLatencyMs 200 on both sides.`,
+    `### Quickstart (real model) over one remote worker\n\n| runner | c | ok req/s | p50 ms | p99 ms | errors |\n` +
+      `|---|---|---|---|---|---|\n${rows.join('\n')}\n\nPNG in, \`/classify\` (decode and resize in the API ` +
+      `server, 3 × 48 × 192 float32 = 110 KiB per row to the model), maxLatencyMs 200 on both sides.`,
   )
 
   writeSection(
     'remote',
-    `## Remote runners (\`npm run bench:remote\`)\n\n${machine()}. API server, workers and redis-server on this machine, over loopback; closed loop, 8 s after 2 s of warm-up.\n\n${sections.join('\n\n')}`,
+    `## Remote runners (\`npm run bench:remote\`)\n\n${machine()}. API server, workers and redis-server on this ` +
+      `machine, over loopback; closed loop, 8 s after 2 s of warm-up.\n\n${sections.join('\n\n')}`,
   )
   console.log({
     scale: scale.map(({ n, r }) => [n, r.okRps]),

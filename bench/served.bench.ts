@@ -57,7 +57,10 @@ const run = (url: string, load: Load, connections: number, seconds = SECONDS) =>
   wrk({ url, ...load, connections, seconds, threads: connections >= 16 ? 2 : 1 })
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
-/** Rounds of A then B (and back), after a short warm-up of each: the median of each side, and the median of per-round ratios. */
+/**
+ * Rounds of A then B (and back), after a short warm-up of each: the median of each side, and the
+ * median of per-round ratios.
+ */
 async function pair(
   a: string,
   b: string,
@@ -89,7 +92,10 @@ interface Stages {
 }
 let stages: Record<'classify' | 'classifyTensor', Stages> | undefined
 
-/** Medians over sequential requests: each Server-Timing stage, the client's whole wait, and the hand-written server's. */
+/**
+ * Medians over sequential requests: each Server-Timing stage, the client's whole wait, and the
+ * hand-written server's.
+ */
 async function stagesOf(url: string, naiveUrl: string, load: Load, n = 400): Promise<Stages> {
   const body = readFileSync(load.bodyFile)
   const once = async (u: string) => {
@@ -310,12 +316,23 @@ try {
   rmSync(dir, { recursive: true, force: true })
 }
 
-const table = `| measure | modelbundle | hand-written / reference | ratio | target | |\n|---|---|---|---|---|---|\n${rows.join('\n')}`
+const table =
+  `| measure | modelbundle | hand-written / reference | ratio | target | |\n|---|---|---|---|---|---|\n` +
+  `${rows.join('\n')}`
 const breakdown = stages
-  ? `\n\n### Where the time of one request goes\n\nThe quickstart served with \`BUNDLE_SERVER_TIMING=1\` (each answer's Server-Timing header gives its stages); one request at a time from this process (fetch), against the hand-written server the same way.\n\n${stageTable(stages)}\n`
+  ? `\n\n### Where the time of one request goes\n\nThe quickstart served with \`BUNDLE_SERVER_TIMING=1\` (each ` +
+    `answer's Server-Timing header gives its stages); one request at a time from this process (fetch), against the ` +
+    `hand-written server the same way.\n\n${stageTable(stages)}\n`
   : ''
 writeSection(
   'served',
-  `## The served path against the hand-written server (\`npm run bench:served\`)\n\n${machine()}. wrk (keep-alive, closed loop: each connection resends the moment it is answered, refused or not) in a process of its own, on the same cores as the servers; goodput counts 2xx answers only. ${SECONDS} s windows after a 2 s warm-up, ${ROUNDS} rounds per pair run interleaved; each cell is the median round, each ratio the median of per-round ratios. The hand-written server is bench/fixtures/naive-onnx-server.ts (hono, sharp, session.run per request in the HTTP process); modelbundle is \`bundle serve examples/quickstart/service.ts\` with \`npm start\`'s defaults (access log on); rows marked \`isolation: 'thread'\` run the same runner in worker threads of the API process (\`BUNDLE_RUNNER_OCR_CLS_ISOLATION=thread\`).\n\n${table}\n${breakdown}`,
+  `## The served path against the hand-written server (\`npm run bench:served\`)\n\n${machine()}. wrk (keep-alive, ` +
+    `closed loop: each connection resends the moment it is answered, refused or not) in a process of its own, on ` +
+    `the same cores as the servers; goodput counts 2xx answers only. ${SECONDS} s windows after a 2 s warm-up, ` +
+    `${ROUNDS} rounds per pair run interleaved; each cell is the median round, each ratio the median of per-round ` +
+    `ratios. The hand-written server is bench/fixtures/naive-onnx-server.ts (hono, sharp, session.run per request ` +
+    `in the HTTP process); modelbundle is \`bundle serve examples/quickstart/service.ts\` with \`npm start\`'s ` +
+    `defaults (access log on); rows marked \`isolation: 'thread'\` run the same runner in worker threads of the ` +
+    `API process (\`BUNDLE_RUNNER_OCR_CLS_ISOLATION=thread\`).\n\n${table}\n${breakdown}`,
 )
 console.log(table + breakdown)

@@ -19,7 +19,10 @@ export async function startServer(
   return { child, url }
 }
 
-/** Resolves once GET /readyz answers and is not a 5xx (a fixture without /readyz answers 404: it is ready once it listens). */
+/**
+ * Resolves once GET /readyz answers and is not a 5xx (a fixture without /readyz answers 404: it is
+ * ready once it listens).
+ */
 export async function waitReady(url: string): Promise<void> {
   for (let i = 0; i < 1200; i++) {
     const r = await fetch(`${url}/readyz`).catch(() => undefined)

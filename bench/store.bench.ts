@@ -52,10 +52,12 @@ try {
     custom.close()
   }
   rows.push(
-    `| save rec model (${fmt(recMb)} MB), new blob, with ONNX signature | ${fmt(median(saveNew))} ms | ${fmt(recMb / (median(saveNew) / 1000))} MB/s |`,
+    `| save rec model (${fmt(recMb)} MB), new blob, with ONNX signature | ${fmt(median(saveNew))} ms | ` +
+      `${fmt(recMb / (median(saveNew) / 1000))} MB/s |`,
   )
   rows.push(
-    `| save rec model, new blob, \`--framework custom\` (no signature) | ${fmt(median(saveCustom))} ms | ${fmt(recMb / (median(saveCustom) / 1000))} MB/s |`,
+    `| save rec model, new blob, \`--framework custom\` (no signature) | ${fmt(median(saveCustom))} ms | ` +
+      `${fmt(recMb / (median(saveCustom) / 1000))} MB/s |`,
   )
   rows.push(`| save rec model again (blob already stored), with signature | ${fmt(median(saveDup))} ms | |`)
 
@@ -112,8 +114,10 @@ try {
 
   writeSection(
     'store',
-    `## Model store (\`npm run bench:store\`)\n\n${machine()}. Medians.\n\n| what | time | throughput |\n|---|---|---|\n${rows.join('\n')}\n\n` +
-      'Save time includes hashing, the copy into the store, fsync of the blob and its directory, and (for ONNX) loading the graph in onnxruntime to read its signature. ' +
+    `## Model store (\`npm run bench:store\`)\n\n${machine()}. Medians.\n\n| what | time | throughput |\n` +
+      `|---|---|---|\n${rows.join('\n')}\n\n` +
+      'Save time includes hashing, the copy into the store, fsync of the blob and its directory, and (for ONNX) ' +
+      'loading the graph in onnxruntime to read its signature. ' +
       'CLI wall times include starting Node, loading better-sqlite3 and printing every row.',
   )
   console.log(rows.join('\n'))

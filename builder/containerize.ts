@@ -19,7 +19,10 @@ export interface ContainerizeOptions {
   image?: string
   backend?: Backend
   baseImage?: string
-  /** Where the bundle's npm dependencies are installed (default: the current directory, then modelbundle's own install). */
+  /**
+   * Where the bundle's npm dependencies are installed (default: the current directory, then
+   * modelbundle's own install).
+   */
   from?: string[]
   /** Progress lines go here (default: stderr). */
   log?: (line: string) => void
@@ -130,7 +133,8 @@ export async function containerize(o: ContainerizeOptions): Promise<Containerize
             ? `; tsx kept for ${ts.slice(0, 3).join(', ')}`
             : '') +
         (pruned.length
-          ? `; not needed at run time, left out: ${mb(prunedBytes)} (${pruned.map(([why, p]) => `${why} ${mb(p.bytes)}`).join(', ')})`
+          ? `; not needed at run time, left out: ${mb(prunedBytes)} ` +
+            `(${pruned.map(([why, p]) => `${why} ${mb(p.bytes)}`).join(', ')})`
           : ''),
     )
     const models = ModelStore.open({ home: join(ctx, 'models') })
@@ -156,7 +160,8 @@ export async function containerize(o: ContainerizeOptions): Promise<Containerize
     }
     rmSync(join(ctx, 'models', 'tmp'), { recursive: true, force: true })
     log(
-      `[3/4] models: ${bundle.models.length} (${bundle.models.map((m) => m.tag).join(', ') || 'none'}), ${mb(sizeOf(join(ctx, 'models')).bytes)}`,
+      `[3/4] models: ${bundle.models.length} (${bundle.models.map((m) => m.tag).join(', ') || 'none'}), ` +
+        `${mb(sizeOf(join(ctx, 'models')).bytes)}`,
     )
     if (needsNode(manifest, o.baseImage)) copyFileSync(process.execPath, join(ctx, 'node'))
     writeFileSync(join(ctx, 'Dockerfile'), renderDockerfile(manifest, o.baseImage))

@@ -101,7 +101,8 @@ export function pinDependencies(
     if (pkg === undefined)
       throw new BundleError(
         'E_BUNDLE_BUILD_FAILED',
-        `the service imports ${name}, which is not installed where the service is; run npm install ${name} and build again`,
+        `the service imports ${name}, which is not installed where the service is; run npm install ${name} and ` +
+          `build again`,
       )
     direct[name] = pkg.version
     visit(pkg)

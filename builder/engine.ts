@@ -10,11 +10,18 @@ import { BundleError } from '../errors/index.js'
 export type Backend = 'docker' | 'podman' | 'buildah'
 
 /** Engine output that means the base image could not be fetched from its registry. */
-const PULL_FAILED =
-  /pinging container registry|initializing source docker:|failed to resolve source metadata|error pulling image|pull access denied|manifest unknown|name unknown|short-name .* did not resolve|repository does not exist|requested access to the resource is denied/i
+const PULL_FAILED = new RegExp(
+  'pinging container registry|initializing source docker:|failed to resolve source metadata|error pulling image|' +
+    'pull access denied|manifest unknown|name unknown|short-name .* did not resolve|repository does not exist|' +
+    'requested access to the resource is denied',
+  'i',
+)
 /** …and that the registry could not be reached at all (offline, firewalled, DNS). */
-const UNREACHABLE =
-  /dial tcp|no such host|connection refused|i\/o timeout|network is unreachable|TLS handshake timeout|Client\.Timeout|temporary failure in name resolution|server misbehaving/i
+const UNREACHABLE = new RegExp(
+  'dial tcp|no such host|connection refused|i/o timeout|network is unreachable|TLS handshake timeout|' +
+    'Client\\.Timeout|temporary failure in name resolution|server misbehaving',
+  'i',
+)
 
 /** The last meaningful line of engine output, with log decoration (time=… level=…) removed. */
 function reason(output: string): string {
@@ -45,8 +52,10 @@ export function baseImageError(image: string, output: string, node: string): Bun
   const offline = UNREACHABLE.test(output)
   return new BundleError(
     'E_CONTAINER_BASE_IMAGE',
-    `the base image ${image} could not be pulled${offline ? ' (its registry cannot be reached)' : ''}: ${reason(output)}. ` +
-      `To build without a registry, pass --base-image IMAGE with an image already present locally, or assemble one from this machine: ` +
+    `the base image ${image} could not be pulled${offline ? ' (its registry cannot be reached)' : ''}: ` +
+      `${reason(output)}. ` +
+      `To build without a registry, pass --base-image IMAGE with an image already present locally, or assemble one ` +
+      `from this machine: ` +
       `${baseImageScript()} -t ${tag} node_modules, then --base-image ${tag}`,
   )
 }
@@ -143,7 +152,10 @@ export async function ensureBaseImage(
   return 'pulled'
 }
 
-/** Engine output lines worth showing as progress: the build steps (podman/buildah `STEP 3/9: …`, docker `Step 3/9 :` or BuildKit `#7 [3/9] …`). */
+/**
+ * Engine output lines worth showing as progress: the build steps (podman/buildah `STEP 3/9: …`,
+ * docker `Step 3/9 :` or BuildKit `#7 [3/9] …`).
+ */
 export function buildStep(line: string): string | undefined {
   const l = line.trim()
   if (/^STEP \d+\/\d+ ?:/i.test(l)) return l

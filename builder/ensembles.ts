@@ -33,13 +33,15 @@ export function checkEnsembles(
       if (!models.includes(s.model))
         throw new BundleError(
           'E_BUNDLE_CONFIG_INVALID',
-          `${where}.steps.${i}.model: "${s.model}" is not an onnx runner of the service (runners: ${models.join(', ') || 'none'})`,
+          `${where}.steps.${i}.model: "${s.model}" is not an onnx runner of the service (runners: ` +
+            `${models.join(', ') || 'none'})`,
         )
       const served = modelOf(s.model)
       if (s.version !== undefined && served !== undefined && s.version !== served.version) {
         throw new BundleError(
           'E_BUNDLE_CONFIG_INVALID',
-          `${where}.steps.${i}.version: "${s.version}", but runner ${s.model} serves ${served.tag} (the version the bundle pins)`,
+          `${where}.steps.${i}.version: "${s.version}", but runner ${s.model} serves ${served.tag} (the version ` +
+            `the bundle pins)`,
         )
       }
     })

@@ -55,7 +55,10 @@ const SOURCE = /\.(?:[cm]?ts|tsx|[cm]?js|jsx)$/
 export const looksSecret = (name: string): boolean => SECRET.test(name)
 
 export interface CollectOptions {
-  /** bundle.yaml `include:`: globs; a path without wildcards also brings back a file left out as secret or by .bundleignore. */
+  /**
+   * bundle.yaml `include:`: globs; a path without wildcards also brings back a file left out as
+   * secret or by .bundleignore.
+   */
   include?: readonly string[] | undefined
   /** bundle.yaml `exclude:` globs. */
   exclude?: readonly string[] | undefined
@@ -93,7 +96,8 @@ export function collectFiles(dir: string, o: CollectOptions = {}): Collected {
     if (segments.some((s) => NEVER.has(s)) || [...never].some((n) => p === n || p.startsWith(`${n}/`))) {
       throw new BundleError(
         'E_BUNDLE_CONFIG_INVALID',
-        `include: ${p} is never part of a bundle (node_modules, .git and the model store are always left out); install packages through package.json instead`,
+        `include: ${p} is never part of a bundle (node_modules, .git and the model store are always left out); ` +
+          `install packages through package.json instead`,
       )
     }
   }

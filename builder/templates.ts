@@ -16,7 +16,8 @@ export function renderDockerfile(m: BundleManifest, baseImage?: string): string 
     ? "# CUDA base images have no Node.js: the build machine's node binary comes along.\nCOPY node /usr/local/bin/node"
     : '# (Node.js comes with the base image)'
   const packages = m.docker.systemPackages.length
-    ? `RUN apt-get update && apt-get install -y --no-install-recommends ${m.docker.systemPackages.join(' ')} && rm -rf /var/lib/apt/lists/*`
+    ? `RUN apt-get update && apt-get install -y --no-install-recommends ${m.docker.systemPackages.join(' ')} && rm ` +
+      `-rf /var/lib/apt/lists/*`
     : '# (no system packages)'
   const env = Object.entries(m.env)
     .map(([k, v]) => ` ${k}=${JSON.stringify(v)}`)

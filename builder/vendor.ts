@@ -22,7 +22,10 @@ export interface VendorOptions {
   arch?: string
 }
 
-/** The files of a package as npm would install them: its `files` list when it has one (modelbundle itself, from a clone). */
+/**
+ * The files of a package as npm would install them: its `files` list when it has one (modelbundle
+ * itself, from a clone).
+ */
 function packageFiles(pkg: InstalledPackage): string[] | undefined {
   const json = JSON.parse(readFileSync(join(pkg.dir, 'package.json'), 'utf8')) as { files?: string[] }
   return json.files ? ['package.json', ...json.files] : undefined
@@ -53,7 +56,9 @@ export function vendorDependencies(
     if (found?.version !== version)
       throw new BundleError(
         'E_BUNDLE_DEPS_MISMATCH',
-        `the bundle was built with ${name}@${version}; this machine has ${found ? found.version : 'none'} installed where ${from} resolves it; install that version (npm ci in the project it was built from) or build the bundle again`,
+        `the bundle was built with ${name}@${version}; this machine has ${found ? found.version : 'none'} ` +
+          `installed where ${from} resolves it; install that version (npm ci in the project it was built from) or ` +
+          `build the bundle again`,
       )
   }
   const stats: VendorStats = {
@@ -68,7 +73,9 @@ export function vendorDependencies(
     if (!want.has(`${pkg.name}@${pkg.version}`))
       throw new BundleError(
         'E_BUNDLE_DEPS_MISMATCH',
-        `${pkg.name}@${pkg.version} is installed, the bundle pins ${[...want].filter((w) => w.startsWith(`${pkg.name}@`)).join(', ') || 'no version of it'}; npm ci and build again`,
+        `${pkg.name}@${pkg.version} is installed, the bundle pins ` +
+          `${[...want].filter((w) => w.startsWith(`${pkg.name}@`)).join(', ') || 'no version of it'}; npm ci and ` +
+          `build again`,
       )
     // Where it goes: its path below the innermost node_modules chain, or the top for the package itself.
     const at = pkg.dir.lastIndexOf(`${sep}node_modules${sep}`)

@@ -44,7 +44,8 @@ function printReport(report: BuildReport, dryRun: boolean): void {
   const total = report.files.reduce((n, f) => n + f.size, 0)
   const width = Math.max(...report.files.map((f) => f.path.length))
   const lines = [
-    `${dryRun ? 'would package' : 'packaged'} ${report.files.length} file${report.files.length === 1 ? '' : 's'} (${humanSize(total)}):`,
+    `${dryRun ? 'would package' : 'packaged'} ${report.files.length} file${report.files.length === 1 ? '' : 's'} ` +
+      `(${humanSize(total)}):`,
   ]
   for (const f of report.files) lines.push(`  ${f.path.padEnd(width)}  ${humanSize(f.size)}`)
   lines.push(
@@ -63,12 +64,14 @@ function printReport(report: BuildReport, dryRun: boolean): void {
       report.secrets.slice(0, 20).join(', ') +
       (report.secrets.length > 20 ? `, and ${report.secrets.length - 20} more` : '')
     lines.push(
-      `warning: left out ${report.secrets.length} file${report.secrets.length === 1 ? '' : 's'} that may hold secrets: ${shown}; to ship one on purpose, list its exact path under include: in bundle.yaml`,
+      `warning: left out ${report.secrets.length} file${report.secrets.length === 1 ? '' : 's'} that may hold ` +
+        `secrets: ${shown}; to ship one on purpose, list its exact path under include: in bundle.yaml`,
     )
   }
   if (report.outside.length)
     lines.push(
-      `warning: left out ${report.outside.length} symbolic link${report.outside.length === 1 ? '' : 's'} pointing outside the project: ${report.outside.slice(0, 20).join(', ')}; copy the file into the project to ship it`,
+      `warning: left out ${report.outside.length} symbolic link${report.outside.length === 1 ? '' : 's'} pointing ` +
+        `outside the project: ${report.outside.slice(0, 20).join(', ')}; copy the file into the project to ship it`,
     )
   process.stderr.write(`${lines.join('\n')}\n`)
 }
@@ -165,7 +168,8 @@ export function bundleCommands(): Command[] {
   const del = new Command('delete')
     .alias('rm')
     .description(
-      'delete bundles (a bare name means its latest version; see --all-versions); their models stay and can then be deleted without --force',
+      'delete bundles (a bare name means its latest version; see --all-versions); their models stay and can then ' +
+        'be deleted without --force',
     )
     .argument('<tag...>')
     .option('-y, --yes', 'do not ask for confirmation', false)

@@ -55,7 +55,8 @@ export async function resolveEntry(entry: string): Promise<Entry> {
   } catch {
     throw new BundleError(
       'E_SERVICE_LOAD',
-      `"${entry}" is neither a service file (path/to/service.ts[:ClassName]), a directory holding bundle.yaml or bundle.json, nor a bundle tag`,
+      `"${entry}" is neither a service file (path/to/service.ts[:ClassName]), a directory holding bundle.yaml or ` +
+        `bundle.json, nor a bundle tag`,
     )
   }
   const store = ModelStore.open()

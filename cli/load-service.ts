@@ -43,7 +43,8 @@ export async function findService(entry: string): Promise<{ definition: ServiceD
     if (!found)
       throw new BundleError(
         'E_SERVICE_LOAD',
-        `${file} has no exported service named ${className}${services.length ? ` (it exports ${services.map((s) => s.name).join(', ')})` : ''}`,
+        `${file} has no exported service named ` +
+          `${className}${services.length ? ` (it exports ${services.map((s) => s.name).join(', ')})` : ''}`,
       )
     return { definition: found.def, exportName: found.name }
   }

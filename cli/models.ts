@@ -191,7 +191,8 @@ export function modelsCommand(): Command {
           const g = r.garbage
           if (g.blobs + g.tempFiles + g.staleLeases + g.checkouts > 0) {
             write(
-              `reclaimable leftovers: ${g.blobs} unreferenced files, ${g.tempFiles} temp files, ${g.staleLeases} stale leases, ${g.checkouts} checkouts (run \`bundle models gc\`)\n`,
+              `reclaimable leftovers: ${g.blobs} unreferenced files, ${g.tempFiles} temp files, ${g.staleLeases} ` +
+                `stale leases, ${g.checkouts} checkouts (run \`bundle models gc\`)\n`,
             )
           }
           if (!r.ok)
@@ -210,7 +211,8 @@ export function modelsCommand(): Command {
       await withStore(async (store) => {
         const r = await store.gc()
         write(
-          `reclaimed ${r.blobs} files (${humanSize(r.bytes)}), ${r.tempFiles} temp files, ${r.staleLeases} stale leases, ${r.checkouts} checkouts\n`,
+          `reclaimed ${r.blobs} files (${humanSize(r.bytes)}), ${r.tempFiles} temp files, ${r.staleLeases} stale ` +
+            `leases, ${r.checkouts} checkouts\n`,
         )
       })
     })

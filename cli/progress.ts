@@ -22,7 +22,8 @@ export function progressBar(
     const ratio = total > 0 ? Math.min(1, done / total) : 1
     const filled = Math.round(ratio * WIDTH)
     stream.write(
-      `\r${label} [${'#'.repeat(filled)}${'.'.repeat(WIDTH - filled)}] ${String(Math.round(ratio * 100)).padStart(3)}% ${humanSize(done)}/${humanSize(total)}\x1b[K`,
+      `\r${label} [${'#'.repeat(filled)}${'.'.repeat(WIDTH - filled)}] ` +
+        `${String(Math.round(ratio * 100)).padStart(3)}% ${humanSize(done)}/${humanSize(total)}\x1b[K`,
     )
     drawn = true
   }

@@ -22,7 +22,8 @@ async function call(t: Target, path: string, body?: unknown): Promise<unknown> {
   } catch (err) {
     throw new BundleError(
       'E_SERVER_UNREACHABLE',
-      `cannot reach ${base}: ${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}`,
+      `cannot reach ${base}: ` +
+        `${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}`,
     )
   }
   const text = await r.text()
@@ -52,7 +53,8 @@ const target = (opts: { url?: string; apiKey?: string }): Target => ({
 export function remoteModelCommands(): Command[] {
   const load = new Command('load')
     .description(
-      'load a stored model into a running server (a newer version of a serving model replaces it without failing requests)',
+      'load a stored model into a running server (a newer version of a serving model replaces it without failing ' +
+        'requests)',
     )
     .argument('<name>', 'model name (name:version also works)')
     .option('--url <url>', 'the server (default http://127.0.0.1:$PORT, else :3000)')

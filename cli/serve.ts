@@ -159,18 +159,21 @@ function serverLimits(
 export function serveCommand(): Command {
   return new Command('serve')
     .description(
-      'serve a service over HTTP: ENTRY is path/to/service.ts[:ClassName], a project directory holding bundle.yaml, a stored bundle (name[:version]) or a bundle directory',
+      'serve a service over HTTP: ENTRY is path/to/service.ts[:ClassName], a project directory holding ' +
+        'bundle.yaml, a stored bundle (name[:version]) or a bundle directory',
     )
     .argument('<entry>')
     .option('-p, --port <port>', 'port to listen on (default $PORT or 3000)')
     .option('--host <host>', 'interface to bind (default 127.0.0.1, this machine only; use 0.0.0.0 in containers)')
     .option(
       '--api-key <key>',
-      'require Authorization: Bearer <key> on every route but probes, metrics, docs and model metadata (default $BUNDLE_API_KEY)',
+      'require Authorization: Bearer <key> on every route but probes, metrics, docs and model metadata (default ' +
+        '$BUNDLE_API_KEY)',
     )
     .option(
       '--cors-origin <origin>',
-      'let browser pages on this origin call the server (repeatable; * for any; default $BUNDLE_CORS_ORIGINS, comma-separated, else none)',
+      'let browser pages on this origin call the server (repeatable; * for any; default $BUNDLE_CORS_ORIGINS, ' +
+        'comma-separated, else none)',
       (v: string, all: string[] = []) => [...all, v],
     )
     .option(
@@ -201,7 +204,8 @@ export function serveCommand(): Command {
     .option('--redis <url>', 'Redis for remote runners, response caches and tasks (default $BUNDLE_REDIS_URL)')
     .option(
       '--remote-grace <ms>',
-      'remote runners: while no worker is live, how long a batch waits for one before 503 E_REMOTE_NO_WORKERS (default $BUNDLE_REMOTE_GRACE_MS or 2000; 0 = at once)',
+      'remote runners: while no worker is live, how long a batch waits for one before 503 E_REMOTE_NO_WORKERS ' +
+        '(default $BUNDLE_REMOTE_GRACE_MS or 2000; 0 = at once)',
     )
     .action(async (entry: string, opts: ServeFlags) => {
       if (opts.reload) {

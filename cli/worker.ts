@@ -15,11 +15,13 @@ const collect = (v: string, prev: string[]) => [...prev, v]
 export function workerCommand(): Command {
   return new Command('worker')
     .description(
-      'run the runners of a service or bundle for remote API servers (bundle serve --runners remote), fed through Redis',
+      'run the runners of a service or bundle for remote API servers (bundle serve --runners remote), fed through ' +
+        'Redis',
     )
     .argument(
       '<entry>',
-      'path/to/service.ts[:ClassName], a project directory holding bundle.yaml, a stored bundle (name[:version]) or a bundle directory',
+      'path/to/service.ts[:ClassName], a project directory holding bundle.yaml, a stored bundle (name[:version]) ' +
+        'or a bundle directory',
     )
     .option('--runner <name>', 'run only this runner (repeatable; default: all of them)', collect, [])
     .option('--concurrency <n>', "batches taken at once per runner (default: the runner's worker processes)")
@@ -39,7 +41,8 @@ export function workerCommand(): Command {
         if (!runnable.some((r) => r.name === name))
           throw new BundleError(
             'E_CLI_USAGE',
-            `--runner ${name}: ${definition.name} has no such runner (runners: ${runnable.map((r) => r.name).join(', ') || 'none'})`,
+            `--runner ${name}: ${definition.name} has no such runner (runners: ` +
+              `${runnable.map((r) => r.name).join(', ') || 'none'})`,
           )
       }
       const chosen = opts.runner.length ? runnable.filter((r) => opts.runner.includes(r.name)) : runnable
