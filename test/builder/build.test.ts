@@ -95,7 +95,8 @@ describe('bundle build', () => {
     )
   })
 
-  it('--dry-run lists the files and the models it would pin and writes nothing: no bundle, no imported model, the store unchanged', {
+  it('--dry-run lists the files and the models it would pin and writes nothing: no bundle, no imported model, the ' +
+    'store unchanged', {
     timeout: 120_000,
   }, async () => {
     const home = join(tempDir(), 'home')
@@ -110,10 +111,11 @@ describe('bundle build', () => {
     assert.equal(r.code, 0, r.stderr)
     assert.equal(r.stdout, '', 'no tag: nothing was built')
     assert.match(r.stderr, /^would package 1 file \([\d.]+ KiB\):\n {2}app\/service\.js +[\d.]+ KiB$/m)
-    const pinned =
-      /^ {2}ocr-cls:2\.0\.0 {2}(sha256:[0-9a-f]{64}) {2}\(for ocr-cls:latest; not stored: a build imports it from @gutenye\/ocr-models\/assets\/ch_ppocr_mobile_v2\.0_cls_infer\.onnx\)$/m.exec(
-        r.stderr,
-      )
+    const pinned = new RegExp(
+      /^ {2}ocr-cls:2\.0\.0 {2}(sha256:[0-9a-f]{64}) {2}\(for ocr-cls:latest; not stored: a build/.source +
+        / imports it from @gutenye\/ocr-models\/assets\/ch_ppocr_mobile_v2\.0_cls_infer\.onnx\)$/.source,
+      'm',
+    ).exec(r.stderr)
     assert.ok(pinned, r.stderr)
     assert.deepEqual(files(), before, 'the store is unchanged')
     assert.deepEqual(JSON.parse((await bundle(['models', 'list', '-o', 'json'], env)).stdout), [])
@@ -151,7 +153,11 @@ describe('bundle build', () => {
     assert.equal(missing.code, 1)
     assert.match(
       missing.stderr,
-      /^error E_STORE_MODEL_NOT_FOUND: .*add it with: bundle models save path\/to\/model\.onnx --name ocr-cls --version 2\.0\.0 /m,
+      new RegExp(
+        /^error E_STORE_MODEL_NOT_FOUND: .*add it with: bundle models save path\/to\/model\.onnx --name/.source +
+          / ocr-cls --version 2\.0\.0 /.source,
+        'm',
+      ),
     )
     assert.doesNotMatch(missing.stderr, /\n\s+at /, 'no stack trace')
     writeFileSync(join(src, 'bundle.yaml'), 'service: broken.ts\n')
@@ -225,7 +231,8 @@ describe('model aliases', () => {
 })
 
 describe('ensembles in bundle.yaml', () => {
-  it('are checked at build against the pinned models, pinned in the manifest, and served as /v2 models from the bundle and from source alike', {
+  it('are checked at build against the pinned models, pinned in the manifest, and served as /v2 models from the ' +
+    'bundle and from source alike', {
     timeout: 240_000,
   }, async () => {
     const home = join(tempDir(), 'home')
@@ -251,24 +258,36 @@ describe('ensembles in bundle.yaml', () => {
       /ensembles\.direction\.steps\.0\.model: "ocr-det" is not an onnx runner of the service \(runners: ocr-cls\)/,
     )
     withEnsemble(
-      '      - model: ocr-cls\n        inputMap: { x: a }\n        outputMap: { softmax_0.tmp_0: b }\n      - model: ocr-cls\n        inputMap: { x: b }\n        outputMap: { softmax_0.tmp_0: a }\n',
+      '      - model: ocr-cls\n        inputMap: { x: a }\n        outputMap: { softmax_0.tmp_0: b }\n      - ' +
+        'model: ocr-cls\n        inputMap: { x: b }\n        outputMap: { softmax_0.tmp_0: a }\n',
     )
     await refused(
-      /E_BUNDLE_CONFIG_INVALID: .*ensembles\.direction: ensemble "direction": every tensor a step consumes is produced by another step/,
+      new RegExp(
+        /E_BUNDLE_CONFIG_INVALID: .*ensembles\.direction: ensemble "direction": every tensor a step/.source +
+          / consumes is produced by another step/.source,
+      ),
     )
     // Tensors the pinned model does not have: named with the model's real inputs and outputs.
     withEnsemble(
       '      - model: ocr-cls\n        inputMap: { image: image }\n        outputMap: { softmax_0.tmp_0: probs }\n',
     )
     await refused(
-      /^error E_BUNDLE_CONFIG_INVALID: \S+bundle\.yaml: ensembles\.direction: ensemble "direction": step 1: ocr-cls has no input "image" \(inputs: "x"\)$/m,
+      new RegExp(
+        /^error E_BUNDLE_CONFIG_INVALID: \S+bundle\.yaml: ensembles\.direction: ensemble "direction":/.source +
+          / step 1: ocr-cls has no input "image" \(inputs: "x"\)$/.source,
+        'm',
+      ),
     )
     withEnsemble('      - model: ocr-cls\n        inputMap: { x: image }\n        outputMap: { probs: probs }\n')
     await refused(
-      /bundle\.yaml: ensembles\.direction: ensemble "direction": step 1: ocr-cls has no output "probs" \(outputs: "softmax_0\.tmp_0"\)/,
+      new RegExp(
+        /bundle\.yaml: ensembles\.direction: ensemble "direction": step 1: ocr-cls has no output "probs"/.source +
+          / \(outputs: "softmax_0\.tmp_0"\)/.source,
+      ),
     )
     withEnsemble(
-      '      - model: ocr-cls\n        version: 3.0.0\n        inputMap: { x: image }\n        outputMap: { softmax_0.tmp_0: probs }\n',
+      '      - model: ocr-cls\n        version: 3.0.0\n        inputMap: { x: image }\n        outputMap: { ' +
+        'softmax_0.tmp_0: probs }\n',
     )
     await refused(/ensembles\.direction\.steps\.0\.version: "3\.0\.0", but runner ocr-cls serves ocr-cls:2\.0\.0/)
 

@@ -92,54 +92,57 @@ describe('include / exclude', () => {
     assert.deepEqual(collectFiles(dir, { include: ['assets/*.png', '*.ts'] }).files, ['assets/a.png', 'service.ts'])
   })
 
-  it('secret-looking names stay out at any depth; .bundleignore adds more; only an exact include brings one back', () => {
-    const dir = tempDir()
-    const all = [
-      'a.txt',
-      '.env',
-      'sub/.env.local',
-      '.npmrc',
-      '.gitignore',
-      '.github/workflows/x.yml',
-      'keys/server.key',
-      'tls/cert.pem',
-      'id_ed25519',
-      '.ssh/id_rsa',
-      '.aws/credentials',
-      'data/big.bin',
-      'data/keep.txt',
-      'notes.log',
-      'node_modules/x/index.js',
-      '.git/config',
-      '.env.example',
-    ]
-    for (const f of all) {
-      mkdirSync(join(dir, f, '..'), { recursive: true })
-      writeFileSync(join(dir, f), f)
-    }
-    writeFileSync(join(dir, '.bundleignore'), 'data/\n*.log\n')
-    const plain = collectFiles(dir)
-    assert.deepEqual(plain.files, ['a.txt'])
-    assert.deepEqual(plain.secrets, [
-      '.aws/credentials',
-      '.env',
-      '.env.example',
-      '.github/workflows/x.yml',
-      '.gitignore',
-      '.npmrc',
-      '.ssh/id_rsa',
-      'id_ed25519',
-      'keys/server.key',
-      'sub/.env.local',
-      'tls/cert.pem',
-    ])
-    // A glob never brings a secret or an ignored file back; the exact path does.
-    const back = collectFiles(dir, { include: ['**', '.env.example', 'data/keep.txt', '.aws'] })
-    assert.deepEqual(back.files, ['.env.example', 'a.txt', 'data/keep.txt'])
-    assert.ok(!back.secrets.includes('.env.example'))
-    assert.throws(
-      () => collectFiles(dir, { include: ['node_modules/x/index.js'] }),
-      (e: BundleError) => e.code === 'E_BUNDLE_CONFIG_INVALID' && /never part of a bundle/.test(e.message),
-    )
-  })
+  it(
+    'secret-looking names stay out at any depth; .bundleignore ' + 'adds more; only an exact include brings one back',
+    () => {
+      const dir = tempDir()
+      const all = [
+        'a.txt',
+        '.env',
+        'sub/.env.local',
+        '.npmrc',
+        '.gitignore',
+        '.github/workflows/x.yml',
+        'keys/server.key',
+        'tls/cert.pem',
+        'id_ed25519',
+        '.ssh/id_rsa',
+        '.aws/credentials',
+        'data/big.bin',
+        'data/keep.txt',
+        'notes.log',
+        'node_modules/x/index.js',
+        '.git/config',
+        '.env.example',
+      ]
+      for (const f of all) {
+        mkdirSync(join(dir, f, '..'), { recursive: true })
+        writeFileSync(join(dir, f), f)
+      }
+      writeFileSync(join(dir, '.bundleignore'), 'data/\n*.log\n')
+      const plain = collectFiles(dir)
+      assert.deepEqual(plain.files, ['a.txt'])
+      assert.deepEqual(plain.secrets, [
+        '.aws/credentials',
+        '.env',
+        '.env.example',
+        '.github/workflows/x.yml',
+        '.gitignore',
+        '.npmrc',
+        '.ssh/id_rsa',
+        'id_ed25519',
+        'keys/server.key',
+        'sub/.env.local',
+        'tls/cert.pem',
+      ])
+      // A glob never brings a secret or an ignored file back; the exact path does.
+      const back = collectFiles(dir, { include: ['**', '.env.example', 'data/keep.txt', '.aws'] })
+      assert.deepEqual(back.files, ['.env.example', 'a.txt', 'data/keep.txt'])
+      assert.ok(!back.secrets.includes('.env.example'))
+      assert.throws(
+        () => collectFiles(dir, { include: ['node_modules/x/index.js'] }),
+        (e: BundleError) => e.code === 'E_BUNDLE_CONFIG_INVALID' && /never part of a bundle/.test(e.message),
+      )
+    },
+  )
 })

@@ -33,7 +33,8 @@ describe('bundle containerize (podman)', { skip }, () => {
       { maxBuffer: 64 << 20 },
     ).then((r) => r.stdout.trim()))
 
-  it('the quickstart image holds only what runs (≤ base + 90 MB), shows progress, runs as non-root, answers /classify correctly, serves /metrics and stops cleanly', {
+  it('the quickstart image holds only what runs (≤ base + 90 MB), shows progress, runs as non-root, answers ' +
+    '/classify correctly, serves /metrics and stops cleanly', {
     timeout: 600_000,
   }, async () => {
     assert.ok(hasPodman, 'podman is required here (BUNDLE_REQUIRE_CONTAINER_TESTS=1)')
@@ -86,7 +87,8 @@ describe('bundle containerize (podman)', { skip }, () => {
       assert.match(
         err,
         new RegExp(
-          `^built ${image} with podman: ${mb(size).replace('.', '\\.')}, ${mb(size - baseSize).replace('.', '\\.')} over the base$`,
+          `^built ${image} with podman: ${mb(size).replace('.', '\\.')}, ` +
+            `${mb(size - baseSize).replace('.', '\\.')} over the base$`,
           'm',
         ),
       )
@@ -197,12 +199,17 @@ describe('bundle containerize (podman)', { skip }, () => {
     assert.equal(r.stdout, '')
     assert.match(
       r.stderr,
-      /^error E_CONTAINER_BASE_IMAGE: the base image 127\.0\.0\.1:1\/nothing:1 could not be pulled \(its registry cannot be reached\): .*connection refused/m,
+      new RegExp(
+        /^error E_CONTAINER_BASE_IMAGE: the base image 127\.0\.0\.1:1\/nothing:1 could not be pulled/.source +
+          / \(its registry cannot be reached\): .*connection refused/.source,
+        'm',
+      ),
     )
     assert.ok(r.stderr.includes('--base-image IMAGE with an image already present locally'), r.stderr)
     assert.ok(
       r.stderr.includes(
-        'docker/local-base-image.sh -t localhost/modelbundle-node:20 node_modules, then --base-image localhost/modelbundle-node:20',
+        'docker/local-base-image.sh -t localhost/modelbundle-node:20 node_modules, then --base-image ' +
+          'localhost/modelbundle-node:20',
       ),
       r.stderr,
     )

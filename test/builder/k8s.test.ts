@@ -118,7 +118,8 @@ describe('bundle deploy k8s', () => {
     }
   })
 
-  it('with --redis: API pods run --runners remote, a worker Deployment runs bundle worker with the GPUs, each autoscaled', {
+  it('with --redis: API pods run --runners remote, a worker Deployment runs bundle worker with the GPUs, each ' +
+    'autoscaled', {
     timeout: 120_000,
   }, async () => {
     const env = { BUNDLE_HOME: join(tempDir(), 'home') }

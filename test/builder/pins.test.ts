@@ -15,7 +15,9 @@ import { tempDir } from '../utils/tmp.js'
 // The quickstart's bundle.yaml pins ocr-cls:2.0.0 while its runner asks for ocr-cls:latest. A
 // store that also holds a newer ocr-cls must not change what the bundle pins and serves.
 
-/** A CLI run that must end by itself; one still running after a minute (a server that started) is stopped and reported. */
+/**
+ * A CLI run that must end by itself; one still running after a minute (a server that started) is stopped and reported.
+ */
 async function exits(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   const child = spawn(process.execPath, [BIN, ...args], {
     env: { ...process.env, ...env },
@@ -33,7 +35,8 @@ const REPO = fileURLToPath(new URL('../..', import.meta.url))
 const QUICKSTART = join(REPO, 'examples/quickstart')
 
 describe('bundle.yaml models: pin what runners of that name get', () => {
-  it('with ocr-cls 3.0.0 newer in the store: the bundle pins 2.0.0 only, and the bundle, the project directory and its service file all serve 2.0.0', {
+  it('with ocr-cls 3.0.0 newer in the store: the bundle pins 2.0.0 only, and the bundle, the project directory ' +
+    'and its service file all serve 2.0.0', {
     timeout: 300_000,
   }, async () => {
     const home = join(tempDir(), 'home')
@@ -84,7 +87,8 @@ describe('bundle.yaml models: pin what runners of that name get', () => {
     }
   })
 
-  it('a runner asking for another exact version than bundle.yaml pins is refused at build and when served from source, naming both', {
+  it('a runner asking for another exact version than bundle.yaml pins is refused at build and when served from ' +
+    'source, naming both', {
     timeout: 120_000,
   }, async () => {
     const home = join(tempDir(), 'home')
@@ -106,7 +110,11 @@ describe('bundle.yaml models: pin what runners of that name get', () => {
       assert.equal(r.code, 2, `${args[0]}: ${r.stderr}`)
       assert.match(
         r.stderr,
-        /^error E_BUNDLE_CONFIG_INVALID: .*bundle\.yaml: runner ocr-cls asks for ocr-cls:3\.0\.0, but models: pins ocr-cls at 2\.0\.0/m,
+        new RegExp(
+          /^error E_BUNDLE_CONFIG_INVALID: .*bundle\.yaml: runner ocr-cls asks for ocr-cls:3\.0\.0, but/.source +
+            / models: pins ocr-cls at 2\.0\.0/.source,
+          'm',
+        ),
         args[0],
       )
     }
@@ -134,12 +142,16 @@ describe('modelForRunner', () => {
       tag,
     )
 
-  it('name, name:latest, a satisfied range, the exact or a prefix version, and an alias resolve to the listed model', () => {
-    for (const tag of ['ocr-cls', 'ocr-cls:latest', 'ocr-cls@^2', 'ocr-cls@~2.1', 'ocr-cls:2.1.0', 'ocr-cls:2.1'])
-      assert.equal(pick(tag), 'ocr-cls:2.1.0', tag)
-    assert.equal(pick('detector'), 'det:1.0.0')
-    assert.equal(pick('rec:latest'), undefined, 'a model bundle.yaml does not list resolves in the store')
-  })
+  it(
+    'name, name:latest, a satisfied range, the exact or a prefix version, and an alias resolve to the listed ' +
+      'model',
+    () => {
+      for (const tag of ['ocr-cls', 'ocr-cls:latest', 'ocr-cls@^2', 'ocr-cls@~2.1', 'ocr-cls:2.1.0', 'ocr-cls:2.1'])
+        assert.equal(pick(tag), 'ocr-cls:2.1.0', tag)
+      assert.equal(pick('detector'), 'det:1.0.0')
+      assert.equal(pick('rec:latest'), undefined, 'a model bundle.yaml does not list resolves in the store')
+    },
+  )
 
   it('a contradiction is refused naming both', () => {
     refused('ocr-cls:3.0.0', /runner r asks for ocr-cls:3\.0\.0, but models: pins ocr-cls at 2\.1\.0/)

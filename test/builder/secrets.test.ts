@@ -127,7 +127,8 @@ describe('secrets never ship', () => {
 
   const leftOut = EXCLUDED.map((f) => `app/${f}`)
 
-  it('by default: bundle build lists what it packaged with sizes, warns naming the secrets it left out, and stores none of them', {
+  it('by default: bundle build lists what it packaged with sizes, warns naming the secrets it left out, and ' +
+    'stores none of them', {
     timeout: 180_000,
   }, async () => {
     const r = await bundle(['build', src, '--version', '0.1.0'], env)
@@ -163,7 +164,8 @@ describe('secrets never ship', () => {
     )
   })
 
-  it('with include globs matching all of them: only the exactly named one comes back; none is in the bundle, its .bundle archive or its image', {
+  it('with include globs matching all of them: only the exactly named one comes back; none is in the bundle, its ' +
+    '.bundle archive or its image', {
     timeout: 600_000,
   }, async () => {
     writeFileSync(join(src, 'bundle.yaml'), `${yaml}include:\n${globs.map((g) => `  - '${g}'\n`).join('')}`)
@@ -216,7 +218,10 @@ describe('secrets never ship', () => {
       const built = await bundle(['containerize', tag, '-t', image, '--backend', 'podman', '--base-image', base], env)
       assert.equal(built.code, 0, built.stderr.slice(-2000))
       // The bundle's files in the image (its npm dependencies under /app/node_modules aside).
-      const list = `const fs=require('fs'),p=require('path');const o=[];const w=d=>{for(const n of fs.readdirSync(d)){const f=p.join(d,n);if(f==='/app/node_modules')continue;fs.statSync(f).isDirectory()?w(f):o.push(f)}};w('/app');console.log(JSON.stringify(o.sort()))`
+      const list =
+        `const fs=require('fs'),p=require('path');const o=[];const w=d=>{for(const n of fs.readdirSync(d)){const ` +
+        `f=p.join(d,n);if(f==='/app/node_modules')continue;fs.statSync(f).isDire` +
+        `ctory()?w(f):o.push(f)}};w('/app');console.log(JSON.stringify(o.sort()))`
       const inImage = JSON.parse(
         (await sh('podman', ['run', '--rm', '--entrypoint', 'node', image, '-e', list])).stdout,
       ) as string[]

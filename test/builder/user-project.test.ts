@@ -18,14 +18,17 @@ const REPO = fileURLToPath(new URL('../..', import.meta.url))
 const version = (pkg: string) =>
   (JSON.parse(readFileSync(join(REPO, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version
 
-const SERVICE = `import { api, io, onnxRunner, service, type Tensor } from 'modelbundle'
+const SERVICE =
+  `import { api, io, onnxRunner, service, type Tensor } from 'modelbundle'
 import { z } from 'zod'
 
-const cls = onnxRunner('my-cls:1.0.0', { batching: { maxBatchSize: 8, maxLatencyMs: 100 }, warmup: { shapes: { x: [3, 48, 192] } } })
+const cls = onnxRunner('my-cls:1.0.0', { batching: { maxBatchSize: 8, maxLatencyMs: 100 }, ` +
+  `warmup: { shapes: { x: [3, 48, 192] } } })
 
 @service({ name: 'my-service', runners: [cls] })
 export class MyService {
-  @api({ input: io.tensor({ dtype: 'float32', shape: [-1, 3, 48, 192] }), output: io.json(z.object({ upsideDown: z.array(z.boolean()) })) })
+  @api({ input: io.tensor({ dtype: 'float32', shape: [-1, 3, 48, 192] }), ` +
+  `output: io.json(z.object({ upsideDown: z.array(z.boolean()) })) })
   async direction(x: Tensor<'float32'>) {
     const out = await cls.run({ x })
     const p = Object.values(out)[0]!.data as Float32Array
@@ -57,7 +60,8 @@ describe('modelbundle from a user project (npm pack)', () => {
     writeFileSync(join(dir, 'service.ts'), SERVICE)
     writeFileSync(
       join(dir, 'bundle.yaml'),
-      'service: service.ts:MyService\nmodels:\n  - tag: my-cls:1.0.0\n    source: ./models/cls.onnx\nexclude: [models, "*.tgz"]\n',
+      'service: service.ts:MyService\nmodels:\n  - tag: my-cls:1.0.0\n    source: ./models/cls.onnx\nexclude: ' +
+        '[models, "*.tgz"]\n',
     )
     writeFileSync(
       join(dir, 'package.json'),

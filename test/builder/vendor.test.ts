@@ -88,46 +88,50 @@ const PINNED = ['fw', 'native', 'ort', 'odd', 'esbuild', '@esbuild/linux-x64', '
 )
 
 describe('vendorDependencies (what goes into an image)', () => {
-  it('copies only what runs on linux/x64: no build tools, native build tree, other platforms, docs, maps or declarations', () => {
-    const from = installed()
-    const dest = tempDir()
-    const stats = vendorDependencies({ fw: '1.0.0' }, PINNED, from, dest, { arch: 'x64' })
-    assert.deepEqual(Object.keys(snapshot(join(dest, 'node_modules'))).sort(), [
-      'fw/dist/index.js',
-      'fw/package.json',
-      'native/LICENSE.md',
-      'native/binding.gyp',
-      'native/build/Release/addon.node',
-      'native/lib/index.js',
-      'native/lib/methods/run.js',
-      'native/package.json',
-      'odd/package.json',
-      'odd/prebuilds/linux-x64/odd.node',
-      'odd/test/index.js',
-      'ort/bin/napi-v6/linux/x64/binding.node',
-      'ort/bin/napi-v6/linux/x64/libonnxruntime.so.1',
-      'ort/dist/index.js',
-      'ort/package.json',
-    ])
-    assert.deepEqual(stats.leftOutPackages.sort(), [
-      '@esbuild/linux-x64@1.0.0',
-      'esbuild@1.0.0',
-      'get-tsconfig@1.0.0',
-      'tsx@1.0.0',
-    ])
-    assert.equal(stats.packages, 4)
-    assert.equal(stats.files, 15)
-    assert.deepEqual(Object.keys(stats.pruned).sort(), [
-      'TypeScript sources',
-      'docs',
-      'native build tree',
-      'other platforms',
-      'source maps',
-      'tests',
-      'type declarations',
-    ])
-    assert.equal(stats.pruned['other platforms']!.files, 7)
-  })
+  it(
+    'copies only what runs on linux/x64: no build tools, native build tree, other platforms, docs, maps or ' +
+      'declarations',
+    () => {
+      const from = installed()
+      const dest = tempDir()
+      const stats = vendorDependencies({ fw: '1.0.0' }, PINNED, from, dest, { arch: 'x64' })
+      assert.deepEqual(Object.keys(snapshot(join(dest, 'node_modules'))).sort(), [
+        'fw/dist/index.js',
+        'fw/package.json',
+        'native/LICENSE.md',
+        'native/binding.gyp',
+        'native/build/Release/addon.node',
+        'native/lib/index.js',
+        'native/lib/methods/run.js',
+        'native/package.json',
+        'odd/package.json',
+        'odd/prebuilds/linux-x64/odd.node',
+        'odd/test/index.js',
+        'ort/bin/napi-v6/linux/x64/binding.node',
+        'ort/bin/napi-v6/linux/x64/libonnxruntime.so.1',
+        'ort/dist/index.js',
+        'ort/package.json',
+      ])
+      assert.deepEqual(stats.leftOutPackages.sort(), [
+        '@esbuild/linux-x64@1.0.0',
+        'esbuild@1.0.0',
+        'get-tsconfig@1.0.0',
+        'tsx@1.0.0',
+      ])
+      assert.equal(stats.packages, 4)
+      assert.equal(stats.files, 15)
+      assert.deepEqual(Object.keys(stats.pruned).sort(), [
+        'TypeScript sources',
+        'docs',
+        'native build tree',
+        'other platforms',
+        'source maps',
+        'tests',
+        'type declarations',
+      ])
+      assert.equal(stats.pruned['other platforms']!.files, 7)
+    },
+  )
 
   it('keeps the image architecture’s binaries (arm64)', () => {
     const dest = tempDir()
@@ -138,23 +142,26 @@ describe('vendorDependencies (what goes into an image)', () => {
     ])
   })
 
-  it('keeps tsx, esbuild and TypeScript files when the bundle carries TypeScript modules, or imports them itself', () => {
-    for (const [direct, o] of [
-      [{ fw: '1.0.0' }, { typescript: true }],
-      [{ fw: '1.0.0', tsx: '1.0.0' }, {}],
-    ] as const) {
-      const dest = tempDir()
-      const stats = vendorDependencies(direct, PINNED, installed(), dest, { arch: 'x64', ...o })
-      const files = Object.keys(snapshot(join(dest, 'node_modules')))
-      for (const f of [
-        'tsx/dist/cli.mjs',
-        'esbuild/lib/main.js',
-        '@esbuild/linux-x64/bin/esbuild',
-        'get-tsconfig/dist/index.cjs',
-        'ort/lib/index.ts',
-      ])
-        assert.ok(files.includes(f), `${f} with ${JSON.stringify(direct)} ${JSON.stringify(o)}`)
-      assert.deepEqual(stats.leftOutPackages, [])
-    }
-  })
+  it(
+    'keeps tsx, esbuild and TypeScript files when the bundle ' + 'carries TypeScript modules, or imports them itself',
+    () => {
+      for (const [direct, o] of [
+        [{ fw: '1.0.0' }, { typescript: true }],
+        [{ fw: '1.0.0', tsx: '1.0.0' }, {}],
+      ] as const) {
+        const dest = tempDir()
+        const stats = vendorDependencies(direct, PINNED, installed(), dest, { arch: 'x64', ...o })
+        const files = Object.keys(snapshot(join(dest, 'node_modules')))
+        for (const f of [
+          'tsx/dist/cli.mjs',
+          'esbuild/lib/main.js',
+          '@esbuild/linux-x64/bin/esbuild',
+          'get-tsconfig/dist/index.cjs',
+          'ort/lib/index.ts',
+        ])
+          assert.ok(files.includes(f), `${f} with ${JSON.stringify(direct)} ${JSON.stringify(o)}`)
+        assert.deepEqual(stats.leftOutPackages, [])
+      }
+    },
+  )
 })

@@ -8,7 +8,8 @@ import { MODELS } from '../utils/models.js'
 import { tempDir } from '../utils/tmp.js'
 
 describe('bundle models load|unload|loaded --url (a running server)', () => {
-  it('loads a newer version into the quickstart, lists states, unloads; unreachable and refused requests are one line', {
+  it('loads a newer version into the quickstart, lists states, unloads; unreachable and refused requests are one ' +
+    'line', {
     timeout: 180_000,
   }, async () => {
     const home = join(tempDir(), 'home')

@@ -138,15 +138,19 @@ describe('bundle models (CLI, real child processes)', () => {
     assert.equal(b.digest, a.digest)
   })
 
-  it('export to a directory that does not exist (a path ending in "/", or the parent of a file) is a coded error that writes nothing', async () => {
-    const missing = join(dir, 'no-such-dir')
-    for (const out of [`${missing}/`, join(missing, 'm.bundlemodel')]) {
-      const r = await run('models', 'export', 'ocr-cls:1.0.0', out)
-      failsWith(r, 1, 'E_EXPORT_DIR_NOT_FOUND')
-      assert.match(r.stderr, /no-such-dir/)
-      assert.ok(!existsSync(missing), `nothing written for ${out}`)
-    }
-  })
+  it(
+    'export to a directory that does not exist (a path ending in "/", or the parent of a file) is a coded error ' +
+      'that writes nothing',
+    async () => {
+      const missing = join(dir, 'no-such-dir')
+      for (const out of [`${missing}/`, join(missing, 'm.bundlemodel')]) {
+        const r = await run('models', 'export', 'ocr-cls:1.0.0', out)
+        failsWith(r, 1, 'E_EXPORT_DIR_NOT_FOUND')
+        assert.match(r.stderr, /no-such-dir/)
+        assert.ok(!existsSync(missing), `nothing written for ${out}`)
+      }
+    },
+  )
 
   it('verify exits 1 and names the model when a blob is damaged; delete -y then cleans up', async () => {
     const home = join(dir, 'damaged')
@@ -210,9 +214,12 @@ describe('bundle models (CLI, real child processes)', () => {
     assert.match((await run('--version')).stdout, /^\d+\.\d+\.\d+\n$/)
   })
 
-  it('no command at all (bundle, bundle --) is one usage line and exit 2 (found by the CLI fuzz, seed 1018238208)', async () => {
-    for (const args of [[], ['--']]) failsWith(await run(...args), 2, 'E_CLI_USAGE')
-  })
+  it(
+    'no command at all (bundle, bundle --) is one usage ' + 'line and exit 2 (found by the CLI fuzz, seed 1018238208)',
+    async () => {
+      for (const args of [[], ['--']]) failsWith(await run(...args), 2, 'E_CLI_USAGE')
+    },
+  )
 })
 
 describe('progress bar', () => {

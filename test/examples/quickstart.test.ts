@@ -92,7 +92,8 @@ describe('bundle serve --config: operators tune runners without touching code', 
     const cfg = join(dir, 'serve.yaml')
     writeFileSync(
       cfg,
-      'runners:\n  ocr-cls:\n    workers: 2\n    deadlineMs: 5000\n    batching:\n      maxBatchSize: 8\n      maxDelayMs: 3\n',
+      'runners:\n  ocr-cls:\n    workers: 2\n    deadlineMs: 5000\n    batching:\n      maxBatchSize: ' +
+        '8\n      maxDelayMs: 3\n',
     )
     const { listeningUrl } = await import('../utils/port.js')
     const child = spawn(

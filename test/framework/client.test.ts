@@ -89,22 +89,28 @@ describe('typed client: shed calls are retried after Retry-After', () => {
     assert.equal((await first).status, 200)
   })
 
-  it('three calls at once on a server that takes one: all succeed after backing off; with retries: 0 two fail', async () => {
-    runs = 0
-    const client = createClient<typeof napper>(server.url)
-    const started = Date.now()
-    const out = await Promise.all([1, 2, 3].map(() => client.nap({ ms: 200 })))
-    assert.deepEqual(out, [{ ms: 200 }, { ms: 200 }, { ms: 200 }])
-    assert.equal(runs, 3, 'each call ran once: a refused call had not run')
-    assert.ok(Date.now() - started >= 400, 'the retries waited (Retry-After, jittered) instead of hammering the server')
+  it(
+    'three calls at once on a server that takes one: all ' + 'succeed after backing off; with retries: 0 two fail',
+    async () => {
+      runs = 0
+      const client = createClient<typeof napper>(server.url)
+      const started = Date.now()
+      const out = await Promise.all([1, 2, 3].map(() => client.nap({ ms: 200 })))
+      assert.deepEqual(out, [{ ms: 200 }, { ms: 200 }, { ms: 200 }])
+      assert.equal(runs, 3, 'each call ran once: a refused call had not run')
+      assert.ok(
+        Date.now() - started >= 400,
+        'the retries waited (Retry-After, jittered) instead of hammering the server',
+      )
 
-    const eager = createClient<typeof napper>(server.url, { retries: 0 })
-    const settled = await Promise.allSettled([1, 2, 3].map(() => eager.nap({ ms: 200 })))
-    const refused = settled
-      .filter((s) => s.status === 'rejected')
-      .map((s) => ((s as PromiseRejectedResult).reason as BundleError).code)
-    assert.deepEqual(refused, ['E_HTTP_TOO_MANY_REQUESTS', 'E_HTTP_TOO_MANY_REQUESTS'])
-  })
+      const eager = createClient<typeof napper>(server.url, { retries: 0 })
+      const settled = await Promise.allSettled([1, 2, 3].map(() => eager.nap({ ms: 200 })))
+      const refused = settled
+        .filter((s) => s.status === 'rejected')
+        .map((s) => ((s as PromiseRejectedResult).reason as BundleError).code)
+      assert.deepEqual(refused, ['E_HTTP_TOO_MANY_REQUESTS', 'E_HTTP_TOO_MANY_REQUESTS'])
+    },
+  )
 
   it('an abort during the back-off ends the call at once', async () => {
     const client = createClient<typeof napper>(server.url, { retries: 5 })

@@ -93,7 +93,10 @@ describe('deadlines and priorities through the server', () => {
       headers: { 'content-type': 'application/json', ...headers },
       body: JSON.stringify(item),
     })
-  /** Sends `item` and resolves once its API method has run far enough to hand it to the runner (an idle batcher dispatches at once). */
+  /**
+   * Sends `item` and resolves once its API method has run far enough to hand it to the runner (an idle batcher
+   * dispatches at once).
+   */
   const occupy = async (path: string, item: z.infer<typeof Item>) => {
     const seen = calls + 1
     const answer = post(path, item)
@@ -101,7 +104,8 @@ describe('deadlines and priorities through the server', () => {
     return { answer }
   }
 
-  it('Request-Timeout shortens the deadline: behind 400 ms of work a 100 ms caller is refused (503, Retry-After) and never run; a patient one is served', {
+  it('Request-Timeout shortens the deadline: behind 400 ms of work a 100 ms caller is refused (503, Retry-After) ' +
+    'and never run; a patient one is served', {
     timeout: 60_000,
   }, async () => {
     // Teach the batcher the runner's speed, then occupy it.
@@ -156,7 +160,8 @@ describe('deadlines and priorities through the server', () => {
     assert.deepEqual(order.slice(4).sort(), ['low1', 'low2'])
   })
 
-  it('once the server knows an API calls a runner, a request that runner would refuse is refused before its body is read', {
+  it('once the server knows an API calls a runner, a request that runner would refuse is refused before its body ' +
+    'is read', {
     timeout: 60_000,
   }, async () => {
     for (let i = 0; i < 3; i++) assert.equal((await post('/steady', { id: `s${i}`, ms: 200 })).status, 200)

@@ -106,67 +106,75 @@ describe('API routes on a socket (serve()’s fast path) answer as the hono app 
     await logged(/"method":"POST","path":"\/greet","status":200,.*"requestId":"abc-1"/)
   })
 
-  it('errors: 400 with details, 415, 413 by Content-Length and mid-stream, 405 for GET — coded JSON bodies as everywhere', async () => {
-    const bad = await send(running.url, '/greet', {
-      headers: { 'content-type': 'application/json' },
-      body: '{"name":""}',
-    })
-    assert.equal(bad.status, 400)
-    assert.equal(JSON.parse(bad.body).error.code, 'E_INPUT_INVALID')
-    const viaHono = await running.service.app.request('/greet', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: '{"name":""}',
-    })
-    assert.deepEqual(
-      { ...JSON.parse(bad.body).error, requestId: 0 },
-      { ...((await viaHono.json()) as { error: object }).error, requestId: 0 },
-    )
-    const media = await send(running.url, '/greet', { headers: { 'content-type': 'text/csv' }, body: 'a,b' })
-    assert.deepEqual([media.status, JSON.parse(media.body).error.code], [415, 'E_HTTP_UNSUPPORTED_MEDIA_TYPE'])
-    const big = 'x'.repeat(10_000)
-    const declared = await send(running.url, '/shout', { headers: { 'content-type': 'text/plain' }, body: big })
-    assert.deepEqual(
-      [declared.status, JSON.parse(declared.body).error.code, declared.headers.connection],
-      [413, 'E_HTTP_PAYLOAD_TOO_LARGE', 'close'],
-    )
-    const streamed = await send(running.url, '/shout', {
-      headers: { 'content-type': 'text/plain' },
-      body: big,
-      chunked: true,
-    }).catch((e: Error) => e)
-    // The server answers 413 and closes as soon as the limit passes; a client still writing may see the reset instead.
-    if (!(streamed instanceof Error))
-      assert.deepEqual([streamed.status, JSON.parse(streamed.body).error.code], [413, 'E_HTTP_PAYLOAD_TOO_LARGE'])
-    const get = await send(running.url, '/greet', { method: 'GET' })
-    assert.deepEqual([get.status, get.headers.allow], [405, 'POST'])
-    // The server still serves after all that.
-    assert.equal(
-      (await send(running.url, '/shout', { headers: { 'content-type': 'text/plain' }, body: 'ok' })).body,
-      'OK',
-    )
-  })
-
-  it('an error answered before the body has all arrived closes the connection instead of reading the rest', async () => {
-    const r = await new Promise<Reply>((resolve, reject) => {
-      // Content-Length promises 1 MiB; only 1 KiB is sent before the answer comes.
-      const req = request(
-        `${running.url}/greet`,
-        { method: 'POST', headers: { 'content-type': 'text/csv', 'content-length': String(1 << 20) }, agent: false },
-        (res) => {
-          let body = ''
-          res.on('data', (c) => (body += c))
-          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }))
-        },
+  it(
+    'errors: 400 with details, 415, 413 by Content-Length and mid-stream, 405 for GET — coded JSON bodies as ' +
+      'everywhere',
+    async () => {
+      const bad = await send(running.url, '/greet', {
+        headers: { 'content-type': 'application/json' },
+        body: '{"name":""}',
+      })
+      assert.equal(bad.status, 400)
+      assert.equal(JSON.parse(bad.body).error.code, 'E_INPUT_INVALID')
+      const viaHono = await running.service.app.request('/greet', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"name":""}',
+      })
+      assert.deepEqual(
+        { ...JSON.parse(bad.body).error, requestId: 0 },
+        { ...((await viaHono.json()) as { error: object }).error, requestId: 0 },
       )
-      req.on('error', reject)
-      req.write(Buffer.alloc(1024, 97))
-    })
-    assert.deepEqual(
-      [r.status, JSON.parse(r.body).error.code, r.headers.connection],
-      [415, 'E_HTTP_UNSUPPORTED_MEDIA_TYPE', 'close'],
-    )
-  })
+      const media = await send(running.url, '/greet', { headers: { 'content-type': 'text/csv' }, body: 'a,b' })
+      assert.deepEqual([media.status, JSON.parse(media.body).error.code], [415, 'E_HTTP_UNSUPPORTED_MEDIA_TYPE'])
+      const big = 'x'.repeat(10_000)
+      const declared = await send(running.url, '/shout', { headers: { 'content-type': 'text/plain' }, body: big })
+      assert.deepEqual(
+        [declared.status, JSON.parse(declared.body).error.code, declared.headers.connection],
+        [413, 'E_HTTP_PAYLOAD_TOO_LARGE', 'close'],
+      )
+      const streamed = await send(running.url, '/shout', {
+        headers: { 'content-type': 'text/plain' },
+        body: big,
+        chunked: true,
+      }).catch((e: Error) => e)
+      // The server answers 413 and closes as soon as the limit passes; a client still writing may see the reset
+      // instead.
+      if (!(streamed instanceof Error))
+        assert.deepEqual([streamed.status, JSON.parse(streamed.body).error.code], [413, 'E_HTTP_PAYLOAD_TOO_LARGE'])
+      const get = await send(running.url, '/greet', { method: 'GET' })
+      assert.deepEqual([get.status, get.headers.allow], [405, 'POST'])
+      // The server still serves after all that.
+      assert.equal(
+        (await send(running.url, '/shout', { headers: { 'content-type': 'text/plain' }, body: 'ok' })).body,
+        'OK',
+      )
+    },
+  )
+
+  it(
+    'an error answered before the body has all arrived ' + 'closes the connection instead of reading the rest',
+    async () => {
+      const r = await new Promise<Reply>((resolve, reject) => {
+        // Content-Length promises 1 MiB; only 1 KiB is sent before the answer comes.
+        const req = request(
+          `${running.url}/greet`,
+          { method: 'POST', headers: { 'content-type': 'text/csv', 'content-length': String(1 << 20) }, agent: false },
+          (res) => {
+            let body = ''
+            res.on('data', (c) => (body += c))
+            res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }))
+          },
+        )
+        req.on('error', reject)
+        req.write(Buffer.alloc(1024, 97))
+      })
+      assert.deepEqual(
+        [r.status, JSON.parse(r.body).error.code, r.headers.connection],
+        [415, 'E_HTTP_UNSUPPORTED_MEDIA_TYPE', 'close'],
+      )
+    },
+  )
 
   it('the API key is checked: 401 with WWW-Authenticate without it, 200 with it', async () => {
     const no = await send(keyed.url, '/greet', {

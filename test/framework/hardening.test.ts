@@ -189,47 +189,50 @@ describe('hostile inputs and edge cases', () => {
 })
 
 describe('over a socket', () => {
-  it('401 names the scheme; headers too large get a JSON 431; the client retries discovery and merges headers', async () => {
-    const def = defineService({
-      name: 'k',
-      apis: {
-        echo: defineApi({
-          input: io.json(z.object({ v: z.number() })),
-          output: io.json(z.object({ v: z.number() })),
-          handler: async (x) => x,
-        }),
-      },
-    })
-    const running = await serve(def, { port: 0, handleSignals: false, logger: silent, apiKey: 'k' })
-    try {
-      const r = await fetch(`${running.url}/echo`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: '{"v":1}',
+  it(
+    '401 names the scheme; headers too large get a JSON ' + '431; the client retries discovery and merges headers',
+    async () => {
+      const def = defineService({
+        name: 'k',
+        apis: {
+          echo: defineApi({
+            input: io.json(z.object({ v: z.number() })),
+            output: io.json(z.object({ v: z.number() })),
+            handler: async (x) => x,
+          }),
+        },
       })
-      assert.equal(r.status, 401)
-      assert.equal(r.headers.get('www-authenticate'), 'Bearer')
+      const running = await serve(def, { port: 0, handleSignals: false, logger: silent, apiKey: 'k' })
+      try {
+        const r = await fetch(`${running.url}/echo`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{"v":1}',
+        })
+        assert.equal(r.status, 401)
+        assert.equal(r.headers.get('www-authenticate'), 'Bearer')
 
-      const raw = await new Promise<string>((resolve) => {
-        const sock = connect(Number(new URL(running.url).port), '127.0.0.1')
-        let out = ''
-        sock.on('data', (d) => (out += d))
-        sock.on('close', () => resolve(out))
-        sock.on('error', () => resolve(out))
-        sock.write(`GET /livez HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`)
-      })
-      assert.match(raw, /^HTTP\/1\.1 431 /)
-      assert.match(raw, /"error":\{"code":"E_HTTP_HEADERS_TOO_LARGE"/)
+        const raw = await new Promise<string>((resolve) => {
+          const sock = connect(Number(new URL(running.url).port), '127.0.0.1')
+          let out = ''
+          sock.on('data', (d) => (out += d))
+          sock.on('close', () => resolve(out))
+          sock.on('error', () => resolve(out))
+          sock.write(`GET /livez HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`)
+        })
+        assert.match(raw, /^HTTP\/1\.1 431 /)
+        assert.match(raw, /"error":\{"code":"E_HTTP_HEADERS_TOO_LARGE"/)
 
-      const client = createClient<never>(running.url, {
-        apiKey: 'k',
-        headers: { 'Content-Type': 'application/json' },
-      }) as unknown as { echo(x: unknown): Promise<unknown> }
-      assert.deepEqual(await client.echo({ v: 2 }), { v: 2 })
-    } finally {
-      await running.close()
-    }
-    const early = createClient<never>(running.url) as unknown as { echo(x: unknown): Promise<unknown> }
-    await assert.rejects(early.echo({ v: 1 }), (e: { code?: string }) => e.code === 'E_CLIENT_CONNECTION')
-  })
+        const client = createClient<never>(running.url, {
+          apiKey: 'k',
+          headers: { 'Content-Type': 'application/json' },
+        }) as unknown as { echo(x: unknown): Promise<unknown> }
+        assert.deepEqual(await client.echo({ v: 2 }), { v: 2 })
+      } finally {
+        await running.close()
+      }
+      const early = createClient<never>(running.url) as unknown as { echo(x: unknown): Promise<unknown> }
+      await assert.rejects(early.echo({ v: 1 }), (e: { code?: string }) => e.code === 'E_CLIENT_CONNECTION')
+    },
+  )
 })

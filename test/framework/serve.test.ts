@@ -277,7 +277,8 @@ describe('bundle serve --reload', () => {
     const dir = mkdtempSync(fileURLToPath(new URL('../fixtures/tmp-reload-', import.meta.url)))
     const file = join(dir, 'service.ts')
     const source = (word: string) =>
-      `import { api, io, service } from 'modelbundle'\n@service({ name: 'reloading' })\nexport class Reloading {\n  @api({ input: io.text(), output: io.text() })\n  async word(_: string) { return '${word}' }\n}\n`
+      `import { api, io, service } from 'modelbundle'\n@service({ name: 'reloading' })\nexport class Reloading ` +
+      `{\n  @api({ input: io.text(), output: io.text() })\n  async word(_: string) { return '${word}' }\n}\n`
     writeFileSync(file, source('before'))
     // A fixed port: the reloaded server must come back on it.
     const port = await freePort()

@@ -185,7 +185,8 @@ describe('durable async tasks (@task) in Redis', () => {
     assert.match(r.stderr, /error E_SERVE_CONFIG_INVALID: \/render is a task, which live in Redis: serve with --redis/)
   })
 
-  it("/readyz reflects the tasks' Redis: 503 naming tasks and Redis while it is unreachable, ready again when it is back", {
+  it("/readyz reflects the tasks' Redis: 503 naming tasks and Redis while it is unreachable, ready again when it " +
+    'is back', {
     timeout: 120_000,
   }, async () => {
     // A Redis of this test's own: stopping it loses what it held.

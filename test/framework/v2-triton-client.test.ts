@@ -220,29 +220,33 @@ describe('a Triton HTTP client against /v2 (its wire format, a real socket)', ()
     assert.match(JSON.parse(bomb.body.toString()).error, /expands past 1048576 bytes/)
   })
 
-  it('model control as the client calls it: index with an empty body, load with config text, unload with unload_dependents', async () => {
-    const index = await post(running.url, '/v2/repository/index', Buffer.alloc(0))
-    assert.equal(index.status, 200)
-    assert.deepEqual(JSON.parse(index.body.toString()), [{ name: 'two', version: '1.0.0', state: 'READY' }])
-    const load = await post(
-      running.url,
-      '/v2/repository/models/two/load',
-      Buffer.from(JSON.stringify({ parameters: { config: JSON.stringify({ batching: { maxBatchSize: 4 } }) } })),
-    )
-    assert.equal(load.status, 200, load.body.toString())
-    assert.equal(
-      ((await (await fetch(`${running.url}/v2/models/two/config`)).json()) as { max_batch_size: number })
-        .max_batch_size,
-      4,
-    )
-    const unload = await post(
-      running.url,
-      '/v2/repository/models/two/unload',
-      Buffer.from(JSON.stringify({ parameters: { unload_dependents: false } })),
-    )
-    assert.equal(unload.status, 200)
-    assert.equal((await fetch(`${running.url}/v2/models/two/versions/1.0.0/ready`)).status, 404)
-    assert.equal((await post(running.url, '/v2/repository/models/two/load', Buffer.alloc(0))).status, 200)
-    assert.equal((await fetch(`${running.url}/v2/models/two/versions/1.0.0/ready`)).status, 200)
-  })
+  it(
+    'model control as the client calls it: index with an empty body, load with config text, unload with ' +
+      'unload_dependents',
+    async () => {
+      const index = await post(running.url, '/v2/repository/index', Buffer.alloc(0))
+      assert.equal(index.status, 200)
+      assert.deepEqual(JSON.parse(index.body.toString()), [{ name: 'two', version: '1.0.0', state: 'READY' }])
+      const load = await post(
+        running.url,
+        '/v2/repository/models/two/load',
+        Buffer.from(JSON.stringify({ parameters: { config: JSON.stringify({ batching: { maxBatchSize: 4 } }) } })),
+      )
+      assert.equal(load.status, 200, load.body.toString())
+      assert.equal(
+        ((await (await fetch(`${running.url}/v2/models/two/config`)).json()) as { max_batch_size: number })
+          .max_batch_size,
+        4,
+      )
+      const unload = await post(
+        running.url,
+        '/v2/repository/models/two/unload',
+        Buffer.from(JSON.stringify({ parameters: { unload_dependents: false } })),
+      )
+      assert.equal(unload.status, 200)
+      assert.equal((await fetch(`${running.url}/v2/models/two/versions/1.0.0/ready`)).status, 404)
+      assert.equal((await post(running.url, '/v2/repository/models/two/load', Buffer.alloc(0))).status, 200)
+      assert.equal((await fetch(`${running.url}/v2/models/two/versions/1.0.0/ready`)).status, 200)
+    },
+  )
 })

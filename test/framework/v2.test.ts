@@ -172,126 +172,132 @@ describe('Open Inference Protocol (/v2)', () => {
     close(JSON.parse(n.buf.toString()).outputs[0].data, want.slice(0, 2))
   })
 
-  it('binary tensor data: binary inputs, binary outputs on request (per output or for all), JSON otherwise', async () => {
-    const x = sample(3, 7)
-    const want = await direct(x, 3)
-    const perOutput = binaryRequest(
-      {
-        inputs: [
-          { name: 'x', shape: [3, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } },
-        ],
-        outputs: [{ name: OUT, parameters: { binary_data: true } }],
-      },
-      bytes(x),
-    )
-    const r = await infer(new Uint8Array(perOutput.body), { headers: { ...perOutput.headers, ...auth } })
-    assert.equal(r.status, 200, r.buf.toString())
-    assert.equal(r.headers.get('content-type'), 'application/octet-stream')
-    const { json, rest } = splitResponse(r.buf, r.headers.get('inference-header-content-length'))
-    assert.deepEqual(json.outputs, [
-      { name: OUT, datatype: 'FP32', shape: [3, 2], parameters: { binary_data_size: 24 } },
-    ])
-    close(Array.from(new Float32Array(rest.buffer.slice(rest.byteOffset, rest.byteOffset + rest.byteLength))), want)
-
-    const all = binaryRequest(
-      {
-        inputs: [
-          { name: 'x', shape: [3, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } },
-        ],
-        parameters: { binary_data_output: true },
-      },
-      bytes(x),
-    )
-    const r2 = await infer(new Uint8Array(all.body), { headers: { ...all.headers, ...auth } })
-    assert.equal(splitResponse(r2.buf, r2.headers.get('inference-header-content-length')).rest.byteLength, 24)
-
-    const jsonOut = binaryRequest(
-      {
-        inputs: [
-          { name: 'x', shape: [3, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } },
-        ],
-      },
-      bytes(x),
-    )
-    const r3 = await infer(new Uint8Array(jsonOut.body), { headers: { ...jsonOut.headers, ...auth } })
-    assert.equal(r3.headers.get('content-type'), 'application/json')
-    close(JSON.parse(r3.buf.toString()).outputs[0].data, want)
-  })
-
-  it('errors as the protocol has them: { error } with 400 naming input, expected and got; 404; 401 without the key', async () => {
-    const cases: [unknown, number, RegExp][] = [
-      [
-        { inputs: [{ name: 'x', shape: [1, 3, 48, 192], datatype: 'INT64', data: [] }] },
-        400,
-        /input "x": (expected datatype FP32, got INT64|shape \[1,3,48,192\] needs)/,
-      ],
-      [
-        { inputs: [{ name: 'x', shape: [3, 48, 192], datatype: 'FP32', data: Array(3 * 48 * 192).fill(0) }] },
-        400,
-        /input "x": expected shape \[-1,3,-1,-1\] \(-1 = any\), got \[3,48,192\]/,
-      ],
-      [
-        { inputs: [{ name: 'y', shape: [1], datatype: 'FP32', data: [1] }] },
-        400,
-        /unexpected input "y"; ocr-cls takes "x"/,
-      ],
-      [
-        { inputs: [{ name: 'x', shape: [9, 3, 1, 1], datatype: 'FP32', data: Array(27).fill(0) }] },
-        400,
-        /batch of 9 is larger than ocr-cls's max_batch_size 8/,
-      ],
-      [
-        { inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'FP32', data: [1, 2] }] },
-        400,
-        /needs 3 values, data has 2/,
-      ],
-      [
-        { inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'FP16', data: [1, 2, 3] }] },
-        400,
-        /FP16 data must be sent as binary/,
-      ],
-      [
+  it(
+    'binary tensor data: binary inputs, binary outputs ' + 'on request (per output or for all), JSON otherwise',
+    async () => {
+      const x = sample(3, 7)
+      const want = await direct(x, 3)
+      const perOutput = binaryRequest(
         {
-          inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'FP32', data: [1, 2, 3] }],
-          outputs: [{ name: 'nope' }],
+          inputs: [
+            { name: 'x', shape: [3, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } },
+          ],
+          outputs: [{ name: OUT, parameters: { binary_data: true } }],
         },
-        400,
-        /unknown output "nope"/,
-      ],
-      [{ inputs: [] }, 400, /non-empty "inputs"/],
-      ['not json', 400, /not JSON/],
-    ]
-    for (const [body, status, re] of cases) {
-      const r = await infer(body, { headers: auth })
-      assert.equal(r.status, status, `${JSON.stringify(body).slice(0, 80)}: ${r.buf}`)
-      const { error } = JSON.parse(r.buf.toString()) as { error: string }
-      assert.match(error, re)
-    }
-    const leftover = binaryRequest(
-      { inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'FP32', data: [1, 2, 3] }] },
-      new Uint8Array(8),
-    )
-    const r = await infer(new Uint8Array(leftover.body), { headers: { ...leftover.headers, ...auth } })
-    assert.equal(r.status, 400)
-    assert.match(JSON.parse(r.buf.toString()).error, /8 bytes of binary data no input claims/)
-    const short = binaryRequest(
-      { inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'FP32', parameters: { binary_data_size: 12 } }] },
-      new Uint8Array(4),
-    )
-    assert.equal((await infer(new Uint8Array(short.body), { headers: { ...short.headers, ...auth } })).status, 400)
-    assert.equal(
-      (
-        await infer(
-          { inputs: [{ name: 'x', shape: [1], datatype: 'FP32', data: [1] }] },
-          { path: '/v2/models/nope/infer', headers: auth },
-        )
-      ).status,
-      404,
-    )
-    const noKey = await infer({ inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'FP32', data: [1, 2, 3] }] })
-    assert.equal(noKey.status, 401)
-    assert.ok(typeof JSON.parse(noKey.buf.toString()).error === 'string')
-  })
+        bytes(x),
+      )
+      const r = await infer(new Uint8Array(perOutput.body), { headers: { ...perOutput.headers, ...auth } })
+      assert.equal(r.status, 200, r.buf.toString())
+      assert.equal(r.headers.get('content-type'), 'application/octet-stream')
+      const { json, rest } = splitResponse(r.buf, r.headers.get('inference-header-content-length'))
+      assert.deepEqual(json.outputs, [
+        { name: OUT, datatype: 'FP32', shape: [3, 2], parameters: { binary_data_size: 24 } },
+      ])
+      close(Array.from(new Float32Array(rest.buffer.slice(rest.byteOffset, rest.byteOffset + rest.byteLength))), want)
+
+      const all = binaryRequest(
+        {
+          inputs: [
+            { name: 'x', shape: [3, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } },
+          ],
+          parameters: { binary_data_output: true },
+        },
+        bytes(x),
+      )
+      const r2 = await infer(new Uint8Array(all.body), { headers: { ...all.headers, ...auth } })
+      assert.equal(splitResponse(r2.buf, r2.headers.get('inference-header-content-length')).rest.byteLength, 24)
+
+      const jsonOut = binaryRequest(
+        {
+          inputs: [
+            { name: 'x', shape: [3, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } },
+          ],
+        },
+        bytes(x),
+      )
+      const r3 = await infer(new Uint8Array(jsonOut.body), { headers: { ...jsonOut.headers, ...auth } })
+      assert.equal(r3.headers.get('content-type'), 'application/json')
+      close(JSON.parse(r3.buf.toString()).outputs[0].data, want)
+    },
+  )
+
+  it(
+    'errors as the protocol has them: { error } with 400 ' + 'naming input, expected and got; 404; 401 without the key',
+    async () => {
+      const cases: [unknown, number, RegExp][] = [
+        [
+          { inputs: [{ name: 'x', shape: [1, 3, 48, 192], datatype: 'INT64', data: [] }] },
+          400,
+          /input "x": (expected datatype FP32, got INT64|shape \[1,3,48,192\] needs)/,
+        ],
+        [
+          { inputs: [{ name: 'x', shape: [3, 48, 192], datatype: 'FP32', data: Array(3 * 48 * 192).fill(0) }] },
+          400,
+          /input "x": expected shape \[-1,3,-1,-1\] \(-1 = any\), got \[3,48,192\]/,
+        ],
+        [
+          { inputs: [{ name: 'y', shape: [1], datatype: 'FP32', data: [1] }] },
+          400,
+          /unexpected input "y"; ocr-cls takes "x"/,
+        ],
+        [
+          { inputs: [{ name: 'x', shape: [9, 3, 1, 1], datatype: 'FP32', data: Array(27).fill(0) }] },
+          400,
+          /batch of 9 is larger than ocr-cls's max_batch_size 8/,
+        ],
+        [
+          { inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'FP32', data: [1, 2] }] },
+          400,
+          /needs 3 values, data has 2/,
+        ],
+        [
+          { inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'FP16', data: [1, 2, 3] }] },
+          400,
+          /FP16 data must be sent as binary/,
+        ],
+        [
+          {
+            inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'FP32', data: [1, 2, 3] }],
+            outputs: [{ name: 'nope' }],
+          },
+          400,
+          /unknown output "nope"/,
+        ],
+        [{ inputs: [] }, 400, /non-empty "inputs"/],
+        ['not json', 400, /not JSON/],
+      ]
+      for (const [body, status, re] of cases) {
+        const r = await infer(body, { headers: auth })
+        assert.equal(r.status, status, `${JSON.stringify(body).slice(0, 80)}: ${r.buf}`)
+        const { error } = JSON.parse(r.buf.toString()) as { error: string }
+        assert.match(error, re)
+      }
+      const leftover = binaryRequest(
+        { inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'FP32', data: [1, 2, 3] }] },
+        new Uint8Array(8),
+      )
+      const r = await infer(new Uint8Array(leftover.body), { headers: { ...leftover.headers, ...auth } })
+      assert.equal(r.status, 400)
+      assert.match(JSON.parse(r.buf.toString()).error, /8 bytes of binary data no input claims/)
+      const short = binaryRequest(
+        { inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'FP32', parameters: { binary_data_size: 12 } }] },
+        new Uint8Array(4),
+      )
+      assert.equal((await infer(new Uint8Array(short.body), { headers: { ...short.headers, ...auth } })).status, 400)
+      assert.equal(
+        (
+          await infer(
+            { inputs: [{ name: 'x', shape: [1], datatype: 'FP32', data: [1] }] },
+            { path: '/v2/models/nope/infer', headers: auth },
+          )
+        ).status,
+        404,
+      )
+      const noKey = await infer({ inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'FP32', data: [1, 2, 3] }] })
+      assert.equal(noKey.status, 401)
+      assert.ok(typeof JSON.parse(noKey.buf.toString()).error === 'string')
+    },
+  )
 
   it('statistics count what ran, and inference goes through the runner batcher (its metrics move)', async () => {
     const before = (await (await svc.app.request('/v2/models/ocr-cls/stats')).json()) as any

@@ -294,7 +294,8 @@ describe('fuzzed requests against every route of a running server', () => {
     const shallow = (statuses.get(401) ?? 0) + (statuses.get(404) ?? 0) + (statuses.get(405) ?? 0)
     assert.ok(
       shallow < RUNS * 0.5,
-      `too many requests stopped at routing or auth: ${shallow} of ${RUNS}; 404 by route: ${JSON.stringify(Object.fromEntries(notFound))}`,
+      `too many requests stopped at routing or auth: ${shallow} of ${RUNS}; 404 by route: ` +
+        `${JSON.stringify(Object.fromEntries(notFound))}`,
     )
   })
 })

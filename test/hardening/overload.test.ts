@@ -88,21 +88,27 @@ describe('overload', () => {
 
       const ok = answers.filter((a) => a.status === 200)
       const shed = answers.filter((a) => a.status === 503 || a.status === 429)
-      const report = `offered ${rate.toFixed(0)} req/s (capacity ${served.toFixed(1)}), ${sent} sent: ${summary(answers)}; accepted p50 ${percentile(
-        ok.map((a) => a.ms),
-        50,
-      ).toFixed(0)} p99 ${percentile(
-        ok.map((a) => a.ms),
-        99,
-      ).toFixed(0)} ms; shed p50 ${percentile(
-        shed.map((a) => a.ms),
-        50,
-      ).toFixed(0)} p99 ${percentile(
-        shed.map((a) => a.ms),
-        99,
-      ).toFixed(
-        0,
-      )} ms, ${shed.filter((a) => a.ms > 50).length} after 50 ms; accepted over the bound: ${ok.filter((a) => a.ms > BOUND_MS).length}; rss ${JSON.stringify(rssBefore)} → peak ${JSON.stringify(peakRss)} MiB; peak queue ${peakQueue} rows`
+      const report =
+        `offered ${rate.toFixed(0)} req/s (capacity ${served.toFixed(1)}), ${sent} sent: ${summary(answers)}; ` +
+        `accepted p50 ${percentile(
+          ok.map((a) => a.ms),
+          50,
+        ).toFixed(0)} ` +
+        `p99 ${percentile(
+          ok.map((a) => a.ms),
+          99,
+        ).toFixed(0)} ms; ` +
+        `shed p50 ${percentile(
+          shed.map((a) => a.ms),
+          50,
+        ).toFixed(0)} ` +
+        `p99 ${percentile(
+          shed.map((a) => a.ms),
+          99,
+        ).toFixed(0)} ms, ` +
+        `${shed.filter((a) => a.ms > 50).length} after 50 ms; ` +
+        `accepted over the bound: ${ok.filter((a) => a.ms > BOUND_MS).length}; ` +
+        `rss ${JSON.stringify(rssBefore)} → peak ${JSON.stringify(peakRss)} MiB; peak queue ${peakQueue} rows`
       console.log(report)
 
       assert.equal(answers.length, sent, 'every request sent was answered')
@@ -124,7 +130,8 @@ describe('overload', () => {
       assert.ok(shed.length >= sent * 0.4, `at 3× capacity most of the excess is shed: ${report}`)
       assert.ok(
         ok.length / 15 >= served * 0.6,
-        `goodput holds under overload (no collapse): ${(ok.length / 15).toFixed(1)} req/s of ${served.toFixed(1)}; ${report}`,
+        `goodput holds under overload (no collapse): ${(ok.length / 15).toFixed(1)} req/s of ` +
+          `${served.toFixed(1)}; ${report}`,
       )
       // The server holds accepted requests to the bound on its own clock; what this process
       // measures adds the socket and its own turn on a 2-core machine that may be busy with

@@ -27,7 +27,10 @@ interface Slow {
   received: () => string
 }
 
-/** A raw socket that misbehaves as `kind` says and never finishes its request; resolves with ms until the server closed it. */
+/**
+ * A raw socket that misbehaves as `kind` says and never finishes its request; resolves with ms until the server closed
+ * it.
+ */
 function slowSocket(port: number, kind: Slow['kind']): Slow {
   const sock = connect(port, '127.0.0.1')
   const opened = Date.now()
@@ -177,7 +180,8 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
     )
     const latency = p99(results.map((r) => r.ms))
     console.log(
-      `${results.length} normal requests during the attack, p99 ${latency.toFixed(1)} ms; server fds: baseline ${baseline}, during ${during}`,
+      `${results.length} normal requests during the attack, p99 ${latency.toFixed(1)} ms; server fds: baseline ` +
+        `${baseline}, during ${during}`,
     )
     assert.ok(latency < 1_000, `p99 latency of normal requests during the attack: ${latency.toFixed(0)} ms`)
 
@@ -259,21 +263,25 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
     assert.equal((await call(port, '/readyz')).status, 200)
   })
 
-  it(`connections past --max-connections (${MAX_CONNECTIONS}) are closed at once; the server serves again when they go`, async () => {
-    const held = Array.from({ length: MAX_CONNECTIONS }, () => slowSocket(port, 'silent'))
-    await new Promise((r) => setTimeout(r, 500))
-    const extra = Array.from({ length: 20 }, () => slowSocket(port, 'silent'))
-    const extraTimes = await Promise.all(extra.map((s) => s.closedAfter))
-    assert.ok(Math.max(...extraTimes) < 1_000, `over the cap: closed at once (slowest ${Math.max(...extraTimes)} ms)`)
-    assert.ok(
-      openFds(server.pid) <= baseline + MAX_CONNECTIONS + 5,
-      `the server never holds more than the cap (${openFds(server.pid)} fds)`,
-    )
-    await Promise.all(held.map((s) => s.closedAfter))
-    assert.equal((await call(port, '/classify', PNG)).status, 200)
-    assert.ok(
-      (await closedCount(server.url, 'max_connections')) >= 20,
-      'counted in bundle_http_connections_closed_total{reason="max_connections"}',
-    )
-  })
+  it(
+    `connections past --max-connections (${MAX_CONNECTIONS}) are closed at once; the server serves again when ` +
+      `they go`,
+    async () => {
+      const held = Array.from({ length: MAX_CONNECTIONS }, () => slowSocket(port, 'silent'))
+      await new Promise((r) => setTimeout(r, 500))
+      const extra = Array.from({ length: 20 }, () => slowSocket(port, 'silent'))
+      const extraTimes = await Promise.all(extra.map((s) => s.closedAfter))
+      assert.ok(Math.max(...extraTimes) < 1_000, `over the cap: closed at once (slowest ${Math.max(...extraTimes)} ms)`)
+      assert.ok(
+        openFds(server.pid) <= baseline + MAX_CONNECTIONS + 5,
+        `the server never holds more than the cap (${openFds(server.pid)} fds)`,
+      )
+      await Promise.all(held.map((s) => s.closedAfter))
+      assert.equal((await call(port, '/classify', PNG)).status, 200)
+      assert.ok(
+        (await closedCount(server.url, 'max_connections')) >= 20,
+        'counted in bundle_http_connections_closed_total{reason="max_connections"}',
+      )
+    },
+  )
 })

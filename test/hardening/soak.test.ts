@@ -25,7 +25,8 @@ const v2Body = JSON.stringify({
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!
 
 describe('soak', () => {
-  it(`${CYCLES} load/unload cycles under a sustained load: no failed request, RSS growth < 10%, no fd or child-process leak`, {
+  it(`${CYCLES} load/unload cycles under a sustained load: no failed request, RSS growth < 10%, no fd or ` +
+    `child-process leak`, {
     timeout: 900_000,
   }, async () => {
     const home = join(tempDir(), 'home')
@@ -92,7 +93,10 @@ describe('soak', () => {
         children: childrenOf(pid).length,
       }
       const start = median(baseline.rss)
-      const report = `after ${CYCLES} cycles: rss ${start.toFixed(1)} → ${end.rss.toFixed(1)} MiB (${(((end.rss - start) / start) * 100).toFixed(1)}%), fds ${baseline.fds} → ${end.fds}, children ${baseline.children} → ${end.children}, load loop ${JSON.stringify(statuses)}`
+      const report =
+        `after ${CYCLES} cycles: rss ${start.toFixed(1)} → ${end.rss.toFixed(1)} MiB ` +
+        `(${(((end.rss - start) / start) * 100).toFixed(1)}%), fds ${baseline.fds} → ${end.fds}, children ` +
+        `${baseline.children} → ${end.children}, load loop ${JSON.stringify(statuses)}`
       console.log(report)
       assert.equal(inferred, CYCLES)
       assert.deepEqual(Object.keys(statuses), ['200'], `every request of the load loop succeeded: ${report}`)

@@ -156,7 +156,8 @@ describe('/docs in real headless Chromium', { skip, timeout: 120_000 }, () => {
       )
     if (background.length)
       t.diagnostic(
-        `Chromium's own requests, all blocked at name resolution: ${[...new Set(background.map((r) => new URL(r.url).host))].join(', ')}`,
+        `Chromium's own requests, all blocked at name resolution: ` +
+          `${[...new Set(background.map((r) => new URL(r.url).host))].join(', ')}`,
       )
   })
 

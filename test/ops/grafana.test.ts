@@ -9,7 +9,8 @@ import { monitoring, startPrometheus, type Series } from '../utils/prometheus.js
 import { serveReady, type Served } from '../utils/serve.js'
 import { until } from '../utils/remote.js'
 
-// biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's placeholder for the chosen data source, not a template
+/* biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's placeholder for the chosen data source,
+   not a template */
 const DATASOURCE = '${datasource}'
 
 // docker/grafana/modelbundle-dashboard.json, proved three ways: it validates against Grafana's
@@ -87,7 +88,10 @@ const KEYWORDS = new Set([
   'nan',
 ])
 
-/** Metric names a PromQL expression selects: identifiers left once strings, matchers, ranges, groupings and calls are set aside. */
+/**
+ * Metric names a PromQL expression selects: identifiers left once strings, matchers, ranges, groupings and calls are
+ * set aside.
+ */
 function metricNames(expr: string): string[] {
   const bare = expr
     .replace(/"(?:[^"\\]|\\.)*"/g, '""')
@@ -165,7 +169,8 @@ describe('the Grafana dashboard (docker/grafana/modelbundle-dashboard.json)', ()
   it('covers the request, batching, queue, shedding and worker series', () => {
     assert.deepEqual(
       metricNames(
-        'histogram_quantile(0.99, sum by (le, endpoint) (rate(bundle_request_duration_seconds_bucket{service=~"$service"}[$__rate_interval])))',
+        'histogram_quantile(0.99, sum by (le, endpoint) ' +
+          '(rate(bundle_request_duration_seconds_bucket{service=~"$service"}[$__rate_interval])))',
       ),
       ['bundle_request_duration_seconds_bucket'],
     )
@@ -217,7 +222,8 @@ describe('the Grafana dashboard (docker/grafana/modelbundle-dashboard.json)', ()
       await server?.stop()
     })
 
-    it('every metric the dashboard queries is in /metrics, and rate()/increase() only wrap counters and histogram series', {
+    it('every metric the dashboard queries is in /metrics, and rate()/increase() only wrap counters and histogram ' +
+      'series', {
       timeout: 120_000,
     }, async () => {
       const { url } = await serve()

@@ -68,23 +68,26 @@ describe('autoscale (fake time)', () => {
     return { clock, stats, pool, slots, stop }
   }
 
-  it('grows once per busy interval, takes no samples while a worker starts, and gives the batcher the new slots', async () => {
-    let started!: () => void
-    const f = fixture(() => new Promise<void>((r) => (started = r)))
-    await f.clock.advance(1_000)
-    assert.equal(f.pool.grows, 1)
-    // The worker takes 5 s to start: no sampling meanwhile, so no second grow.
-    await f.clock.advance(5_000)
-    assert.equal(f.pool.grows, 1)
-    started()
-    await f.clock.settle()
-    assert.deepEqual(f.slots, [2])
-    // Two workers, each with a batch, rows still waiting: one more.
-    f.stats.inFlight = 2
-    await f.clock.advance(1_000)
-    assert.equal(f.pool.grows, 2)
-    f.stop()
-  })
+  it(
+    'grows once per busy interval, takes no samples while ' + 'a worker starts, and gives the batcher the new slots',
+    async () => {
+      let started!: () => void
+      const f = fixture(() => new Promise<void>((r) => (started = r)))
+      await f.clock.advance(1_000)
+      assert.equal(f.pool.grows, 1)
+      // The worker takes 5 s to start: no sampling meanwhile, so no second grow.
+      await f.clock.advance(5_000)
+      assert.equal(f.pool.grows, 1)
+      started()
+      await f.clock.settle()
+      assert.deepEqual(f.slots, [2])
+      // Two workers, each with a batch, rows still waiting: one more.
+      f.stats.inFlight = 2
+      await f.clock.advance(1_000)
+      assert.equal(f.pool.grows, 2)
+      f.stop()
+    },
+  )
 
   it('a worker that cannot start is tried again after the next busy interval; quiet shrinks back', async () => {
     let fail = true

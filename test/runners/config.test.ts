@@ -87,52 +87,56 @@ describe('runner overrides (config file and environment)', () => {
     )
   })
 
-  it('the batch window, the deadline, the queue bound and batches per worker are separate settings; maxLatencyMs still sets the deadline', async () => {
-    const { resolveBatching } = await import('../../runners/defaults.js')
-    const env = {
-      BUNDLE_RUNNER_M_DEADLINE_MS: '2500',
-      BUNDLE_RUNNER_M_BATCHING_MAX_DELAY_MS: '0',
-      BUNDLE_RUNNER_M_BATCHING_MAX_QUEUE_SIZE: '64',
-      BUNDLE_RUNNER_M_BATCHES_PER_WORKER: '3',
-    }
-    const o = envOverrides('m', env)
-    assert.deepEqual(o, { deadlineMs: 2500, batchesPerWorker: 3, batching: { maxDelayMs: 0, maxQueueSize: 64 } })
-    assert.deepEqual(resolveBatching(o), {
-      enabled: true,
-      maxBatchSize: 32,
-      maxDelayMs: 0,
-      deadlineMs: 2500,
-      maxQueueSize: 64,
-      batchesPerWorker: 3,
-      timeoutMs: 30_000,
-    })
-    // Defaults that serve: a 10 s deadline, a 10 ms window.
-    assert.deepEqual(resolveBatching({}), {
-      enabled: true,
-      maxBatchSize: 32,
-      maxDelayMs: 10,
-      deadlineMs: 10_000,
-      maxQueueSize: 2048,
-      batchesPerWorker: 2,
-      timeoutMs: 30_000,
-    })
-    // The old name is the deadline; the new one wins when both are given.
-    assert.equal(resolveBatching({ batching: { maxLatencyMs: 50 } }).deadlineMs, 50)
-    assert.equal(resolveBatching({ deadlineMs: 80, batching: { maxLatencyMs: 50 } }).deadlineMs, 80)
-    assert.equal(resolveBatching({ batching: { maxLatencyMs: 50 } }).maxDelayMs, 10, 'the window is not the deadline')
-    refuses(
-      () => parseServeConfig({ runners: { m: { batching: { maxDelayMs: -1 } } } }, 'serve.yaml'),
-      /maxDelayMs must be a number of milliseconds, 0 or more/,
-    )
-    refuses(
-      () => parseServeConfig({ runners: { m: { deadlineMs: 0 } } }, 'serve.yaml'),
-      /deadlineMs must be a positive number/,
-    )
-    refuses(
-      () => parseServeConfig({ runners: { m: { batchesPerWorker: 1.5 } } }, 'serve.yaml'),
-      /batchesPerWorker must be a positive integer/,
-    )
-  })
+  it(
+    'the batch window, the deadline, the queue bound and batches per worker are separate settings; maxLatencyMs ' +
+      'still sets the deadline',
+    async () => {
+      const { resolveBatching } = await import('../../runners/defaults.js')
+      const env = {
+        BUNDLE_RUNNER_M_DEADLINE_MS: '2500',
+        BUNDLE_RUNNER_M_BATCHING_MAX_DELAY_MS: '0',
+        BUNDLE_RUNNER_M_BATCHING_MAX_QUEUE_SIZE: '64',
+        BUNDLE_RUNNER_M_BATCHES_PER_WORKER: '3',
+      }
+      const o = envOverrides('m', env)
+      assert.deepEqual(o, { deadlineMs: 2500, batchesPerWorker: 3, batching: { maxDelayMs: 0, maxQueueSize: 64 } })
+      assert.deepEqual(resolveBatching(o), {
+        enabled: true,
+        maxBatchSize: 32,
+        maxDelayMs: 0,
+        deadlineMs: 2500,
+        maxQueueSize: 64,
+        batchesPerWorker: 3,
+        timeoutMs: 30_000,
+      })
+      // Defaults that serve: a 10 s deadline, a 10 ms window.
+      assert.deepEqual(resolveBatching({}), {
+        enabled: true,
+        maxBatchSize: 32,
+        maxDelayMs: 10,
+        deadlineMs: 10_000,
+        maxQueueSize: 2048,
+        batchesPerWorker: 2,
+        timeoutMs: 30_000,
+      })
+      // The old name is the deadline; the new one wins when both are given.
+      assert.equal(resolveBatching({ batching: { maxLatencyMs: 50 } }).deadlineMs, 50)
+      assert.equal(resolveBatching({ deadlineMs: 80, batching: { maxLatencyMs: 50 } }).deadlineMs, 80)
+      assert.equal(resolveBatching({ batching: { maxLatencyMs: 50 } }).maxDelayMs, 10, 'the window is not the deadline')
+      refuses(
+        () => parseServeConfig({ runners: { m: { batching: { maxDelayMs: -1 } } } }, 'serve.yaml'),
+        /maxDelayMs must be a number of milliseconds, 0 or more/,
+      )
+      refuses(
+        () => parseServeConfig({ runners: { m: { deadlineMs: 0 } } }, 'serve.yaml'),
+        /deadlineMs must be a positive number/,
+      )
+      refuses(
+        () => parseServeConfig({ runners: { m: { batchesPerWorker: 1.5 } } }, 'serve.yaml'),
+        /batchesPerWorker must be a positive integer/,
+      )
+    },
+  )
 
   it('warmup: false, a mapping of rounds and shapes, or WARMUP_ROUNDS; a mapping merges with the code', () => {
     const cfg = parseServeConfig(

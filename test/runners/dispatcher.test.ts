@@ -26,43 +26,46 @@ function trained(cost: (n: number) => number, max: number): LatencyModel {
 }
 
 describe('Dispatcher (fake time)', () => {
-  it('rule 3: caps batches at maxBatchSize rows and splits a request that straddles it, reassembled in order', async () => {
-    const clock = new FakeClock()
-    const r = runner(clock, () => 10)
-    // Fixed per-batch overhead: full batches of 4 are the most efficient.
-    const d = new Dispatcher<Payload, string>(
-      { maxBatchSize: 4, maxLatencyMs: 1000, slots: 1, clock, model: trained((n) => 10 + n, 4) },
-      r.execute,
-    )
-    const hold = d.submit({ id: 'h' }, 1) // occupies the slot: a and b queue up together
-    const a = d.submit({ id: 'a' }, 3)
-    const b = d.submit({ id: 'b' }, 3)
-    await clock.advance(100)
-    await hold
-    assert.deepEqual(await a, ['a:0-3'], 'a request that fits is never cut')
-    const parts = await b
-    assert.ok(parts.length >= 2, `b was split: ${parts}`)
-    // the parts tile b's rows in order
-    let next = 0
-    for (const p of parts) {
-      const [from, to] = p.slice(2).split('-').map(Number) as [number, number]
-      assert.equal(from, next)
-      next = to
-    }
-    assert.equal(next, 3)
-    assert.ok(
-      r.batches.every((x) => x.rows <= 4),
-      `batches: ${r.batches.map((x) => x.rows)}`,
-    )
-    assert.ok(
-      r.batches.some((x) => x.rows === 4 && x.slices[0] === 'a[0+3]' && x.slices[1] === 'b[0+1]'),
-      `b straddles the cap of 4 and is split there: ${JSON.stringify(r.batches.map((x) => x.slices))}`,
-    )
-    assert.equal(
-      r.batches.reduce((n, x) => n + x.rows, 0),
-      7,
-    )
-  })
+  it(
+    'rule 3: caps batches at maxBatchSize rows and splits ' + 'a request that straddles it, reassembled in order',
+    async () => {
+      const clock = new FakeClock()
+      const r = runner(clock, () => 10)
+      // Fixed per-batch overhead: full batches of 4 are the most efficient.
+      const d = new Dispatcher<Payload, string>(
+        { maxBatchSize: 4, maxLatencyMs: 1000, slots: 1, clock, model: trained((n) => 10 + n, 4) },
+        r.execute,
+      )
+      const hold = d.submit({ id: 'h' }, 1) // occupies the slot: a and b queue up together
+      const a = d.submit({ id: 'a' }, 3)
+      const b = d.submit({ id: 'b' }, 3)
+      await clock.advance(100)
+      await hold
+      assert.deepEqual(await a, ['a:0-3'], 'a request that fits is never cut')
+      const parts = await b
+      assert.ok(parts.length >= 2, `b was split: ${parts}`)
+      // the parts tile b's rows in order
+      let next = 0
+      for (const p of parts) {
+        const [from, to] = p.slice(2).split('-').map(Number) as [number, number]
+        assert.equal(from, next)
+        next = to
+      }
+      assert.equal(next, 3)
+      assert.ok(
+        r.batches.every((x) => x.rows <= 4),
+        `batches: ${r.batches.map((x) => x.rows)}`,
+      )
+      assert.ok(
+        r.batches.some((x) => x.rows === 4 && x.slices[0] === 'a[0+3]' && x.slices[1] === 'b[0+1]'),
+        `b straddles the cap of 4 and is split there: ${JSON.stringify(r.batches.map((x) => x.slices))}`,
+      )
+      assert.equal(
+        r.batches.reduce((n, x) => n + x.rows, 0),
+        7,
+      )
+    },
+  )
 
   it('rule 4: requests with different shapes never share a batch', async () => {
     const clock = new FakeClock()
@@ -148,85 +151,91 @@ describe('Dispatcher (fake time)', () => {
     )
   })
 
-  it('rule 2: sheds what cannot finish within maxLatencyMs, at submit and before running, and never runs late', async () => {
-    const clock = new FakeClock()
-    const cost = (n: number) => 20 + 5 * n
-    const r = runner(clock, cost)
-    const d = new Dispatcher<Payload, string>(
-      { maxBatchSize: 4, maxLatencyMs: 100, slots: 1, clock, model: trained(cost, 4) },
-      r.execute,
-    )
-    const outcomes: ('ok' | 'shed')[] = []
-    const finished: number[] = []
-    const all: Promise<void>[] = []
-    for (let i = 0; i < 60; i++) {
-      const submitted = clock.now()
-      all.push(
-        d.submit({ id: `r${i}` }, 1).then(
-          () => {
-            outcomes.push('ok')
-            finished.push(clock.now() - submitted)
-          },
-          (err: BundleError) => {
-            assert.equal(err.code, 'E_RUNNER_OVERLOADED')
-            assert.equal(err.status, 503)
-            outcomes.push('shed')
-          },
-        ),
-      )
-      await clock.advance(2) // 500 rows/s offered; capacity is 4 rows per 40 ms = 100 rows/s
-    }
-    await clock.advance(1000)
-    await Promise.all(all)
-    assert.ok(outcomes.includes('shed'), 'overload was shed')
-    assert.ok(outcomes.includes('ok'), 'some requests were served')
-    assert.ok(Math.max(...finished) <= 100, `no accepted request exceeded the bound: max ${Math.max(...finished)} ms`)
-  })
-
-  it('keeps headroomMs of the bound for the way in and out of the runner: nothing accepted finishes in it', async () => {
-    for (const [headroomMs, limit] of [
-      [undefined, 90],
-      [30, 70],
-    ] as const) {
+  it(
+    'rule 2: sheds what cannot finish within maxLatencyMs, ' + 'at submit and before running, and never runs late',
+    async () => {
       const clock = new FakeClock()
       const cost = (n: number) => 20 + 5 * n
       const r = runner(clock, cost)
       const d = new Dispatcher<Payload, string>(
-        {
-          maxBatchSize: 4,
-          maxLatencyMs: 100,
-          ...(headroomMs === undefined ? {} : { headroomMs }),
-          slots: 1,
-          clock,
-          model: trained(cost, 4),
-        },
+        { maxBatchSize: 4, maxLatencyMs: 100, slots: 1, clock, model: trained(cost, 4) },
         r.execute,
       )
+      const outcomes: ('ok' | 'shed')[] = []
       const finished: number[] = []
-      const all: Promise<unknown>[] = []
+      const all: Promise<void>[] = []
       for (let i = 0; i < 60; i++) {
         const submitted = clock.now()
         all.push(
           d.submit({ id: `r${i}` }, 1).then(
-            () => finished.push(clock.now() - submitted),
-            () => undefined,
+            () => {
+              outcomes.push('ok')
+              finished.push(clock.now() - submitted)
+            },
+            (err: BundleError) => {
+              assert.equal(err.code, 'E_RUNNER_OVERLOADED')
+              assert.equal(err.status, 503)
+              outcomes.push('shed')
+            },
           ),
         )
-        await clock.advance(2)
+        await clock.advance(2) // 500 rows/s offered; capacity is 4 rows per 40 ms = 100 rows/s
       }
       await clock.advance(1000)
       await Promise.all(all)
-      assert.ok(finished.length > 5)
-      assert.ok(
-        Math.max(...finished) <= limit,
-        `headroom ${headroomMs ?? 'default (10%)'}: max ${Math.max(...finished)} ms, limit ${limit}`,
+      assert.ok(outcomes.includes('shed'), 'overload was shed')
+      assert.ok(outcomes.includes('ok'), 'some requests were served')
+      assert.ok(Math.max(...finished) <= 100, `no accepted request exceeded the bound: max ${Math.max(...finished)} ms`)
+    },
+  )
+
+  it(
+    'keeps headroomMs of the bound for the way in and ' + 'out of the runner: nothing accepted finishes in it',
+    async () => {
+      for (const [headroomMs, limit] of [
+        [undefined, 90],
+        [30, 70],
+      ] as const) {
+        const clock = new FakeClock()
+        const cost = (n: number) => 20 + 5 * n
+        const r = runner(clock, cost)
+        const d = new Dispatcher<Payload, string>(
+          {
+            maxBatchSize: 4,
+            maxLatencyMs: 100,
+            ...(headroomMs === undefined ? {} : { headroomMs }),
+            slots: 1,
+            clock,
+            model: trained(cost, 4),
+          },
+          r.execute,
+        )
+        const finished: number[] = []
+        const all: Promise<unknown>[] = []
+        for (let i = 0; i < 60; i++) {
+          const submitted = clock.now()
+          all.push(
+            d.submit({ id: `r${i}` }, 1).then(
+              () => finished.push(clock.now() - submitted),
+              () => undefined,
+            ),
+          )
+          await clock.advance(2)
+        }
+        await clock.advance(1000)
+        await Promise.all(all)
+        assert.ok(finished.length > 5)
+        assert.ok(
+          Math.max(...finished) <= limit,
+          `headroom ${headroomMs ?? 'default (10%)'}: max ${Math.max(...finished)} ms, limit ${limit}`,
+        )
+      }
+      assert.throws(
+        () => new Dispatcher({ maxBatchSize: 4, maxLatencyMs: 100, headroomMs: 100, slots: 1 }, async () => []),
+        /headroomMs/,
       )
-    }
-    assert.throws(
-      () => new Dispatcher({ maxBatchSize: 4, maxLatencyMs: 100, headroomMs: 100, slots: 1 }, async () => []),
-      /headroomMs/,
-    )
-  })
+    },
+  )
 
   it('tries an unmeasured batch size only when the oldest request can afford it going wrong', async () => {
     // Measured: 1 and 2 rows, throughput rising, so the model wants to try 4 — which on this
@@ -284,38 +293,41 @@ describe('Dispatcher (fake time)', () => {
     assert.ok(at4 >= 40, `settled on 4-row batches: ${late}`)
   })
 
-  it('a pessimistic latency model cannot lock the runner: an idle runner runs, and the model corrects itself', async () => {
-    const clock = new FakeClock()
-    const r = runner(clock, () => 2)
-    // As after a few cold first runs: every batch looks like 10 × the latency bound.
-    const cold = new LatencyModel()
-    for (let n = 1; n <= 8; n *= 2) for (let i = 0; i < 3; i++) cold.observe(n, 500)
-    const d = new Dispatcher<Payload, string>(
-      { maxBatchSize: 8, maxLatencyMs: 50, slots: 1, clock, model: cold },
-      r.execute,
-    )
-    // A closed loop of 8 clients, each sending its next request when the last one is answered.
-    const counts = { ok: 0, shed: 0 }
-    let stop = false
-    const client = async (c: number) => {
-      for (let i = 0; !stop; i++) {
-        const ok = await d.submit({ id: `c${c}-${i}` }, 1).then(
-          () => true,
-          () => false,
-        )
-        counts[ok ? 'ok' : 'shed']++
-        if (!ok) await new Promise<void>((res) => clock.setTimeout(res, 1))
+  it(
+    'a pessimistic latency model cannot lock the runner: ' + 'an idle runner runs, and the model corrects itself',
+    async () => {
+      const clock = new FakeClock()
+      const r = runner(clock, () => 2)
+      // As after a few cold first runs: every batch looks like 10 × the latency bound.
+      const cold = new LatencyModel()
+      for (let n = 1; n <= 8; n *= 2) for (let i = 0; i < 3; i++) cold.observe(n, 500)
+      const d = new Dispatcher<Payload, string>(
+        { maxBatchSize: 8, maxLatencyMs: 50, slots: 1, clock, model: cold },
+        r.execute,
+      )
+      // A closed loop of 8 clients, each sending its next request when the last one is answered.
+      const counts = { ok: 0, shed: 0 }
+      let stop = false
+      const client = async (c: number) => {
+        for (let i = 0; !stop; i++) {
+          const ok = await d.submit({ id: `c${c}-${i}` }, 1).then(
+            () => true,
+            () => false,
+          )
+          counts[ok ? 'ok' : 'shed']++
+          if (!ok) await new Promise<void>((res) => clock.setTimeout(res, 1))
+        }
       }
-    }
-    const clients = Array.from({ length: 8 }, (_, c) => client(c))
-    await clock.advance(1000)
-    stop = true
-    await clock.advance(100)
-    await Promise.all(clients)
-    assert.ok(d.model.estimate(1) < 10, `the model learned the real cost: ${d.model.estimate(1)} ms`)
-    // At 2 ms per batch, one second holds hundreds of batches; a locked runner would serve none.
-    assert.ok(counts.ok >= 400, `served ${counts.ok}, shed ${counts.shed}`)
-  })
+      const clients = Array.from({ length: 8 }, (_, c) => client(c))
+      await clock.advance(1000)
+      stop = true
+      await clock.advance(100)
+      await Promise.all(clients)
+      assert.ok(d.model.estimate(1) < 10, `the model learned the real cost: ${d.model.estimate(1)} ms`)
+      // At 2 ms per batch, one second holds hundreds of batches; a locked runner would serve none.
+      assert.ok(counts.ok >= 400, `served ${counts.ok}, shed ${counts.shed}`)
+    },
+  )
 
   it('names why it shed: admission on arrival, deadline after waiting, queue_full at the memory bound', async () => {
     const clock = new FakeClock()
@@ -330,7 +342,8 @@ describe('Dispatcher (fake time)', () => {
     const all: Promise<unknown>[] = []
     all.push(d.submit({ id: 'first' }, 1).catch(() => undefined)) // runs at once: the slot is busy now
     all.push(d.submit({ id: 'big' }, 13).catch(() => undefined)) // 13 rows behind it cannot finish in time
-    for (let i = 0; i < 20; i++) all.push(d.submit({ id: `r${i}` }, 1).catch(() => undefined)) // 3 wait, the rest find the queue full
+    // 3 wait, the rest find the queue full
+    for (let i = 0; i < 20; i++) all.push(d.submit({ id: `r${i}` }, 1).catch(() => undefined))
     await clock.advance(1000)
     await Promise.all(all)
     assert.ok(reasons.includes('admission'), `reasons: ${reasons}`)

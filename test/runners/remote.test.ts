@@ -202,7 +202,8 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
       all.every((a) => a.ms < 20_000),
       'within the deadline',
     )
-    // The survivor ran what the dead worker held: some items appear twice in the log (started, never answered), none is missing.
+    // The survivor ran what the dead worker held: some items appear twice in the log (started, never answered), none is
+    // missing.
     const ran = readFileSync(log, 'utf8')
       .trim()
       .split('\n')
@@ -211,7 +212,8 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await Promise.all([api.stop(), w2.stop(), w1.stop()])
   })
 
-  it('a batch nobody waits for any more is not run; with a grace longer than the deadline, requests fail with 503 at their deadline', {
+  it('a batch nobody waits for any more is not run; with a grace longer than the deadline, requests fail with 503 ' +
+    'at their deadline', {
     timeout: 120_000,
   }, async () => {
     const log = join(tempDir(), 'exec.log')
@@ -242,7 +244,8 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await Promise.all([api.stop(), w.stop()])
   })
 
-  it('no live worker: /readyz says so, requests fail after the grace with 503 E_REMOTE_NO_WORKERS and Retry-After; batches queued when the last worker leaves fail too and never run', {
+  it('no live worker: /readyz says so, requests fail after the grace with 503 E_REMOTE_NO_WORKERS and ' +
+    'Retry-After; batches queued when the last worker leaves fail too and never run', {
     timeout: 120_000,
   }, async () => {
     const log = join(tempDir(), 'exec.log')
@@ -316,7 +319,8 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     assert.match(local.stderr, /--remote-grace applies to remote runners/)
   })
 
-  it('workers started with the API server take no batch before their connections are up: the first requests all answer', {
+  it('workers started with the API server take no batch before their connections are up: the first requests all ' +
+    'answer', {
     timeout: 120_000,
   }, async () => {
     // Batches too large to ride inline: a worker reads them from Redis on its command connection.
@@ -531,7 +535,8 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await Promise.all([api, a].map((l) => l!.close()))
   })
 
-  it('Redis lost while a batch is being queued: the call fails with 503 E_REMOTE_UNAVAILABLE and nothing else (no unhandled rejection)', {
+  it('Redis lost while a batch is being queued: the call fails with 503 E_REMOTE_UNAVAILABLE and nothing else (no ' +
+    'unhandled rejection)', {
     timeout: 60_000,
   }, async () => {
     const [link, workerLink] = [0, 1].map(() => new RedisLink(redis.url, 'mbtest')) as [RedisLink, RedisLink]

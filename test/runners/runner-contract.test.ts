@@ -18,7 +18,8 @@ import { parsePrometheus } from '../utils/prom.js'
 import { tempDir } from '../utils/tmp.js'
 
 describe('the Runner contract', () => {
-  it('onnx and custom runners both serve through it: GET /runners shows what they run with, metrics their workers and load', {
+  it('onnx and custom runners both serve through it: GET /runners shows what they run with, metrics their workers ' +
+    'and load', {
     timeout: 90_000,
   }, async () => {
     const dir = tempDir()

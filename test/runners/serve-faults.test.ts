@@ -47,7 +47,8 @@ const classify = (url: string) =>
   }))
 
 describe('bundle serve: runner faults and shutdown', () => {
-  it('a SIGKILLed worker fails its in-flight requests at once with 503 E_RUNNER_CRASHED; /readyz is 503 until it is back', {
+  it('a SIGKILLed worker fails its in-flight requests at once with 503 E_RUNNER_CRASHED; /readyz is 503 until it ' +
+    'is back', {
     timeout: 180_000,
   }, async () => {
     const s = await serve(join(tempDir(), 'home'))

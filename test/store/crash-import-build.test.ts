@@ -19,7 +19,10 @@ const QUICKSTART = fileURLToPath(new URL('../../examples/quickstart', import.met
 /** What decides the moment of the kill: a delay in ms, or a test on the store's temp area. */
 type Moment = number | ((tmp: string[]) => boolean)
 
-/** Runs `bundle ARGS` and SIGKILLs it at `moment` (if it is still running); resolves with its exit code (null if killed). */
+/**
+ * Runs `bundle ARGS` and SIGKILLs it at `moment` (if it is still running); resolves with its exit code (null if
+ * killed).
+ */
 async function killedAt(args: string[], home: string, moment: Moment): Promise<number | null> {
   const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, BUNDLE_HOME: home }, stdio: 'ignore' })
   let done = false

@@ -98,29 +98,33 @@ describe('blob leases', () => {
 })
 
 describe('review fixes', () => {
-  it('import --force of the same content is "already present" and keeps references; replacing a referenced model is refused', async () => {
-    const dir = tempDir()
-    const a = ModelStore.open({ home: join(dir, 'a') })
-    const f = writeFile(dir, 'r.bin', 'referenced')
-    await a.save({ name: 'r', version: '1.0.0', paths: [f] })
-    a.addReference('r:1.0.0', 'bundle', 'svc:1')
-    const { path } = await a.export('r:1.0.0', dir)
-    assert.equal((await a.import(path, { force: true })).status, 'already-present')
-    assert.deepEqual(a.references('r:1.0.0'), [{ kind: 'bundle', ref: 'svc:1' }])
-    const b = ModelStore.open({ home: join(dir, 'b') })
-    await b.save({ name: 'r', version: '1.0.0', paths: [writeFile(dir, 'other.bin', 'other content')] })
-    const { path: other } = await b.export('r:1.0.0', join(dir, 'other.bundlemodel'))
-    await assert.rejects(
-      a.import(other, { force: true }),
-      (err: BundleError) => err.code === 'E_STORE_MODEL_REFERENCED',
-    )
-    assert.deepEqual(
-      a.get('r:1.0.0').files.map((x) => x.path),
-      ['r.bin'],
-    )
-    a.close()
-    b.close()
-  })
+  it(
+    'import --force of the same content is "already present" and keeps references; replacing a referenced model ' +
+      'is refused',
+    async () => {
+      const dir = tempDir()
+      const a = ModelStore.open({ home: join(dir, 'a') })
+      const f = writeFile(dir, 'r.bin', 'referenced')
+      await a.save({ name: 'r', version: '1.0.0', paths: [f] })
+      a.addReference('r:1.0.0', 'bundle', 'svc:1')
+      const { path } = await a.export('r:1.0.0', dir)
+      assert.equal((await a.import(path, { force: true })).status, 'already-present')
+      assert.deepEqual(a.references('r:1.0.0'), [{ kind: 'bundle', ref: 'svc:1' }])
+      const b = ModelStore.open({ home: join(dir, 'b') })
+      await b.save({ name: 'r', version: '1.0.0', paths: [writeFile(dir, 'other.bin', 'other content')] })
+      const { path: other } = await b.export('r:1.0.0', join(dir, 'other.bundlemodel'))
+      await assert.rejects(
+        a.import(other, { force: true }),
+        (err: BundleError) => err.code === 'E_STORE_MODEL_REFERENCED',
+      )
+      assert.deepEqual(
+        a.get('r:1.0.0').files.map((x) => x.path),
+        ['r.bin'],
+      )
+      a.close()
+      b.close()
+    },
+  )
 
   it('labels named like Object.prototype members are ordinary labels', async () => {
     const { parseLabelArgs } = await import('../../store/index.js')

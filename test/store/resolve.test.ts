@@ -66,7 +66,10 @@ describe('tag resolution on a real store', () => {
     await rejectsWith(
       () => store.get('det:3.0.0'),
       'E_STORE_MODEL_NOT_FOUND',
-      /^model det:3\.0\.0 is not stored \(stored versions of "det": abd456, abc123, 2\.0\.0-rc\.1, 1\.2\.5, 1\.2\.0, 1\.10\.0, 0\.9\.0\)$/,
+      new RegExp(
+        /^model det:3\.0\.0 is not stored \(stored versions of "det": abd456, abc123, 2\.0\.0-rc\.1,/.source +
+          / 1\.2\.5, 1\.2\.0, 1\.10\.0, 0\.9\.0\)$/.source,
+      ),
     )
     await rejectsWith(() => store.get('det@^3'), 'E_STORE_MODEL_NOT_FOUND', /stored semver versions: .*1\.10\.0/)
   })

@@ -5,7 +5,11 @@ const sh = promisify(execFile)
 
 // Looks inside a built image with the image's own node: every file under /app/node_modules with
 // its size. Nothing is copied out; the image's entrypoint is bypassed.
-const LIST = `const fs=require('fs'),p=require('path'),out={};const walk=(d)=>{for(const e of fs.readdirSync(d,{withFileTypes:true})){const f=p.join(d,e.name);if(e.isDirectory())walk(f);else out[p.relative('/app/node_modules',f)]=fs.statSync(f).size}};walk('/app/node_modules');process.stdout.write(JSON.stringify(out))`
+const LIST =
+  `const fs=require('fs'),p=require('path'),out={};const walk=(d)=>{for(const e of ` +
+  `fs.readdirSync(d,{withFileTypes:true})){const f=p.join(d,e.name);if(e.isDirectory())walk(f);else ` +
+  `out[p.relative('/app/node_modules',f)]=fs.statSync(f).size}};wal` +
+  `k('/app/node_modules');process.stdout.write(JSON.stringify(out))`
 
 /** Files under the image's /app/node_modules (relative path → bytes). */
 export async function nodeModulesOf(engine: string, image: string): Promise<Record<string, number>> {

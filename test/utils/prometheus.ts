@@ -57,7 +57,8 @@ export async function startPrometheus(targets: readonly string[], job = 'modelbu
   const config = join(dir, 'prometheus.yml')
   writeFileSync(
     config,
-    `global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ${job}\n    static_configs:\n      - targets: [${targets.map((t) => `'${t}'`).join(', ')}]\n`,
+    `global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ${job}\n    static_configs:\n      - ` +
+      `targets: [${targets.map((t) => `'${t}'`).join(', ')}]\n`,
   )
   const check = spawnSync('promtool', ['check', 'config', config], { encoding: 'utf8' })
   assert.equal(check.status, 0, check.stdout + check.stderr)

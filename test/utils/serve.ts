@@ -8,7 +8,10 @@ import { until } from './remote.js'
 
 // A real `bundle serve` for tests that need the server as users run it.
 
-/** A process, with a temp dir of its own if `dir` is given; stop() signals it (SIGKILL unless told), waits for it to exit, then removes the dir. */
+/**
+ * A process, with a temp dir of its own if `dir` is given; stop() signals it (SIGKILL unless told), waits for it to
+ * exit, then removes the dir.
+ */
 export function owned(child: ChildProcess, dir: string | undefined): (signal?: NodeJS.Signals) => Promise<void> {
   const exited = new Promise<void>((r) =>
     child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r()),
@@ -29,8 +32,8 @@ export interface Served {
 }
 
 /**
- * `bundle serve ENTRY [ARGS]` on a port the OS picks (--port 0, read back from its log); resolves once /readyz answers 200. It gets a
- * BUNDLE_HOME of its own (removed by stop()) unless `env` names one.
+ * `bundle serve ENTRY [ARGS]` on a port the OS picks (--port 0, read back from its log); resolves once /readyz answers
+ * 200. It gets a BUNDLE_HOME of its own (removed by stop()) unless `env` names one.
  */
 export async function serveReady(
   entry: string,
