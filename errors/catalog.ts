@@ -45,7 +45,8 @@ export const CATALOG = {
     400,
     2,
     'A model name, version, tag or semver range is malformed.',
-    'Use lower-case name[:version] or name@<semver range>; names and versions match [a-z0-9]([-._a-z0-9]*[a-z0-9])?, at most 63 characters.',
+    'Use lower-case name[:version] or name@<semver range>; names and versions match ' +
+      '[a-z0-9]([-._a-z0-9]*[a-z0-9])?, at most 63 characters.',
   ),
   E_STORE_TAG_AMBIGUOUS: entry(
     409,
@@ -57,7 +58,8 @@ export const CATALOG = {
     400,
     2,
     'A label is not key=value or its key/value is malformed.',
-    'Write labels as key=value; keys match [A-Za-z0-9]([-._/A-Za-z0-9]*[A-Za-z0-9])?, values are at most 256 characters without newlines.',
+    'Write labels as key=value; keys match [A-Za-z0-9]([-._/A-Za-z0-9]*[A-Za-z0-9])?, values are at most 256 ' +
+      'characters without newlines.',
   ),
   E_STORE_METADATA_INVALID: entry(
     400,
@@ -156,7 +158,8 @@ export const CATALOG = {
   E_ARCHIVE_UNSAFE_ENTRY: entry(
     400,
     1,
-    'The archive has an entry that is not a plain file under a safe relative path (absolute path, "..", link, device, duplicate, or not in the manifest).',
+    'The archive has an entry that is not a plain file under a safe relative path (absolute path, "..", link, ' +
+      'device, duplicate, or not in the manifest).',
     'Do not import this archive; export the model again from a trusted store.',
   ),
   E_ARCHIVE_CHECKSUM: entry(
@@ -218,8 +221,10 @@ export const CATALOG = {
   E_HTTP_REQUEST_TIMEOUT: entry(
     408,
     1,
-    "The client did not send its headers, or its whole request, within the server's time limit (slow or stalled client).",
-    'Send the request at once; for large uploads on slow links raise --request-timeout (and --headers-timeout) of bundle serve.',
+    "The client did not send its headers, or its whole request, within the server's time limit (slow or stalled " +
+      'client).',
+    'Send the request at once; for large uploads on slow links raise --request-timeout (and --headers-timeout) of ' +
+      'bundle serve.',
   ),
   E_INPUT_MULTIPART_LIMIT: entry(
     413,
@@ -290,7 +295,8 @@ export const CATALOG = {
   E_ADDRESS_NOT_AVAILABLE: entry(
     500,
     1,
-    "The server cannot listen on this host and port: the address is not this machine's, or the port needs privileges (below 1024).",
+    "The server cannot listen on this host and port: the address is not this machine's, or the port needs " +
+      'privileges (below 1024).',
     'Pass --host 127.0.0.1 or 0.0.0.0, or a port of 1024 or more.',
   ),
 
@@ -299,7 +305,8 @@ export const CATALOG = {
     503,
     1,
     'The runner cannot serve the request within its latency bound (queue too long); the request was shed.',
-    'Retry after the Retry-After header; add workers or replicas; or raise deadlineMs (the request could not finish in time) or batching.maxQueueSize (the queue was full).',
+    'Retry after the Retry-After header; add workers or replicas; or raise deadlineMs (the request could not ' +
+      'finish in time) or batching.maxQueueSize (the queue was full).',
   ),
   E_RUNNER_CRASHED: entry(
     503,
@@ -317,7 +324,8 @@ export const CATALOG = {
     503,
     1,
     'A runner asks for GPUs this machine does not have, or onnxruntime lacks its CUDA binaries.',
-    'Check nvidia-smi -L (or BUNDLE_GPU_DEVICES) and resources.gpu; fetch the CUDA binaries of onnxruntime-node with ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install.',
+    'Check nvidia-smi -L (or BUNDLE_GPU_DEVICES) and resources.gpu; fetch the CUDA binaries of onnxruntime-node ' +
+      'with ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install.',
   ),
   E_SERVE_CONFIG_INVALID: entry(
     400,
@@ -334,7 +342,8 @@ export const CATALOG = {
   E_ENSEMBLE_INVALID: entry(
     400,
     1,
-    'An ensemble is wired wrong: a step names an unknown model, input or output, a tensor has two producers, or steps form a cycle.',
+    'An ensemble is wired wrong: a step names an unknown model, input or output, a tensor has two producers, or ' +
+      'steps form a cycle.',
     'Fix the step the message names (GET /v2/models/MODEL shows its inputs and outputs).',
   ),
   E_RUNNER_STOPPED: entry(503, 1, 'The runner is stopping or stopped.', 'Retry against a running server.'),
@@ -342,20 +351,25 @@ export const CATALOG = {
     500,
     1,
     'The service called a runner it does not declare, so the server never started it.',
-    'Add the runner to the service: @service({ name, runners: [myRunner] }) (or defineService({ runners })); the server log warns about such runners at start-up.',
+    'Add the runner to the service: @service({ name, runners: [myRunner] }) (or defineService({ runners })); the ' +
+      'server log warns about such runners at start-up.',
   ),
 
   E_REMOTE_UNAVAILABLE: entry(
     503,
     1,
-    'Redis, which carries batches to remote runner workers (or tasks and the response cache), cannot be reached; or a batch failed three times on workers whose Redis connection broke while moving it.',
-    'Check that Redis at the --redis URL runs; calls resume by themselves once it is back (GET /readyz says why it is not ready).',
+    'Redis, which carries batches to remote runner workers (or tasks and the response cache), cannot be reached; ' +
+      'or a batch failed three times on workers whose Redis connection broke while moving it.',
+    'Check that Redis at the --redis URL runs; calls resume by themselves once it is back (GET /readyz says why it ' +
+      'is not ready).',
   ),
   E_REMOTE_NO_WORKERS: entry(
     503,
     1,
-    'No remote worker took the batch: none was live (by heartbeat) for the grace (--remote-grace, default 2000 ms), or all were busy until its deadline.',
-    'Start workers: bundle worker TAG --runner NAME --redis URL (GET /readyz says when one is live); or raise --remote-grace or timeoutMs.',
+    'No remote worker took the batch: none was live (by heartbeat) for the grace (--remote-grace, default 2000 ' +
+      'ms), or all were busy until its deadline.',
+    'Start workers: bundle worker TAG --runner NAME --redis URL (GET /readyz says when one is live); or raise ' +
+      '--remote-grace or timeoutMs.',
   ),
   E_REMOTE_MODEL_MISMATCH: entry(
     503,
@@ -390,7 +404,8 @@ export const CATALOG = {
   E_TASK_CONFLICT: entry(
     409,
     1,
-    'The task is not in a state this operation applies to (retry of a task that has not failed, cancel of a finished one).',
+    'The task is not in a state this operation applies to (retry of a task that has not failed, cancel of a ' +
+      'finished one).',
     'GET <route>/status?taskId=… shows its state.',
   ),
   E_SERVER_UNREACHABLE: entry(
@@ -410,7 +425,9 @@ export const CATALOG = {
   E_BUNDLE_CONFIG_INVALID: entry(
     400,
     2,
-    'bundle.yaml is missing, unreadable, or has an unknown key or a bad value; or a runner asks for another version than models: pins, an ensemble names a tensor its model lacks, or include: names what never ships (node_modules, .git, the store).',
+    'bundle.yaml is missing, unreadable, or has an unknown key or a bad value; or a runner asks for another ' +
+      'version than models: pins, an ensemble names a tensor its model lacks, or include: names what never ships ' +
+      '(node_modules, .git, the store).',
     'Fix the key the message names; README "Bundles" lists every key, the pin rule and what a bundle never carries.',
   ),
   E_BUNDLE_BUILD_FAILED: entry(
@@ -453,7 +470,8 @@ export const CATALOG = {
     503,
     1,
     'The container engine could not pull the base image (registry unreachable, image unknown, or access denied).',
-    'Offline: pass --base-image with an image present locally, or build one with docker/local-base-image.sh -t localhost/modelbundle-node:20 node_modules and pass --base-image localhost/modelbundle-node:20.',
+    'Offline: pass --base-image with an image present locally, or build one with docker/local-base-image.sh -t ' +
+      'localhost/modelbundle-node:20 node_modules and pass --base-image localhost/modelbundle-node:20.',
   ),
   E_BUNDLE_INVALID: entry(
     400,

@@ -114,7 +114,8 @@ export function validateOverrides(where: string, raw: unknown): RunnerOverrides 
         out.batching.batchDim = b.batchDim as [number, number]
       else
         throw bad(
-          `${where}.batching.batchDim must be a dimension index (0, 1, …) or [input dimension, output dimension], got ${JSON.stringify(b.batchDim)}`,
+          `${where}.batching.batchDim must be a dimension index (0, 1, …) or [input dimension, output dimension], ` +
+            `got ${JSON.stringify(b.batchDim)}`,
         )
     }
   }
@@ -157,7 +158,8 @@ function validateWarmup(where: string, w: unknown): RunnerOverrides['warmup'] {
     for (const [name, shape] of Object.entries(shapes)) {
       if (!Array.isArray(shape) || shape.some((d) => typeof d !== 'number' || !Number.isSafeInteger(d) || d < 1))
         throw bad(
-          `${where}.shapes.${name} must be a list of positive sizes without the batch dimension, got ${JSON.stringify(shape)}`,
+          `${where}.shapes.${name} must be a list of positive sizes without the batch dimension, got ` +
+            `${JSON.stringify(shape)}`,
         )
       out.shapes[name] = shape as number[]
     }
@@ -185,8 +187,8 @@ const envName = (runner: string) => runner.toUpperCase().replace(/[^A-Z0-9]/g, '
  * other characters as "_" (ocr-cls → OCR_CLS). Options: WORKERS, MIN_WORKERS, MAX_WORKERS, TIMEOUT_MS, DEADLINE_MS,
  * BATCHES_PER_WORKER, IDLE_UNLOAD_MS, INTRA_OP_THREADS, EXECUTION_PROVIDERS (comma-separated),
  * BATCHING_ENABLED, BATCHING_MAX_BATCH_SIZE, BATCHING_MAX_DELAY_MS, BATCHING_MAX_QUEUE_SIZE,
- * BATCHING_MAX_LATENCY_MS (the deadline's old name), BATCHING_BATCH_DIM (a number, or "input,output"), CPU, GPU (a number
- * or a comma-separated device list), WARMUP_ROUNDS (0 turns warm-up off).
+ * BATCHING_MAX_LATENCY_MS (the deadline's old name), BATCHING_BATCH_DIM (a number, or "input,output"), CPU, GPU (a
+ * number or a comma-separated device list), WARMUP_ROUNDS (0 turns warm-up off).
  */
 export function envOverrides(runner: string, env: NodeJS.ProcessEnv = process.env): RunnerOverrides {
   const prefix = `BUNDLE_RUNNER_${envName(runner)}_`

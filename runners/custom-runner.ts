@@ -20,7 +20,10 @@ export type { CustomMethodOptions, CustomRunnerOptions } from './custom/settings
  * is loaded in the worker, so it is named by path (or URL) and export, not passed as a value.
  *
  * @example
- * const tok = customRunner({ module: new URL('./tokenizer.ts', import.meta.url), export: 'Tokenizer' }, { name: 'tokenizer', methods: { encode: { batchable: true } } })
+ * const tok = customRunner(
+ *   { module: new URL('./tokenizer.ts', import.meta.url), export: 'Tokenizer' },
+ *   { name: 'tokenizer', methods: { encode: { batchable: true } } },
+ * )
  * const [ids] = await tok.batch<string, number[]>('encode', ['hello'])
  */
 export class CustomRunner extends PooledRunner {

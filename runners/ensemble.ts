@@ -175,7 +175,8 @@ export function wireEnsemble(
       if (from && from.dtype !== x.dtype)
         throw bad(
           name,
-          `step ${i + 1}: ${s.model}'s input "${x.name}" takes ${x.dtype}, but tensor "${s.inputMap[x.name]}" is ${from.dtype}`,
+          `step ${i + 1}: ${s.model}'s input "${x.name}" takes ${x.dtype}, but tensor "${s.inputMap[x.name]}" is ` +
+            `${from.dtype}`,
         )
     }
   })

@@ -44,7 +44,10 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
     this.target = target
   }
 
-  /** Runs one call (a formed batch for batchable methods) on this runner's own workers: what a remote worker does with a job. */
+  /**
+   * Runs one call (a formed batch for batchable methods) on this runner's own workers: what a remote worker does with a
+   * job.
+   */
   async execute(method: string, args: unknown): Promise<unknown> {
     const waking = this.wake()
     if (waking) await waking

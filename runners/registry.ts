@@ -35,6 +35,7 @@ export function notRunning(name: string, everStarted: boolean): BundleError {
   if (everStarted) return new BundleError('E_RUNNER_STOPPED', `runner ${name} is not started`)
   return new BundleError(
     'E_RUNNER_NOT_DECLARED',
-    `runner ${name} was called but never started: the server starts only the runners a service declares; add it to @service({ runners: [...] }) (or defineService({ runners }))`,
+    `runner ${name} was called but never started: the server starts only the runners a service declares; add it to ` +
+      `@service({ runners: [...] }) (or defineService({ runners }))`,
   )
 }

@@ -49,7 +49,10 @@ export type RunnerTensor = NumericTensor | StringTensor
 const bytesOf = (t: { data: ArrayBufferView }): Uint8Array =>
   new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
 
-/** Strings on the wire as the Open Inference Protocol has BYTES: each a 4-byte little-endian length, then its UTF-8 bytes. */
+/**
+ * Strings on the wire as the Open Inference Protocol has BYTES: each a 4-byte little-endian length, then its UTF-8
+ * bytes.
+ */
 export function encodeStrings(values: readonly string[]): Uint8Array {
   const parts = values.map((v) => Buffer.from(v, 'utf8'))
   const out = Buffer.alloc(parts.reduce((n, p) => n + 4 + p.byteLength, 0))

@@ -41,7 +41,8 @@ export class BundleIndex {
       exact: p(`SELECT ${COLUMNS} FROM bundles WHERE name = ? AND version = ?`),
       latest: p(`SELECT ${COLUMNS} FROM bundles WHERE name = ? ORDER BY created_at DESC, id DESC LIMIT 1`),
       prefix: p(
-        `SELECT ${COLUMNS} FROM bundles WHERE name = ? AND substr(version, 1, ?) = ? ORDER BY created_at DESC, id DESC LIMIT 21`,
+        `SELECT ${COLUMNS} FROM bundles WHERE name = ? AND substr(version, 1, ?) = ? ORDER BY created_at DESC, id ` +
+          `DESC LIMIT 21`,
       ),
       versions: p(`SELECT id, version FROM bundles WHERE name = ?`),
       byId: p(`SELECT ${COLUMNS} FROM bundles WHERE id = ?`),
@@ -50,7 +51,8 @@ export class BundleIndex {
       ),
       filesOf: p('SELECT path, blob, size FROM bundle_files WHERE bundle_id = ? ORDER BY path'),
       insert: p(
-        `INSERT INTO bundles (name, version, digest, size, labels, manifest, created_at) VALUES (@name, @version, @digest, @size, @labels, @manifest, @createdAt)`,
+        `INSERT INTO bundles (name, version, digest, size, labels, manifest, created_at) VALUES (@name, @version, ` +
+          `@digest, @size, @labels, @manifest, @createdAt)`,
       ),
       insertFile: p('INSERT INTO bundle_files (bundle_id, path, blob, size) VALUES (?, ?, ?, ?)'),
       remove: p('DELETE FROM bundles WHERE id = ?'),

@@ -127,7 +127,9 @@ export class BundleStore {
             return { bundle: strip(existing), status: 'already-present' as const }
           throw new BundleError(
             'E_BUNDLE_EXISTS',
-            `${tag} already exists${existing.digest === b.digest ? '' : ` with different content (${existing.digest})`}; choose another --version or delete it first`,
+            `${tag} already exists${
+              existing.digest === b.digest ? '' : ` with different content (${existing.digest})`
+            }; choose another --version or delete it first`,
           )
         }
         // Pin and reference every model in the same transaction: a model deleted meanwhile fails the commit.

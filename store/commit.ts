@@ -39,14 +39,16 @@ export async function commitModel(
         if (onExisting !== 'replace') {
           throw new BundleError(
             'E_STORE_TAG_EXISTS',
-            `${existing.tag} already exists with different content (${existing.digest}); ${onExisting === 'fail' ? 'choose another --version or delete it first' : 'pass --force to replace it'}`,
+            `${existing.tag} already exists with different content (${existing.digest}); ` +
+              `${onExisting === 'fail' ? 'choose another --version or delete it first' : 'pass --force to replace it'}`,
           )
         }
         const refs = store.index.refs(existing.id)
         if (refs.length > 0) {
           throw new BundleError(
             'E_STORE_MODEL_REFERENCED',
-            `refusing to replace ${existing.tag}: used by ${refs.map((r) => `${r.kind} ${r.ref}`).join(', ')}; import it under another version or delete those first`,
+            `refusing to replace ${existing.tag}: used by ${refs.map((r) => `${r.kind} ${r.ref}`).join(', ')}; ` +
+              `import it under another version or delete those first`,
           )
         }
         store.index.remove(existing.id)

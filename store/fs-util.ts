@@ -57,7 +57,9 @@ export function ioError(err: unknown, what: string): BundleError {
   })
 }
 
-/** Makes a finished file durable (fsync) and gives it its final name in one rename: readers never see it half-written. */
+/**
+ * Makes a finished file durable (fsync) and gives it its final name in one rename: readers never see it half-written.
+ */
 export function publish(partial: string, target: string): void {
   const fd = openSync(partial, 'r')
   try {

@@ -24,7 +24,11 @@ function walk(dir: string, root: string, out: InputFile[], seen: Set<string>): v
     } catch (err) {
       throw new BundleError(
         'E_STORE_FILE_NOT_FOUND',
-        `${full}: ${(err as NodeJS.ErrnoException).code === 'ELOOP' ? 'symbolic link loop' : 'broken symbolic link or unreadable file'}`,
+        `${full}: ${
+          (err as NodeJS.ErrnoException).code === 'ELOOP'
+            ? 'symbolic link loop'
+            : 'broken symbolic link or unreadable file'
+        }`,
       )
     }
     if (st.isDirectory()) walk(full, root, out, seen)

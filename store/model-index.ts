@@ -60,15 +60,18 @@ export class ModelIndex {
       latest: p(`SELECT ${COLUMNS} FROM models WHERE name = ? ORDER BY created_at DESC, id DESC LIMIT 1`),
       // substr, not LIKE: "_" and "%" are legal in versions and would be wildcards.
       prefix: p(
-        `SELECT ${COLUMNS} FROM models WHERE name = ? AND substr(version, 1, ?) = ? ORDER BY created_at DESC, id DESC LIMIT 21`,
+        `SELECT ${COLUMNS} FROM models WHERE name = ? AND substr(version, 1, ?) = ? ORDER BY created_at DESC, id ` +
+          `DESC LIMIT 21`,
       ),
       versions: p(`SELECT ${COLUMNS} FROM models WHERE name = ?`),
       byId: p(`SELECT ${COLUMNS} FROM models WHERE id = ?`),
       filesOf: p('SELECT model_id, path, blob, size FROM model_files WHERE model_id = ? ORDER BY path'),
       allFiles: p('SELECT model_id, path, blob, size FROM model_files ORDER BY model_id, path'),
-      insertModel:
-        p(`INSERT INTO models (name, version, framework, digest, size, labels, metadata, signatures, created_at)
-                      VALUES (@name, @version, @framework, @digest, @size, @labels, @metadata, @signatures, @createdAt)`),
+      insertModel: p(
+        `INSERT INTO models (name, version, framework, digest, size, labels, metadata, signatures, created_at)
+                      VALUES (@name, @version, @framework, @digest, @size, ` +
+          `@labels, @metadata, @signatures, @createdAt)`,
+      ),
       insertFile: p('INSERT INTO model_files (model_id, path, blob, size) VALUES (?, ?, ?, ?)'),
       insertLabel: p('INSERT INTO model_labels (model_id, key, value) VALUES (?, ?, ?)'),
       deleteModel: p('DELETE FROM models WHERE id = ?'),
@@ -85,12 +88,15 @@ export class ModelIndex {
       dropLeases: p('DELETE FROM blob_leases WHERE owner = ?'),
       allLeases: p('SELECT blob, owner, host, pid, created_at FROM blob_leases'),
       allBlobs: p(
-        'SELECT blob, MAX(size) AS size FROM (SELECT blob, size FROM model_files UNION ALL SELECT blob, size FROM bundle_files) GROUP BY blob',
+        'SELECT blob, MAX(size) AS size FROM (SELECT blob, size FROM model_files UNION ALL SELECT blob, size FROM ' +
+          'bundle_files) GROUP BY blob',
       ),
       digestInUse: p('SELECT 1 FROM models WHERE digest = ? UNION ALL SELECT 1 FROM bundles WHERE digest = ? LIMIT 1'),
       count: p('SELECT COUNT(*) AS n FROM models'),
       modelsWithBlob: p(
-        "SELECT DISTINCT m.name || ':' || m.version AS tag FROM model_files f JOIN models m ON m.id = f.model_id WHERE f.blob = ? UNION SELECT 'bundle ' || b.name || ':' || b.version FROM bundle_files f JOIN bundles b ON b.id = f.bundle_id WHERE f.blob = ? ORDER BY tag",
+        "SELECT DISTINCT m.name || ':' || m.version AS tag FROM model_files f JOIN models m ON m.id = f.model_id " +
+          "WHERE f.blob = ? UNION SELECT 'bundle ' || b.name || ':' || b.version FROM bundle_files f JOIN bundles " +
+          'b ON b.id = f.bundle_id WHERE f.blob = ? ORDER BY tag',
       ),
     }
   }
@@ -152,7 +158,9 @@ export class ModelIndex {
   /** Only the columns a table shows: no files, metadata or signatures (5× less work at 10k models). */
   summaries(filter: ListFilter = {}): ModelSummary[] {
     const { where, args } = this.filterSql(filter)
-    const sql = `SELECT name, version, framework, digest, size, labels, created_at FROM models ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY name, created_at DESC, id DESC`
+    const sql =
+      `SELECT name, version, framework, digest, size, labels, created_at FROM models ` +
+      `${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY name, created_at DESC, id DESC`
     return (this.db.prepare(sql).all(...args) as ModelRow[]).map((r) => ({
       tag: formatTag(r.name, r.version),
       name: r.name,
@@ -186,7 +194,9 @@ export class ModelIndex {
 
   list(filter: ListFilter = {}): ModelInfo[] {
     const { where, args } = this.filterSql(filter)
-    const sql = `SELECT ${COLUMNS} FROM models ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY name, created_at DESC, id DESC`
+    const sql =
+      `SELECT ${COLUMNS} FROM models ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ` +
+      `name, created_at DESC, id DESC`
     const rows = this.db.prepare(sql).all(...args) as ModelRow[]
     if (rows.length === 0) return []
     // One pass over the file table beats one query per model once there are thousands of them.
@@ -196,7 +206,8 @@ export class ModelIndex {
         ? this.q.allFiles!.all()
         : this.db
             .prepare(
-              `SELECT model_id, path, blob, size FROM model_files WHERE model_id IN (SELECT id FROM models WHERE ${where.join(' AND ')}) ORDER BY model_id, path`,
+              `SELECT model_id, path, blob, size FROM model_files WHERE model_id IN (SELECT id FROM models WHERE ` +
+                `${where.join(' AND ')}) ORDER BY model_id, path`,
             )
             .all(...args)
     ) as FileRow[]

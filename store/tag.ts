@@ -26,7 +26,8 @@ function checkPart(what: 'name' | 'version', value: string, tag: string, pattern
     // Upper case is refused, not lowered: two spellings of one tag would otherwise both "work".
     throw new BundleError(
       'E_STORE_TAG_INVALID',
-      `tag "${tag}": ${what} "${value}" has upper-case letters; names and versions are lower case (did you mean "${value.toLowerCase()}"?)`,
+      `tag "${tag}": ${what} "${value}" has upper-case letters; names and versions are lower case (did you mean ` +
+        `"${value.toLowerCase()}"?)`,
     )
   }
   throw new BundleError(

@@ -3,7 +3,10 @@ import type { Labels } from './labels.js'
 export type Framework = 'onnx' | 'custom'
 export const FRAMEWORKS: readonly Framework[] = ['onnx', 'custom']
 
-/** One input or output of an ONNX graph. Variable dimensions are -1 in `shape`; their symbolic names (if any) are in `dimNames`. */
+/**
+ * One input or output of an ONNX graph. Variable dimensions are -1 in `shape`; their symbolic names (if any) are in
+ * `dimNames`.
+ */
 export interface TensorSignature {
   name: string
   dtype: string
@@ -111,7 +114,10 @@ export interface BundleModelRef {
   alias?: string
 }
 
-/** What the store knows about one bundle version. This is the stable `bundle list -o json` shape (plus files and manifest in `get`). */
+/**
+ * What the store knows about one bundle version. This is the stable `bundle list -o json` shape (plus files and
+ * manifest in `get`).
+ */
 export interface BundleInfo {
   tag: string
   name: string

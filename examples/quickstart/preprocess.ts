@@ -17,7 +17,8 @@ export const CLS_RESIZE = { height: HEIGHT, maxWidth: WIDTH } as const
 export function toClsInput(img: Image): Float32Array {
   if (img.height !== HEIGHT || img.width > WIDTH)
     throw new Error(
-      `toClsInput takes an image resized by CLS_RESIZE (${HEIGHT} high, at most ${WIDTH} wide), got ${img.width}×${img.height}`,
+      `toClsInput takes an image resized by CLS_RESIZE (${HEIGHT} high, at most ${WIDTH} wide), got ` +
+        `${img.width}×${img.height}`,
     )
   const { width, data } = img
   const out = new Float32Array(3 * HEIGHT * WIDTH)

@@ -28,7 +28,9 @@ export function file(options: { mediaTypes?: string[] } = {}): IODescriptor<File
       // ASCII fallback plus RFC 5987 filename* for the real (UTF-8) name: header values are bytes.
       const headers: Record<string, string> = value.filename
         ? {
-            'content-disposition': `attachment; filename="${value.filename.replace(/[^\x20-\x7e]|["\\]/g, '_')}"; filename*=UTF-8''${encodeURIComponent(value.filename)}`,
+            'content-disposition':
+              `attachment; filename="${value.filename.replace(/[^\x20-\x7e]|["\\]/g, '_')}"; ` +
+              `filename*=UTF-8''${encodeURIComponent(value.filename)}`,
           }
         : {}
       return { body: value.bytes, contentType: value.mediaType || 'application/octet-stream', headers }

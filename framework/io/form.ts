@@ -26,13 +26,17 @@ function boundaryOf(contentType: string): string {
   if (found.length !== 1 || value.length < 1 || value.length > 70) {
     throw new BundleError(
       'E_INPUT_INVALID',
-      `a multipart/form-data body needs one boundary parameter of 1 to 70 characters in its Content-Type; got ${found.length === 0 ? 'none' : found.length > 1 ? `${found.length}` : `one of ${value.length}`}`,
+      `a multipart/form-data body needs one boundary parameter of 1 to 70 characters in its Content-Type; got ` +
+        `${found.length === 0 ? 'none' : found.length > 1 ? `${found.length}` : `one of ${value.length}`}`,
     )
   }
   return value
 }
 
-/** The parsed form of a multipart body with at most `maxParts` parts (413 E_INPUT_MULTIPART_LIMIT past it; 400 if malformed). */
+/**
+ * The parsed form of a multipart body with at most `maxParts` parts (413 E_INPUT_MULTIPART_LIMIT past it; 400 if
+ * malformed).
+ */
 export async function readForm(body: RequestBody, maxParts: number): Promise<FormData> {
   const parts = countParts(await body.bytes(), body.contentType)
   if (parts > maxParts)

@@ -28,7 +28,8 @@ export function multipart<P extends Parts>(
   if (!Number.isSafeInteger(maxParts) || maxParts < Object.keys(parts).length)
     throw new BundleError(
       'E_SERVICE_DEFINITION',
-      `io.multipart: maxParts must be a whole number ≥ the ${Object.keys(parts).length} declared parts, got ${maxParts}`,
+      `io.multipart: maxParts must be a whole number ≥ the ${Object.keys(parts).length} declared parts, got ` +
+        `${maxParts}`,
     )
   if (!(maxPartBytes > 0))
     throw new BundleError(

@@ -46,7 +46,8 @@ function flatten(data: unknown[], shape: readonly number[]): unknown[] {
     const top = stack[stack.length - 1]!
     if (top.i === 0 && top.items.length !== shape[top.depth])
       throw invalid(
-        `tensor data is not rectangular: expected ${shape[top.depth]} items at depth ${top.depth}, got ${top.items.length}`,
+        `tensor data is not rectangular: expected ${shape[top.depth]} items at depth ${top.depth}, got ` +
+          `${top.items.length}`,
       )
     if (top.i === top.items.length) {
       stack.pop()
@@ -60,7 +61,8 @@ function flatten(data: unknown[], shape: readonly number[]): unknown[] {
     } else {
       if (!leaf)
         throw invalid(
-          `tensor data is not rectangular: a value at depth ${top.depth} where shape [${shape.join(',')}] needs an array`,
+          `tensor data is not rectangular: a value at depth ${top.depth} where shape [${shape.join(',')}] needs an ` +
+            `array`,
         )
       out.push(v)
     }

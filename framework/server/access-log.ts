@@ -20,7 +20,8 @@ export function accessLog(log: Logger, sink: Pick<LogSink, 'write'> | undefined,
     if (!log.isLevelEnabled('info')) return
     // requestId is a UUID or matched SANE_REQUEST_ID: nothing in it needs escaping.
     sink.write(
-      `{"level":30,"time":${Date.now()}${head}${JSON.stringify(method)},"path":${JSON.stringify(path)},"status":${status},"ms":${ms},"requestId":"${requestId}","msg":"request"}\n`,
+      `{"level":30,"time":${Date.now()}${head}${JSON.stringify(method)},"path":${JSON.stringify(path)},` +
+        `"status":${status},"ms":${ms},"requestId":"${requestId}","msg":"request"}\n`,
     )
   }
 }

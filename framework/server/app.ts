@@ -28,7 +28,10 @@ import { mountV2, v2Error } from './v2/routes.js'
 export type { Phase } from './lifecycle.js'
 
 export interface AppOptions {
-  /** Require `Authorization: Bearer <key>` on every route but probes, metrics, docs and read-only metadata (see auth.ts). */
+  /**
+   * Require `Authorization: Bearer <key>` on every route but probes, metrics, docs and read-only metadata (see
+   * auth.ts).
+   */
   apiKey?: string
   /** Origins browsers may call this server from (CORS); `*` for any. Default none: CORS off. */
   corsOrigins?: readonly string[]

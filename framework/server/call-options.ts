@@ -30,7 +30,8 @@ export function callOptions(
     if (timeout.trim() === '' || !Number.isFinite(ms) || ms <= 0 || ms > MAX_TIMEOUT_MS)
       throw new BundleError(
         'E_INPUT_INVALID',
-        `the Request-Timeout header must be a number of milliseconds from 1 to ${MAX_TIMEOUT_MS}; got ${JSON.stringify(timeout)}`,
+        `the Request-Timeout header must be a number of milliseconds from 1 to ${MAX_TIMEOUT_MS}; got ` +
+          `${JSON.stringify(timeout)}`,
       )
     deadline = arrived + ms
   }

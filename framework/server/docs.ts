@@ -28,7 +28,8 @@ export function docsAsset(name: string): { body: Uint8Array; contentType: string
 // sends it the spec's URL; on any host but localhost it would make /docs call out.
 export function docsPage(title: string): string {
   const safe = title.replace(/[<>&"]/g, '')
-  return `<!doctype html>
+  return (
+    `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -41,9 +42,12 @@ export function docsPage(title: string): string {
 <script src="/docs/assets/swagger-ui-bundle.js"></script>
 <script src="/docs/assets/swagger-ui-standalone-preset.js"></script>
 <script>
-window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset], layout: 'StandaloneLayout', validatorUrl: null })
+window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', ` +
+    `presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset], ` +
+    `layout: 'StandaloneLayout', validatorUrl: null })
 </script>
 </body>
 </html>
 `
+  )
 }

@@ -49,7 +49,8 @@ export function isClientGone(err: unknown): boolean {
  * about the client's input). 5xx errors are logged in full and answered with a message written
  * for clients: the runners' and readiness codes as they are, E_OUTPUT_INVALID with its catalog
  * text, anything else as E_INTERNAL — stack traces, file paths and validation details of our
- * own output never reach a client (the client-safe codes' messages are stripped of paths too). The Open Inference Protocol routes use it too.
+ * own output never reach a client (the client-safe codes' messages are stripped of paths too). The Open Inference
+ * Protocol routes use it too.
  */
 export function clientFacing(err: unknown, requestId: string, log: Logger): BundleError {
   if (isClientGone(err)) {

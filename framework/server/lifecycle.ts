@@ -78,7 +78,8 @@ export class Lifecycle {
     if (taskApis.length && tasks === undefined)
       throw new BundleError(
         'E_SERVE_CONFIG_INVALID',
-        `${taskApis.map((a) => a.route).join(', ')} ${taskApis.length > 1 ? 'are tasks' : 'is a task'}, which live in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL)`,
+        `${taskApis.map((a) => a.route).join(', ')} ${taskApis.length > 1 ? 'are tasks' : 'is a task'}, which live ` +
+          `in Redis: serve with --redis redis://HOST:6379 (or BUNDLE_REDIS_URL)`,
       )
     // Every layer parsed before any runner changes: a bad variable leaves every runner as it was.
     for (const [r, overrides] of layers) r.configure(overrides)
@@ -124,7 +125,8 @@ export class Lifecycle {
       for (const r of undeclaredRunners(definition.runners)) {
         log.warn(
           { runner: r.name },
-          `runner ${r.name} was created but is not in the runners of service ${definition.name}, so it was not started and every call to it fails with E_RUNNER_NOT_DECLARED; add it: @service({ runners: [...] })`,
+          `runner ${r.name} was created but is not in the runners of service ${definition.name}, so it was not ` +
+            `started and every call to it fails with E_RUNNER_NOT_DECLARED; add it: @service({ runners: [...] })`,
         )
       }
       log.info({ apis: definition.apis.map((a) => a.route) }, 'service ready')

@@ -102,7 +102,8 @@ export class RequestPipeline {
     if (!mediaTypeMatches(contentType, a.input.mediaTypes)) {
       throw new BundleError(
         'E_HTTP_UNSUPPORTED_MEDIA_TYPE',
-        `${a.route} accepts ${a.input.mediaTypes.join(', ')}; got ${contentType === '' ? 'no Content-Type' : contentType}`,
+        `${a.route} accepts ${a.input.mediaTypes.join(', ')}; got ` +
+          `${contentType === '' ? 'no Content-Type' : contentType}`,
       )
     }
     const max = this.o.maxBodyBytes
@@ -123,7 +124,8 @@ export class RequestPipeline {
   private tooMany(): BundleError {
     return new BundleError(
       'E_HTTP_TOO_MANY_REQUESTS',
-      `the service is handling its maximum of ${this.o.definition.traffic.maxConcurrency} concurrent requests; retry later`,
+      `the service is handling its maximum of ${this.o.definition.traffic.maxConcurrency} concurrent requests; ` +
+        `retry later`,
     )
   }
 

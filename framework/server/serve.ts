@@ -39,7 +39,9 @@ export interface RunningServer {
   close(): Promise<void>
 }
 
-/** The soft open-file limit less 256 descriptors kept for runners, Redis, the store and logs (Linux; elsewhere no cap). */
+/**
+ * The soft open-file limit less 256 descriptors kept for runners, Redis, the store and logs (Linux; elsewhere no cap).
+ */
 function defaultMaxConnections(): number {
   try {
     const m = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'))
@@ -82,7 +84,9 @@ function listenError(err: NodeJS.ErrnoException, host: string, port: number): Er
   if (err.code === 'EACCES' || err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN') {
     return new BundleError(
       'E_ADDRESS_NOT_AVAILABLE',
-      `cannot listen on ${host}:${port} (${err.code}): ${err.code === 'EACCES' ? 'ports below 1024 need privileges' : "that address is not one of this machine's"}; pass another --host or --port`,
+      `cannot listen on ${host}:${port} (${err.code}): ${
+        err.code === 'EACCES' ? 'ports below 1024 need privileges' : "that address is not one of this machine's"
+      }; pass another --host or --port`,
       { cause: err },
     )
   }
@@ -131,7 +135,9 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   if (maxConnections > 0) server.maxConnections = maxConnections
   const closedEarly = new Counter({
     name: 'bundle_http_connections_closed_total',
-    help: 'Connections the server closed on a client: slow_request (headers or body not in time), send_stalled (not reading its response), max_connections (over the cap)',
+    help:
+      'Connections the server closed on a client: slow_request (headers or body not in time), send_stalled ' +
+      '(not reading its response), max_connections (over the cap)',
     labelNames: ['service', 'reason'],
     registers: [service.metrics.registry],
   })
@@ -220,14 +226,16 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
               408,
               'Request Timeout',
               'E_HTTP_REQUEST_TIMEOUT',
-              `the request was not received in time (headers within ${headersTimeout} ms, all of it within ${requestTimeout} ms)`,
+              `the request was not received in time (headers within ${headersTimeout} ms, all of it within ` +
+                `${requestTimeout} ms)`,
             ]
           : [400, 'Bad Request', 'E_INPUT_INVALID', 'the request is not valid HTTP']
     const requestId = randomUUID()
     const body = JSON.stringify({ error: { code, message, requestId } })
     // Write the answer, then drop the connection: a client trickling headers must not keep it.
     socket.end(
-      `HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ` +
+        `${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
       () => socket.destroy(),
     )
     // A write the client does not read must not keep the socket either.

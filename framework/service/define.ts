@@ -31,7 +31,16 @@ export interface DefineServiceOptions extends ServiceOptions {
  * The same definition `@service` builds, without decorators.
  *
  * @example
- * defineService({ name: 'greeter', apis: { greet: defineApi({ input: io.json(In), output: io.json(Out), handler: async ({ name }) => ({ greeting: `hello ${name}` }) }) } })
+ * defineService({
+ *   name: 'greeter',
+ *   apis: {
+ *     greet: defineApi({
+ *       input: io.json(In),
+ *       output: io.json(Out),
+ *       handler: async ({ name }) => ({ greeting: `hello ${name}` }),
+ *     }),
+ *   },
+ * })
  */
 export function defineService(options: DefineServiceOptions): ServiceDefinition {
   const apis = Object.entries(options.apis).map(([name, a]) => ({

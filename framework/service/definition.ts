@@ -82,7 +82,8 @@ export function buildDefinition(
 ): ServiceDefinition {
   if (typeof options?.name !== 'string' || !NAME.test(options.name) || options.name.length > 63) {
     throw bad(
-      `service name ${JSON.stringify(options?.name)} must be lower case [a-z0-9]([-._a-z0-9]*[a-z0-9])?, at most 63 characters`,
+      `service name ${JSON.stringify(options?.name)} must be lower case [a-z0-9]([-._a-z0-9]*[a-z0-9])?, at most ` +
+        `63 characters`,
     )
   }
   const timeoutMs = options.traffic?.timeoutMs ?? 60_000

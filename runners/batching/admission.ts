@@ -44,7 +44,8 @@ export class Admission {
     // would only be refused again.
     const pace = Math.max(predicted - deadline, this.workers.soonestFree(now) - now)
     return overloaded(
-      `the runner cannot finish this request before its deadline (${Math.round(deadline - now)} ms left, about ${Math.round(predicted - now)} ms needed)`,
+      `the runner cannot finish this request before its deadline (${Math.round(deadline - now)} ms left, about ` +
+        `${Math.round(predicted - now)} ms needed)`,
       pace,
     )
   }

@@ -37,7 +37,8 @@ export function parseClientPriority(raw: string | number | undefined, where: str
   if (text === '' || !Number.isInteger(n) || n < 0)
     throw new BundleError(
       'E_INPUT_INVALID',
-      `${where} must be a priority level 1 (most urgent) to 9, or high, normal, low; got ${JSON.stringify(String(raw))}`,
+      `${where} must be a priority level 1 (most urgent) to 9, or high, normal, low; got ` +
+        `${JSON.stringify(String(raw))}`,
     )
   if (n === 0) return undefined
   return Math.min(n, MAX_PRIORITY)

@@ -28,7 +28,8 @@ export function placeWorkers(
     if (wanted.length === 0) throw unavailable('resources.gpu is an empty device list')
     if (missing.length)
       throw unavailable(
-        `GPU device(s) ${missing.join(', ')} not found; this machine has ${devices.length ? devices.join(', ') : 'none'}`,
+        `GPU device(s) ${missing.join(', ')} not found; this machine has ` +
+          `${devices.length ? devices.join(', ') : 'none'}`,
       )
     return Array.from({ length: workers }, (_, i) => [wanted[i % wanted.length]!])
   }
@@ -50,7 +51,8 @@ export function placeWorkers(
   const perDevice = Math.floor(1 / n + 1e-9)
   if (workers > perDevice * devices.length)
     throw unavailable(
-      `${workers} worker(s) at ${n} GPU each need ${Math.ceil(workers / perDevice)} devices; this machine has ${devices.length}`,
+      `${workers} worker(s) at ${n} GPU each need ${Math.ceil(workers / perDevice)} devices; this machine has ` +
+        `${devices.length}`,
     )
   return Array.from({ length: workers }, (_, i) => [devices[Math.floor(i / perDevice)]!])
 }

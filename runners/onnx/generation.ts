@@ -76,7 +76,8 @@ export async function startLocal(o: {
   if (isolation === 'thread' && placement)
     throw new BundleError(
       'E_SERVE_CONFIG_INVALID',
-      `runner ${o.name}: isolation 'thread' runs workers inside the API process, where each cannot see only its own GPUs; use isolation 'process' with resources.gpu`,
+      `runner ${o.name}: isolation 'thread' runs workers inside the API process, where each cannot see only its ` +
+        `own GPUs; use isolation 'process' with resources.gpu`,
     )
   pool = new WorkerPool({
     isolation,

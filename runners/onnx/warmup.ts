@@ -34,7 +34,8 @@ export function warmupShapes(
         : `its per-row shape is [${shape.join(', ')}]`
       throw new BundleError(
         'E_SERVE_CONFIG_INVALID',
-        `runner ${runner}: cannot warm up input "${input.name}": ${why}; give warmup.shapes.${input.name} as a list of positive sizes without the batch dimension, or set warmup: false`,
+        `runner ${runner}: cannot warm up input "${input.name}": ${why}; give warmup.shapes.${input.name} as a ` +
+          `list of positive sizes without the batch dimension, or set warmup: false`,
       )
     }
     out.push({ name: input.name, dtype, shape })

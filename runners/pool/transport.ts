@@ -77,7 +77,8 @@ export function threadTransport(title: string, env: Record<string, string> = {})
   // Threads take no --import: from source, a one-line module loads the entry through tsx.
   const source =
     execArgv.length > 0
-      ? `import('tsx/esm/api').then(({ tsImport }) => tsImport(${JSON.stringify(pathToFileURL(file).href)}, ${JSON.stringify(import.meta.url)}))`
+      ? `import('tsx/esm/api').then(({ tsImport }) => tsImport(${JSON.stringify(pathToFileURL(file).href)}, ` +
+        `${JSON.stringify(import.meta.url)}))`
       : undefined
   const worker = new Worker(source ?? file, {
     ...(source ? { eval: true } : {}),

@@ -94,7 +94,9 @@ async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<M
       // The usual cause: onnxruntime-node was installed without its CUDA binaries.
       throw Object.assign(
         new Error(
-          `onnxruntime could not start the CUDA execution provider (${(err as Error).message.split('\n')[0]}); on a machine with CUDA 12, fetch its CUDA binaries with \`ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install\``,
+          `onnxruntime could not start the CUDA execution provider (${(err as Error).message.split('\n')[0]}); on ` +
+            `a machine with CUDA 12, fetch its CUDA binaries with \`ONNXRUNTIME_NODE_INSTALL=cuda12 node ` +
+            `node_modules/onnxruntime-node/script/install\``,
         ),
         { code: 'E_RUNNER_GPU_UNAVAILABLE' },
       )

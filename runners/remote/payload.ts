@@ -78,7 +78,8 @@ export async function unpack(link: RedisLink, p: Packed, consume: boolean): Prom
   } catch (err) {
     throw new BundleError(
       'E_INTERNAL',
-      `a remote runner payload could not be read (API servers and workers must run the same Node.js version): ${(err as Error).message}`,
+      `a remote runner payload could not be read (API servers and workers must run the same Node.js version): ` +
+        `${(err as Error).message}`,
     )
   }
 }

@@ -198,7 +198,8 @@ export class RemotePool implements RemoteLikePool {
   private noWorkers(): BundleError {
     return new BundleError(
       'E_REMOTE_NO_WORKERS',
-      `runner ${this.o.runner}: no live remote worker for its queue (waited ${this.graceMs} ms); start one with bundle worker`,
+      `runner ${this.o.runner}: no live remote worker for its queue (waited ${this.graceMs} ms); start one with ` +
+        `bundle worker`,
     )
   }
 
@@ -247,7 +248,8 @@ export class RemotePool implements RemoteLikePool {
             ? new BundleError('E_RUNNER_TIMEOUT', `runner ${this.o.runner}: no answer within ${this.o.timeoutMs} ms`)
             : new BundleError(
                 'E_REMOTE_NO_WORKERS',
-                `runner ${this.o.runner}: no remote worker took the batch within ${this.o.timeoutMs} ms (${this.live.workers} live)`,
+                `runner ${this.o.runner}: no remote worker took the batch within ${this.o.timeoutMs} ms ` +
+                  `(${this.live.workers} live)`,
               ),
         )
       }, this.o.timeoutMs)
@@ -290,7 +292,8 @@ export class RemotePool implements RemoteLikePool {
       p.reject(
         new BundleError(
           'E_REMOTE_UNAVAILABLE',
-          `runner ${this.o.runner}: the batch failed ${ATTEMPTS} times on workers that lost Redis while moving it; retry shortly`,
+          `runner ${this.o.runner}: the batch failed ${ATTEMPTS} times on workers that lost Redis while moving it; ` +
+            `retry shortly`,
         ),
       )
       return

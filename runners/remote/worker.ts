@@ -106,7 +106,9 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
         return {
           error: {
             code: 'E_REMOTE_MODEL_MISMATCH',
-            message: `runner ${o.runner.name}: the API server serves model ${d.digest.slice(0, 19)}…, this worker runs ${mine.slice(0, 19)}…; run workers of the same bundle`,
+            message:
+              `runner ${o.runner.name}: the API server serves model ${d.digest.slice(0, 19)}…, this worker ` +
+              `runs ${mine.slice(0, 19)}…; run workers of the same bundle`,
           },
         }
       }

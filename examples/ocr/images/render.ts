@@ -16,7 +16,11 @@ const width = 720
 const lineHeight = 64
 const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${lineHeight * PAGE_LINES.length + 48}">
 <rect width="100%" height="100%" fill="white"/>
-${PAGE_LINES.map((t, i) => `<text x="${i % 2 ? 64 : 40}" y="${64 + i * lineHeight}" font-family="DejaVu Sans" font-size="30" fill="black">${t.replace(/&/g, '&amp;').replace(/</g, '&lt;')}</text>`).join('\n')}
+${PAGE_LINES.map(
+  (t, i) =>
+    `<text x="${i % 2 ? 64 : 40}" y="${64 + i * lineHeight}" font-family="DejaVu Sans" font-size="30" fill="black">` +
+    `${t.replace(/&/g, '&amp;').replace(/</g, '&lt;')}</text>`,
+).join('\n')}
 </svg>`
 
 /** A form with two fields on one row: reading order is left to right within a row. */

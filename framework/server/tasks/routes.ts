@@ -9,7 +9,10 @@ export interface TaskRouteHooks {
   respond: (c: Context, err: unknown) => Response
 }
 
-/** The routes of every task API: submit, status, result, cancel, retry (the app checks the API key before them: none is open). */
+/**
+ * The routes of every task API: submit, status, result, cancel, retry (the app checks the API key before them: none is
+ * open).
+ */
 export function mountTaskRoutes(app: Hono<any>, tasks: TaskService, h: TaskRouteHooks): void {
   const taskId = (c: Context): string => {
     const id = c.req.query('taskId')

@@ -127,7 +127,8 @@ function fromBinary(name: string, dtype: RunnerDType | 'string', shape: number[]
       throw bad(`input "${name}": BYTES binary data is not a sequence of 4-byte lengths and their bytes`)
     if (values.length !== count(shape))
       throw bad(
-        `input "${name}": shape [${shape.join(',')}] needs ${count(shape)} BYTES elements, the binary data holds ${values.length}`,
+        `input "${name}": shape [${shape.join(',')}] needs ${count(shape)} BYTES elements, the binary data holds ` +
+          `${values.length}`,
       )
     return { dtype: 'string', shape, data: values }
   }
@@ -135,7 +136,8 @@ function fromBinary(name: string, dtype: RunnerDType | 'string', shape: number[]
   const expected = count(shape) * Ctor.BYTES_PER_ELEMENT
   if (bytes.byteLength !== expected)
     throw bad(
-      `input "${name}": binary_data_size is ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${protocolType(dtype)} needs ${expected}`,
+      `input "${name}": binary_data_size is ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ` +
+        `${protocolType(dtype)} needs ${expected}`,
     )
   const aligned = new Uint8Array(bytes.byteLength) // the body offset may not suit the element size
   aligned.set(bytes)

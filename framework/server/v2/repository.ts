@@ -138,7 +138,8 @@ export class ModelRepository {
         return Promise.reject(
           new BundleError(
             'E_INPUT_INVALID',
-            `"${name}" is an ensemble of this service; it has no versions or runner config to load (load its step models instead)`,
+            `"${name}" is an ensemble of this service; it has no versions or runner config to load (load its step ` +
+              `models instead)`,
           ),
         )
       return Promise.resolve().then(() => this.find(name))
