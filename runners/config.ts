@@ -1,5 +1,6 @@
 import { BundleError } from '../errors/index.js'
 import type { GpuRequest } from './gpu/placement.js'
+import type { BatchingOptions } from './onnx/options.js'
 
 /** Every runner option an operator may override without touching code. */
 export interface RunnerOverrides {
@@ -15,14 +16,7 @@ export interface RunnerOverrides {
   intraOpThreads?: number
   executionProviders?: string[]
   /** maxLatencyMs: the deadline's old name (deadlineMs wins when both are given). */
-  batching?: {
-    enabled?: boolean
-    maxBatchSize?: number
-    maxDelayMs?: number
-    maxQueueSize?: number
-    maxLatencyMs?: number
-    batchDim?: number | [number, number]
-  }
+  batching?: BatchingOptions
   resources?: { cpu?: number; gpu?: GpuRequest }
   warmup?: false | { rounds?: number; shapes?: Record<string, number[]> }
 }

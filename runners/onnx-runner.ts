@@ -1,6 +1,6 @@
 import { BundleError } from '../errors/index.js'
 import { ModelStore, type ModelInfo } from '../store/index.js'
-import { Dispatcher, type DispatcherStats, type Slice } from './batching/dispatcher.js'
+import { Dispatcher, type DispatcherStats } from './batching/dispatcher.js'
 import { mergeOverrides, type RunnerOverrides } from './config.js'
 import type { InferenceModel, TensorSpec } from './inference.js'
 import { bothObservers, RunnerStats } from './stats.js'
