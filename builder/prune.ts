@@ -34,6 +34,12 @@ const DOCS = /\.(?:md|markdown)$/i
 const SOURCE_MAP = /\.map$/
 const DECLARATIONS = /\.d\.[cm]?ts$|\.tsbuildinfo$/
 const TEST_DIRS = new Set(['test', 'tests', '__tests__', '.github'])
+/**
+ * Builds for a browser's script tag (AMD, UMD, a global variable, an IIFE), which packages such
+ * as luxon ship beside their CommonJS and ES module builds: Node loads neither format's folder
+ * unless a package names it as an entry point (then it stays, as every entry point does).
+ */
+const BROWSER_SCRIPT_DIRS = new Set(['amd', 'umd', 'global', 'iife'])
 /** C/C++ sources and gyp files: compiled into build/Release/*.node, never loaded themselves. */
 const NATIVE_SOURCE = /\.(?:c|cc|cpp|cxx|h|hh|hpp|hxx|gyp|gypi)$/
 
@@ -69,6 +75,8 @@ function holdsNativeSource(dir: string): boolean {
  *
  * - docs (`*.md`), source maps (`*.map`), type declarations (`*.d.ts`, `.tsbuildinfo`), test
  *   folders (`test/`, `tests/`, `__tests__/`, `.github/`); licence files always stay;
+ * - browser script builds: folders named `amd`, `umd`, `global` or `iife` below the top level
+ *   (`build/amd/`, `dist/umd/`);
  * - TypeScript sources (`*.ts`), unless tsx goes into the image;
  * - native binaries for other platforms: `bin/napi-v*\/<os>/<arch>/` (onnxruntime-node) and
  *   `prebuilds/<os>-<arch>/` (node-gyp-build) other than linux and the image's arch;
@@ -89,6 +97,7 @@ export function pruneRules(pkgDir: string, ctx: PruneContext): (rel: string, isD
     const name = parts.at(-1)!
     if (!isDir && LICENSE.test(name)) return undefined
     if (isDir && TEST_DIRS.has(name)) return 'tests'
+    if (isDir && parts.length > 1 && BROWSER_SCRIPT_DIRS.has(name)) return 'browser script builds'
     if (!isDir && DOCS.test(name)) return 'docs'
     if (!isDir && SOURCE_MAP.test(name)) return 'source maps'
     if (!isDir && DECLARATIONS.test(name)) return 'type declarations'

@@ -30,6 +30,10 @@ function installed(): string {
     'node_modules/fw/dist/index.js.map': '{}',
     'node_modules/fw/dist/index.d.ts': 'export {}',
     'node_modules/fw/README.md': '# fw',
+    // Script-tag builds beside the module one: Node never loads them.
+    'node_modules/fw/build/amd/fw.js': '',
+    'node_modules/fw/build/global/fw.js': '',
+    'node_modules/fw/dist/umd/fw.js': '',
     'node_modules/esbuild/package.json': pkg('esbuild', {
       main: 'lib/main.js',
       optionalDependencies: { '@esbuild/linux-x64': '1' },
@@ -122,6 +126,7 @@ describe('vendorDependencies (what goes into an image)', () => {
       assert.equal(stats.files, 15)
       assert.deepEqual(Object.keys(stats.pruned).sort(), [
         'TypeScript sources',
+        'browser script builds',
         'docs',
         'native build tree',
         'other platforms',

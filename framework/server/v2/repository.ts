@@ -182,6 +182,12 @@ export class ModelRepository {
         }
         return entry.primary.inference()!
       }
+      if (config && entry.primary.versions.model?.tag === tag) {
+        // A load with a config is Triton's reload: the same version starts again with it (a
+        // swap, so no request fails), and /v2 config then shows what really runs.
+        await entry.primary.versions.swap(tag)
+        return entry.primary.inference()!
+      }
       if (entry.primary.versions.model?.tag === tag || entry.others.has(tag.split(':')[1]!))
         return this.find(name, tag.split(':')[1])
       if (req.keep) {
