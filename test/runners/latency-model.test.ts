@@ -1,0 +1,41 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { LatencyModel } from '../../runners/batching/latency-model.js'
+
+describe('LatencyModel', () => {
+  it('estimates by interpolating measured sizes and picks the size with the best measured throughput', () => {
+    const m = new LatencyModel({ reprobeEvery: 1_000_000 })
+    assert.equal(m.bestBatchSize(32), 32, 'nothing measured: start big')
+    for (let i = 0; i < 5; i++) {
+      m.observe(1, 10)
+      m.observe(8, 12)
+      m.observe(16, 30)
+    }
+    assert.equal(m.estimate(8), 12)
+    assert.equal(m.estimate(12), 21, 'between 8 and 16 rows: on the line between them')
+    assert.equal(m.estimate(32), 66, 'past the largest: the last segment extended')
+    // measured: 8 is best; its neighbours 4 (unknown) gets probed first
+    assert.equal(m.bestBatchSize(32), 4)
+    for (let i = 0; i < 5; i++) m.observe(4, 11)
+    assert.equal(m.bestBatchSize(32), 8)
+  })
+
+  it("'slow' is the 90th percentile of a size's recent batches, 'best' the fastest, the default the median", () => {
+    const m = new LatencyModel()
+    for (const ms of [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 40]) m.observe(4, ms)
+    assert.equal(m.estimate(4), 17)
+    assert.equal(m.estimate(4, 'best'), 10)
+    assert.equal(m.estimate(4, 'slow'), 23, 'nearest rank: 14th of 15 — one outlier does not set it')
+  })
+
+  it('a few outliers (cold first runs, a noisy neighbour) do not move the estimate; a lasting change does', () => {
+    const m = new LatencyModel()
+    for (let i = 0; i < 3; i++) m.observe(4, 60) // cold
+    for (let i = 0; i < 10; i++) m.observe(4, 2)
+    assert.equal(m.estimate(4), 2)
+    m.observe(4, 80)
+    assert.equal(m.estimate(4), 2)
+    for (let i = 0; i < 15; i++) m.observe(4, 5) // the machine got slower for good
+    assert.equal(m.estimate(4), 5)
+  })
+})
