@@ -5,6 +5,7 @@ import { z } from 'zod'
 import { Greeter } from '../../examples/greeter/service.js'
 import { createServiceApp, defineApi, defineService, definitionOf, io } from '../../framework/index.js'
 import { parsePrometheus } from '../utils/prom.js'
+import { until } from '../utils/until.js'
 
 const silent = pino({ level: 'silent' })
 
@@ -123,12 +124,17 @@ describe('service app (app.request)', () => {
 
   it('429 past maxConcurrency, 504 past timeoutMs, 500 without internals', async () => {
     let release!: () => void
+    let holding = false
     const gate = new Promise<void>((r) => (release = r))
     const def = defineService({
       name: 'limits',
       traffic: { maxConcurrency: 1, timeoutMs: 200 },
       apis: {
-        hold: defineApi({ input: io.text(), output: io.text(), handler: async (t) => (await gate, t) }),
+        hold: defineApi({
+          input: io.text(),
+          output: io.text(),
+          handler: async (t) => ((holding = true), await gate, t),
+        }),
         hang: defineApi({ input: io.text(), output: io.text(), handler: () => new Promise<string>(() => undefined) }),
         boom: defineApi({
           input: io.text(),
@@ -148,7 +154,7 @@ describe('service app (app.request)', () => {
     await svc.start()
     const text = (p: string) => svc.app.request(p, post(p, 'x', { 'content-type': 'text/plain' }))
     const held = text('/hold')
-    await new Promise((r) => setTimeout(r, 20))
+    await until('the first call to hold its slot', () => holding)
     await errorOf(await text('/hold'), 429, 'E_HTTP_TOO_MANY_REQUESTS')
     release()
     assert.equal((await held).status, 200)

@@ -13,6 +13,7 @@ import {
   serve,
   type RunningServer,
 } from '../../framework/index.js'
+import { until } from '../utils/until.js'
 
 describe('typed client against a real server', () => {
   let server: RunningServer
@@ -72,12 +73,13 @@ describe('typed client: shed calls are retried after Retry-After', () => {
   const napper = class {} as unknown as abstract new () => Nap
 
   it('the server answers 429 with Retry-After: 1 over its concurrency limit', async () => {
+    const ran = runs
     const first = fetch(`${server.url}/nap`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ ms: 300 }),
+      body: JSON.stringify({ ms: 1_000 }),
     })
-    await new Promise((r) => setTimeout(r, 50))
+    await until('the first call to run', () => runs > ran)
     const second = await fetch(`${server.url}/nap`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -114,8 +116,9 @@ describe('typed client: shed calls are retried after Retry-After', () => {
 
   it('an abort during the back-off ends the call at once', async () => {
     const client = createClient<typeof napper>(server.url, { retries: 5 })
+    const ran = runs
     const busy = client.nap({ ms: 1500 })
-    await new Promise((r) => setTimeout(r, 50))
+    await until('the busy call to run', () => runs > ran)
     const ac = new AbortController()
     const waiting = client.nap({ ms: 10 }, { signal: ac.signal })
     setTimeout(() => ac.abort(new Error('gave up')), 200)

@@ -8,6 +8,7 @@ import { ModelStore } from '../../store/index.js'
 import { MODELS } from '../utils/models.js'
 import { writeOnnxModel } from '../utils/onnx-builder.js'
 import { tempDir } from '../utils/tmp.js'
+import { until } from '../utils/until.js'
 
 // Runtime model control through the repository extension, on real worker processes.
 
@@ -183,12 +184,12 @@ describe('model repository (/v2/repository)', () => {
       }
     }
     const loops = Array.from({ length: 4 }, (_, i) => loop(i))
-    await new Promise((r) => setTimeout(r, 500))
+    await until('load flowing on 1.0.0', () => counts.versions.has('1.0.0') && counts.ok >= 20, 60_000)
     const before = counts.ok
     const swapped = await post('/v2/repository/models/ocr-cls/load', { parameters: { version: '2.0.0' } })
     assert.equal(swapped.status, 200, JSON.stringify(swapped.json))
     const atSwap = counts.ok
-    await new Promise((r) => setTimeout(r, 700))
+    await until('load flowing on 2.0.0', () => counts.versions.has('2.0.0') && counts.ok >= atSwap + 20, 60_000)
     stop = true
     await Promise.all(loops)
     assert.equal(counts.failed, 0, `no failed request: ${counts.errors.slice(0, 3).join('; ')}`)

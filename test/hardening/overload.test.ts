@@ -71,7 +71,7 @@ describe('overload', () => {
             peakQueue,
             ...metrics.filter((m) => m.name === 'bundle_runner_queue_depth').map((m) => m.value),
           )
-          await new Promise((r) => setTimeout(r, 250))
+          await new Promise((r) => setTimeout(r, 250)) // the sampling period: peaks, not a sync point
         }
       })()
       const rate = 3 * served

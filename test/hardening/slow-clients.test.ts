@@ -4,7 +4,7 @@ import { request } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { parsePrometheus } from '../utils/prom.js'
-import { openFds } from '../utils/procs.js'
+import { openFds, until } from '../utils/procs.js'
 import { serveReady, type Served } from '../utils/serve.js'
 
 // Slowloris and friends against a real `bundle serve` of the quickstart: hundreds of raw
@@ -150,9 +150,10 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
       ...Array.from({ length: 150 }, () => slowSocket(port, 'body')),
       ...Array.from({ length: 100 }, () => slowSocket(port, 'silent')),
     ]
-    await new Promise((r) => setTimeout(r, 300))
+    // Before the first deadline (headers, 2 s) closes any of them.
+    const holding = () => openFds(server.pid) >= baseline + 350
+    await until(`the server to hold the slow sockets (fd baseline ${baseline})`, holding, HEADERS_MS)
     const during = openFds(server.pid)
-    assert.ok(during >= baseline + 350, `the server holds the slow sockets (${during} fds, baseline ${baseline})`)
 
     // Normal clients, four at a time on fresh connections, for as long as the attack lasts.
     let attacking = true
@@ -268,7 +269,9 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
       `they go`,
     async () => {
       const held = Array.from({ length: MAX_CONNECTIONS }, () => slowSocket(port, 'silent'))
-      await new Promise((r) => setTimeout(r, 500))
+      // The server has accepted every one (its fds), so the next ones are over the cap.
+      const holding = () => openFds(server.pid) >= baseline + MAX_CONNECTIONS
+      await until(`the server to hold ${MAX_CONNECTIONS} connections`, holding, HEADERS_MS)
       const extra = Array.from({ length: 20 }, () => slowSocket(port, 'silent'))
       const extraTimes = await Promise.all(extra.map((s) => s.closedAfter))
       assert.ok(Math.max(...extraTimes) < 1_000, `over the cap: closed at once (slowest ${Math.max(...extraTimes)} ms)`)

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { ModelStore } from '../../store/index.js'
 import { MODELS } from '../utils/models.js'
-import { childrenOf, openFds, rssMiB } from '../utils/procs.js'
+import { childrenOf, openFds, rssMiB, until } from '../utils/procs.js'
 import { serveReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
 
@@ -85,8 +85,10 @@ describe('soak', () => {
       }
       running = false
       await loop
-      // A worker that is still stopping may hold a pipe for a moment: measure once things settle.
-      await new Promise((r) => setTimeout(r, 1000))
+      // A worker that is still stopping may hold a pipe for a moment: measure once things settle (a leak does
+      // not settle, and the assertions below say what is left).
+      const settled = () => childrenOf(pid).length <= baseline.children && openFds(pid) <= baseline.fds + 2
+      await until('stopping workers to go', settled, 10_000).catch(() => undefined)
       const end = {
         rss: median([rssMiB(pid), rssMiB(pid), rssMiB(pid)]),
         fds: openFds(pid),

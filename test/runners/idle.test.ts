@@ -111,7 +111,7 @@ describe('idle models leave memory and come back on the next request', () => {
         (s) => s.name === name && s.labels.runner === 'ident',
       )?.value
     assert.equal(await metric('bundle_runner_loaded'), 1)
-    await new Promise((r) => setTimeout(r, 1_000))
+    await until('the idle model to unload', async () => (await metric('bundle_runner_loaded')) === 0, 10_000)
     const row = (await post('/v2/repository/index')).json.find((m: { name: string }) => m.name === 'ident')
     assert.deepEqual(row, {
       name: 'ident',

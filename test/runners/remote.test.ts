@@ -185,7 +185,8 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
       ),
     )
     const answers = Array.from({ length: 40 }, (_, i) => double(api.url, i))
-    // Kill one worker while both hold batches (each batch takes 400 ms).
+    // Kill one worker while both hold batches (each batch takes 400 ms). A fixed wait on purpose: a kill that
+    // lands earlier or later on a busy machine changes which items repeat, not what is asserted.
     await new Promise((r) => setTimeout(r, 250))
     process.kill(w1.child.pid!, 'SIGKILL')
     const all = await Promise.all(answers)
@@ -232,6 +233,7 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await until('ready', async () => (await readyz(api.url)).status === 200)
     const fresh = await double(api.url, 7)
     assert.equal(fresh.status, 200)
+    // A fixed wait on purpose: the stale batch must NOT run (it was queued before 7, so it would have run first).
     await new Promise((r) => setTimeout(r, 500))
     assert.deepEqual(
       readFileSync(log, 'utf8')
@@ -293,6 +295,7 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     const w2 = track(await worker(SERVICE, redis.url, env))
     await until('ready again', async () => (await readyz(api.url)).status === 200)
     assert.equal((await double(api.url, 6)).status, 200)
+    // A fixed wait on purpose: the abandoned batches must NOT run (queued before 6, they would have run first).
     await new Promise((r) => setTimeout(r, 500))
     assert.deepEqual(
       readFileSync(log, 'utf8')
@@ -365,7 +368,7 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
       for (let i = 0; running; i++) {
         const a = await double(api.url, k * 1000 + i)
         seen.push({ status: a.status, code: a.body.error?.code, ms: a.ms, at: Date.now() })
-        if (a.status !== 200) await new Promise((r) => setTimeout(r, 20))
+        if (a.status !== 200) await new Promise((r) => setTimeout(r, 20)) // pacing: no busy loop of fast 503s
       }
     }
     const loops = [0, 1, 2, 3].map(loop)
@@ -378,6 +381,7 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
       ready.reason,
       /runner accel \(Redis at redis:\/\/127\.0\.0\.1:\d+ (is unreachable|closed the connection)/,
     )
+    // A fixed wait on purpose: the outage the test measures (503s in it, then recovery) lasts this long.
     await new Promise((r) => setTimeout(r, 1_500))
     const restarted = Date.now()
     await redis.start()

@@ -4,9 +4,10 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { BIN } from '../utils/cli.js'
 import { listeningUrl } from '../utils/port.js'
-import { parsePrometheus } from '../utils/prom.js'
+import { parsePrometheus, requestCounts } from '../utils/prom.js'
 import { runnerWorkers } from '../utils/procs.js'
 import { tempDir } from '../utils/tmp.js'
+import { until } from '../utils/until.js'
 
 // `bundle serve` of the quickstart as a user runs it: a real worker process, real signals.
 
@@ -103,7 +104,12 @@ describe('bundle serve: runner faults and shutdown', () => {
     const s = await serve(join(tempDir(), 'home'))
     const [worker] = workers(s.child.pid!)
     const inFlight = Array.from({ length: 10 }, () => classify(s.url))
-    await new Promise((r) => setTimeout(r, 30))
+    // SIGTERM once all ten have reached the server (queued, running or answered), not after a guessed sleep.
+    const arrived = async () => {
+      const n = await requestCounts(s.url, 'classifyTensor')
+      return n.inProgress + n.answered >= 10
+    }
+    await until('ten requests to arrive', arrived)
     s.child.kill('SIGTERM')
     const answers = await Promise.all(inFlight)
     assert.deepEqual(

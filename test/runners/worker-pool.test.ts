@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url'
 import { describe, it } from 'node:test'
 import type { BundleError } from '../../errors/index.js'
 import { WorkerPool } from '../../runners/pool/worker-pool.js'
+import { until } from '../utils/until.js'
 
 const ECHO = fileURLToPath(new URL('../fixtures/echo-runner.ts', import.meta.url))
 const pool = (extra: Partial<ConstructorParameters<typeof WorkerPool>[0]> = {}) =>
@@ -58,8 +59,7 @@ describe('WorkerPool (real child processes)', () => {
       )
       assert.ok(Date.now() - t < 2000, 'failed at once, did not hang')
       assert.equal(await other, 300)
-      for (let i = 0; i < 100 && !p.ready(); i++) await new Promise((r) => setTimeout(r, 50))
-      assert.equal(p.ready(), true, 'back within 5 s')
+      await until('the crashed worker to be back', () => p.ready())
       assert.equal(p.restarts, 1)
       assert.deepEqual(events, ['crash', 'restart'])
       assert.deepEqual(
@@ -81,7 +81,7 @@ describe('WorkerPool (real child processes)', () => {
       const t = Date.now()
       await assert.rejects(p.run('slow', 5000), (e: BundleError) => e.code === 'E_RUNNER_TIMEOUT' && e.status === 504)
       assert.ok(Date.now() - t < 2000)
-      for (let i = 0; i < 100 && !p.ready(); i++) await new Promise((r) => setTimeout(r, 50))
+      await until('a new worker to replace the timed-out one', () => p.ready())
       assert.notEqual(p.pids()[0], before)
       assert.equal(await p.run('slow', 10), 10)
     } finally {
@@ -95,8 +95,8 @@ describe('WorkerPool (real child processes)', () => {
     const p = pool()
     await p.start()
     const pids = p.pids()
+    // stop() resolves once its workers have exited: checked at once, not after a pause.
     await p.stop()
-    await new Promise((r) => setTimeout(r, 100))
     for (const pid of pids) assert.equal(alive(pid), false, `worker ${pid} still running`)
     await assert.rejects(p.run('title', null), (e: BundleError) => e.code === 'E_RUNNER_STOPPED')
 

@@ -30,7 +30,7 @@ describe('tag resolution on a real store', () => {
     // Saved out of semver order on purpose: "latest" is by time, ranges by semver.
     for (const version of ['1.10.0', '1.2.0', '2.0.0-rc.1', '1.2.5', 'abc123', 'abd456', '0.9.0']) {
       await store.save({ name: 'det', version, paths: [file] })
-      await new Promise((r) => setTimeout(r, 3))
+      await new Promise((r) => setTimeout(r, 3)) // distinct creation times; a slower machine only widens the gap
     }
   })
   after(() => store.close())

@@ -67,7 +67,7 @@ export async function openLoop(o: OpenLoopOptions): Promise<{ sent: number; answ
   while (performance.now() - start < o.durationMs) {
     const due = Math.floor(((performance.now() - start) / 1000) * o.rate)
     for (; sent < due; sent++) pending.push(one())
-    await new Promise((r) => setTimeout(r, 2))
+    await new Promise((r) => setTimeout(r, 2)) // pacing: sends by the clock, whatever the answers do
   }
   const answers = await Promise.all(pending)
   agent.destroy()

@@ -37,11 +37,4 @@ export function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN
 }
 
-/** Polls until `ok()` (every 50 ms), failing with `what` after `ms`. */
-export async function until(what: string, ok: () => boolean, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms
-  while (!ok()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
+export { until } from './until.js'

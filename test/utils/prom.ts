@@ -1,3 +1,5 @@
+import { get } from 'node:http'
+
 export interface Sample {
   name: string
   labels: Record<string, string>
@@ -38,4 +40,29 @@ export function parsePrometheus(text: string): Sample[] {
     out.push({ name: m[1]!, labels, value })
   }
   return out
+}
+
+/**
+ * The requests to `endpoint` the server at `url` is handling now (bundle_request_in_progress) and has answered
+ * (bundle_request_total), read on a connection of its own so that no idle keep-alive connection is left behind.
+ */
+export function requestCounts(url: string, endpoint: string): Promise<{ inProgress: number; answered: number }> {
+  return new Promise((resolve, reject) => {
+    get(`${url}/metrics`, { agent: false }, (res) => {
+      let text = ''
+      res.setEncoding('utf8')
+      res.on('data', (c: string) => (text += c))
+      res.on('end', () => {
+        try {
+          const sum = (name: string) =>
+            parsePrometheus(text)
+              .filter((x) => x.name === name && x.labels.endpoint === endpoint)
+              .reduce((n, x) => n + x.value, 0)
+          resolve({ inProgress: sum('bundle_request_in_progress'), answered: sum('bundle_request_total') })
+        } catch (err) {
+          reject(err)
+        }
+      })
+    }).on('error', reject)
+  })
 }

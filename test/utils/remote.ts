@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { createConnection } from 'node:net'
 import { BIN } from './cli.js'
 import { freePort, listeningUrl } from './port.js'
+import { until } from './until.js'
 
 // Processes for remote-runner tests: `bundle serve --runners remote`, `bundle worker`, and a
 // private redis-server that a test may stop and start again.
@@ -76,13 +77,7 @@ export async function worker(
   return p
 }
 
-export async function until(what: string, ok: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms
-  while (!(await ok())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
+export { until }
 
 /** A redis-server of its own on a free port, which the test may stop and start again. */
 export async function privateRedis(): Promise<{ url: string; start(): Promise<void>; stop(): Promise<void> }> {
