@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander'
-import type { BuildReport, ServiceInfo } from '../builder/index.js'
+import type { BuildReport, K8sOptions, ServiceInfo } from '../builder/index.js'
 import { BundleError } from '../errors/index.js'
 import type { BundleInfo, ModelStore } from '../store/index.js'
 import { confirm } from './confirm.js'
@@ -286,20 +286,8 @@ export function bundleCommands(): Command[] {
     .action(
       async (
         tag: string,
-        opts: {
-          image: string
-          replicas?: number
-          gpu?: number
-          min?: number
-          max?: number
-          cpu?: string
-          memory?: string
-          namespace?: string
-          redis?: string
-          workerReplicas?: number
-          workerMin?: number
-          workerMax?: number
-        },
+        // The flags are named after the manifest options they set (commander camel-cases them).
+        opts: K8sOptions,
       ) => {
         await withStore(async (store) => {
           const { k8sManifests } = await import('../builder/index.js')
