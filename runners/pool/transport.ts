@@ -74,10 +74,12 @@ export function processTransport(title: string, env: Record<string, string> = {}
  */
 export function threadTransport(title: string, env: Record<string, string> = {}): Transport {
   const { file, execArgv } = entry()
-  // Threads take no --import: from source, a one-line module loads the entry through tsx.
+  // Threads take no --import: from source, a one-line module loads the entry through tsx
+  // (resolved from here, not from the working directory).
   const source =
     execArgv.length > 0
-      ? `import('tsx/esm/api').then(({ tsImport }) => tsImport(${JSON.stringify(pathToFileURL(file).href)}, ` +
+      ? `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then(({ tsImport }) => ` +
+        `tsImport(${JSON.stringify(pathToFileURL(file).href)}, ` +
         `${JSON.stringify(import.meta.url)}))`
       : undefined
   const worker = new Worker(source ?? file, {

@@ -11,6 +11,7 @@ import { customRunner } from '../../runners/custom-runner.js'
 import { ModelStore } from '../../store/index.js'
 import { MODELS } from '../utils/models.js'
 import { tempDir } from '../utils/tmp.js'
+import { until } from '../utils/until.js'
 
 const ECHO = fileURLToPath(new URL('../fixtures/echo-runner.ts', import.meta.url))
 const pool = (extra: Partial<ConstructorParameters<typeof WorkerPool>[0]> = {}) =>
@@ -22,11 +23,6 @@ const pool = (extra: Partial<ConstructorParameters<typeof WorkerPool>[0]> = {}) 
     backoffMs: { min: 50, max: 400 },
     ...extra,
   })
-
-const until = async (cond: () => boolean, what: string): Promise<void> => {
-  for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 50))
-  assert.ok(cond(), what)
-}
 
 describe('WorkerPool with isolation: thread (real worker threads)', () => {
   it('runs calls in threads of this process; typed arrays cross; the process keeps its title', {
@@ -92,7 +88,7 @@ describe('WorkerPool with isolation: thread (real worker threads)', () => {
         (e: BundleError) => e.code === 'E_RUNNER_CRASHED' && /exited with code 3/.test(e.message),
       )
       assert.equal(await other, 300)
-      await until(() => p.ready() && p.restarts === 1, 'restarted within 10 s')
+      await until('the thread restarted', () => p.ready() && p.restarts === 1)
       assert.deepEqual(events, ['crash', 'restart'])
       assert.deepEqual(
         [...((await p.run('double', { data: new Float32Array([5]) })) as { data: Float32Array }).data],
@@ -109,7 +105,7 @@ describe('WorkerPool with isolation: thread (real worker threads)', () => {
     const p = pool({ workers: 1, timeoutMs: 200 })
     await p.start()
     await assert.rejects(p.run('slow', 5_000), (e: BundleError) => e.code === 'E_RUNNER_TIMEOUT')
-    await until(() => p.ready() && p.restarts === 1, 'replaced within 10 s')
+    await until('the thread replaced', () => p.ready() && p.restarts === 1)
     assert.equal(await p.run('echo', 'after'), 'after')
     await p.stop()
     assert.deepEqual(p.pids(), [], 'no thread left running')
