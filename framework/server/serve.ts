@@ -6,6 +6,7 @@ import { getRequestListener } from '@hono/node-server'
 import { Counter, Gauge } from 'prom-client'
 import { BundleError, isBundleError } from '../../errors/index.js'
 import { createServiceApp, type AppOptions, type ServiceApp } from './app.js'
+import { lingerOnClose } from './linger.js'
 import type { ServiceDefinition } from '../service/definition.js'
 
 export interface ServeOptions extends AppOptions {
@@ -171,6 +172,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   // Stalls are watched per connection (a response's unsent bytes sit in its socket).
   const connections = new Set<Socket>()
   server.on('connection', (socket: Socket) => {
+    lingerOnClose(socket)
     connections.add(socket)
     socket.once('close', () => connections.delete(socket))
   })
