@@ -2,20 +2,12 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { BundleError } from '../../errors/index.js'
 import { Dispatcher, refusalPace, type Execute } from '../../runners/batching/dispatcher.js'
-import { LatencyModel } from '../../runners/batching/latency-model.js'
 import { PRIORITY } from '../../runners/batching/priority.js'
 import { FakeClock } from '../utils/fake-clock.js'
+import { type Payload, trained } from '../utils/sim-runner.js'
 
 // The batch window, deadlines, priorities, and the overload loop that used to collapse goodput,
 // all on fake time.
-
-type Payload = { id: string }
-
-function trained(cost: (n: number) => number, max: number): LatencyModel {
-  const m = new LatencyModel({ reprobeEvery: 1_000_000 })
-  for (let n = 1; n <= max; n *= 2) for (let i = 0; i < 5; i++) m.observe(n, cost(n))
-  return m
-}
 
 /** A runner whose batch of n rows computes cost(n) ms and reports it; records who ran. */
 function runner(clock: FakeClock, cost: (rows: number) => number) {
