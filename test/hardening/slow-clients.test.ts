@@ -268,21 +268,28 @@ describe('slow clients cannot exhaust bundle serve', { timeout: 120_000 }, () =>
     `connections past --max-connections (${MAX_CONNECTIONS}) are closed at once; the server serves again when ` +
       `they go`,
     async () => {
-      const held = Array.from({ length: MAX_CONNECTIONS }, () => slowSocket(port, 'silent'))
-      // The server has accepted every one (its fds), so the next ones are over the cap.
-      const holding = () => openFds(server.pid) >= baseline + MAX_CONNECTIONS
-      await until(`the server to hold ${MAX_CONNECTIONS} connections`, holding, HEADERS_MS)
-      const extra = Array.from({ length: 20 }, () => slowSocket(port, 'silent'))
-      const extraTimes = await Promise.all(extra.map((s) => s.closedAfter))
-      assert.ok(Math.max(...extraTimes) < 1_000, `over the cap: closed at once (slowest ${Math.max(...extraTimes)} ms)`)
+      // MAX_CONNECTIONS + 20 silent sockets at once: whichever the server accepts first it holds until the headers
+      // deadline; the rest it closes at once. Counting by outcome needs no guess of when the server is full (a
+      // keep-alive connection left from an earlier call may hold a slot for a moment, so "at least 20").
+      const before = await closedCount(server.url, 'max_connections')
+      const sockets = Array.from({ length: MAX_CONNECTIONS + 20 }, () => slowSocket(port, 'silent'))
+      let peak = 0
+      const watch = setInterval(() => (peak = Math.max(peak, openFds(server.pid))), 50)
+      const times = await Promise.all(sockets.map((s) => s.closedAfter)).finally(() => clearInterval(watch))
+      const atOnce = times.filter((t) => t < 1_000).length
+      const held = times.filter((t) => t >= HEADERS_MS - 200).length
       assert.ok(
-        openFds(server.pid) <= baseline + MAX_CONNECTIONS + 5,
-        `the server never holds more than the cap (${openFds(server.pid)} fds)`,
+        atOnce >= 20 && atOnce <= 25,
+        `over the cap: ${atOnce} closed at once (expected 20, a few more allowed)`,
       )
-      await Promise.all(held.map((s) => s.closedAfter))
+      assert.ok(held >= MAX_CONNECTIONS - 5, `${held} held until the headers deadline (cap ${MAX_CONNECTIONS})`)
+      assert.ok(
+        peak <= baseline + MAX_CONNECTIONS + 5,
+        `the server never holds more than the cap (peak ${peak} fds, baseline ${baseline})`,
+      )
       assert.equal((await call(port, '/classify', PNG)).status, 200)
       assert.ok(
-        (await closedCount(server.url, 'max_connections')) >= 20,
+        (await closedCount(server.url, 'max_connections')) - before >= 20,
         'counted in bundle_http_connections_closed_total{reason="max_connections"}',
       )
     },
