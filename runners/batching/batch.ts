@@ -55,8 +55,8 @@ export class BatchRunner<P, R> {
   /** Takes up to `rows` rows from the front of `q` (splitting the last request if needed) and runs them. */
   run(q: Pending<P, R>[], rows: number, single: boolean, now: number): void {
     const { slices, owners, taken } = this.form(q, rows, single, now)
-    this.d.workers.took(now, this.d.model.estimate(taken), this.d.model.estimate(taken, 'slow'))
-    this.send(slices, owners, taken)
+    const worker = this.d.workers.took(now, this.d.model.estimate(taken), this.d.model.estimate(taken, 'slow'))
+    this.send(slices, owners, taken, worker)
   }
 
   private form(q: Pending<P, R>[], rows: number, single: boolean, now: number) {
@@ -92,7 +92,7 @@ export class BatchRunner<P, R> {
     return { slices, owners, taken }
   }
 
-  private send(slices: Slice<P>[], owners: Pending<P, R>[], taken: number): void {
+  private send(slices: Slice<P>[], owners: Pending<P, R>[], taken: number, worker: number): void {
     const { clock, model, settings } = this.d
     const started = clock.now()
     const waited = owners.map((o) => started - o.arrived)
@@ -132,7 +132,7 @@ export class BatchRunner<P, R> {
         },
       )
       .finally(() => {
-        this.d.workers.returned()
+        this.d.workers.returned(worker, clock.now())
         this.d.settled()
       })
   }

@@ -46,7 +46,8 @@ export class BatchSizer {
     let size = Math.min(this.target(budgetMs), max)
     const time = (b: number) => Math.ceil(Math.ceil(queued / b) / this.workers.slots) * estimate(Math.min(b, queued))
     while (size < Math.min(max, queued)) {
-      const bigger = Math.min(size * 2, max)
+      // Never past what is queued: a size the queue cannot fill would be costed as if it could.
+      const bigger = Math.min(size * 2, max, queued)
       // Only where a bigger batch really drains faster (on a CPU it may not: see rule 5).
       if (time(bigger) >= time(size) || (budgetMs !== Infinity && time(size) <= budgetMs)) break
       size = bigger

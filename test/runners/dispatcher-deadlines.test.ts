@@ -371,17 +371,76 @@ describe('refusals that rejoin the queue at once (fake time)', () => {
         tight.paces.some((p) => p >= 10),
         'sheds wait at least half the deadline',
       )
-      // The cause, reproduced: answered at once, refused clients rejoin the queue, refusals
-      // outnumber what is served, and their cost starves the worker.
+      // Answered at once, refused clients rejoin the queue and refusals grow (each a body read
+      // for the API process). Before the dispatcher's model of the worker was corrected on each
+      // answer (see below), this collapsed goodput to 0.4× of the paced one; now pacing only
+      // spares the refusals.
       assert.ok(
-        atOnce.refusedPerServed > 3 * tight.refusedPerServed,
+        atOnce.refusedPerServed > 1.3 * tight.refusedPerServed,
         `refusals per served: at once ${atOnce.refusedPerServed.toFixed(2)}, paced ` +
           `${tight.refusedPerServed.toFixed(2)}`,
       )
       assert.ok(
-        atOnce.perSecond < 0.6 * tight.perSecond,
-        `at once ${atOnce.perSecond.toFixed(0)}/s vs paced ${tight.perSecond.toFixed(0)}/s`,
+        atOnce.perSecond >= 0.8 * loose.perSecond,
+        `at once ${atOnce.perSecond.toFixed(0)}/s vs loose ${loose.perSecond.toFixed(0)}/s`,
       )
     },
   )
+})
+
+describe('expected worker ends that drift ahead of the worker (fake time)', () => {
+  // Measured on a real server (quickstart, 32 wrk connections resending at once, a 20 ms deadline,
+  // a slower host): batches' slow (p90) times were 2–3× their typical ones, and the dispatcher's
+  // model of when the worker would be free only ever moved forward by slow estimates — under load
+  // the worker was never idle, so nothing pulled it back. It ran 40–56 ms ahead of the real worker,
+  // every head looked late, and batches of one row served 0.41× the loose deadline's goodput. The
+  // same on fake time: one worker (depth 2) whose every `every`th batch runs `factor`× slower,
+  // its answers reaching the batcher `lag` ms after it finished. Before the model was corrected on
+  // each answer these served 0.46× (one row a batch) and 0.49× of the loose deadline.
+  const compute = (n: number) => 1 + 0.6 * n
+
+  async function served(
+    deadlineMs: number,
+    every: number,
+    factor: number,
+    lag: number,
+  ): Promise<{ perSecond: number; rowsPerBatch: number }> {
+    const clock = new FakeClock()
+    let workerFreeAt = 0
+    let batches = 0
+    let rowsRun = 0
+    const execute: Execute<Payload, string> = (slices, rows, report) =>
+      new Promise((resolve) => {
+        batches++
+        rowsRun += rows
+        const took = compute(rows) * (batches % every === 0 ? factor : 1)
+        const start = Math.max(workerFreeAt, clock.now())
+        workerFreeAt = start + took
+        clock.setTimeout(
+          () => {
+            report(took)
+            resolve(slices.map((s) => s.payload.id))
+          },
+          workerFreeAt - clock.now() + lag,
+        )
+      })
+    const d = new Dispatcher<Payload, string>({ maxBatchSize: 32, deadlineMs, slots: 1, depth: 2, clock }, execute)
+    const { ok } = await closedLoop(clock, 32, 3_000, (id) => d.submit({ id }, 1))
+    return { perSecond: ok / 3, rowsPerBatch: rowsRun / batches }
+  }
+
+  for (const [every, factor, lag] of [
+    [3, 3, 0],
+    [5, 2.5, 3],
+  ] as const)
+    it(`a tight deadline still batches when every ${every}th batch is ${factor}× slower (${lag} ms back)`, async () => {
+      const loose = await served(10_000, every, factor, lag)
+      const tight = await served(20, every, factor, lag)
+      // Under 20 ms the slow batches forbid the loose deadline's big ones: 0.74× and 0.82× here.
+      assert.ok(
+        tight.perSecond >= 0.7 * loose.perSecond,
+        `tight ${tight.perSecond.toFixed(0)}/s vs loose ${loose.perSecond.toFixed(0)}/s`,
+      )
+      assert.ok(tight.rowsPerBatch >= 2, `${tight.rowsPerBatch.toFixed(1)} rows a batch`)
+    })
 })
