@@ -1,26 +1,12 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, describe, it } from 'node:test'
-import { fileURLToPath } from 'node:url'
-import { BIN, bundle } from '../utils/cli.js'
+import { describe, it } from 'node:test'
+import { BIN, bundle, type Listed } from '../utils/cli.js'
 import { freePort } from '../utils/port.js'
-import { serveReady } from '../utils/serve.js'
-import { tempDir } from '../utils/tmp.js'
-
-const QUICKSTART = fileURLToPath(new URL('../../examples/quickstart', import.meta.url))
-const REPO = fileURLToPath(new URL('../..', import.meta.url))
-
-interface Listed {
-  tag: string
-  name: string
-  version: string
-  digest: string
-  models: { tag: string; digest: string; requested?: string[] }[]
-  labels: Record<string, string>
-  created: string
-}
+import { serveReady, untilReady } from '../utils/serve.js'
+import { quickstartCopy, tempDir } from '../utils/tmp.js'
 
 // What bundle.yaml adds to a build: model aliases, ensembles, Docker settings.
 
@@ -29,9 +15,7 @@ describe('model aliases', () => {
     timeout: 120_000,
   }, async () => {
     const home = join(tempDir(), 'home')
-    const src = mkdtempSync(join(REPO, '.test-tmp-'))
-    after(() => rmSync(src, { recursive: true, force: true }))
-    cpSync(QUICKSTART, src, { recursive: true })
+    const src = quickstartCopy()
     writeFileSync(
       join(src, 'service.ts'),
       readFileSync(join(src, 'service.ts'), 'utf8').replace("onnxRunner('ocr-cls:latest'", "onnxRunner('cls'"),
@@ -60,12 +44,7 @@ describe('model aliases', () => {
     })
     const exited = new Promise((r) => child.on('exit', r))
     try {
-      let ready = false
-      for (let i = 0; i < 300 && !ready; i++) {
-        ready = (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200
-        if (!ready) await new Promise((r) => setTimeout(r, 100))
-      }
-      assert.ok(ready)
+      await untilReady(`http://127.0.0.1:${port}`, 30_000)
       const png = readFileSync(new URL('../fixtures/images/hello-180.png', import.meta.url))
       const r = await fetch(`http://127.0.0.1:${port}/classify`, {
         method: 'POST',
@@ -86,9 +65,7 @@ describe('ensembles in bundle.yaml', () => {
     timeout: 240_000,
   }, async () => {
     const home = join(tempDir(), 'home')
-    const src = mkdtempSync(join(REPO, '.test-tmp-'))
-    after(() => rmSync(src, { recursive: true, force: true }))
-    cpSync(QUICKSTART, src, { recursive: true })
+    const src = quickstartCopy()
     const yaml = readFileSync(join(src, 'bundle.yaml'), 'utf8')
     const withEnsemble = (steps: string) =>
       writeFileSync(join(src, 'bundle.yaml'), `${yaml}ensembles:\n  direction:\n    steps:\n${steps}`)
@@ -188,10 +165,7 @@ describe('the generated Dockerfile', () => {
     timeout: 120_000,
   }, async () => {
     const home = join(tempDir(), 'home')
-    // Inside the repository, so the copy resolves the same npm packages as the example.
-    const src = mkdtempSync(join(REPO, '.test-tmp-'))
-    after(() => rmSync(src, { recursive: true, force: true }))
-    cpSync(QUICKSTART, src, { recursive: true })
+    const src = quickstartCopy()
     writeFileSync(
       join(src, 'bundle.yaml'),
       readFileSync(join(src, 'bundle.yaml'), 'utf8') +

@@ -4,23 +4,14 @@ import { cpSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { BIN, bundle } from '../utils/cli.js'
+import { BIN, bundle, type Listed } from '../utils/cli.js'
 import { freePort } from '../utils/port.js'
 import { MODELS } from '../utils/models.js'
 import { snapshot, tempDir } from '../utils/tmp.js'
+import { untilReady } from '../utils/serve.js'
 
 const QUICKSTART = fileURLToPath(new URL('../../examples/quickstart', import.meta.url))
 const REPO = fileURLToPath(new URL('../..', import.meta.url))
-
-interface Listed {
-  tag: string
-  name: string
-  version: string
-  digest: string
-  models: { tag: string; digest: string; requested?: string[] }[]
-  labels: Record<string, string>
-  created: string
-}
 
 describe('bundle build', () => {
   it('on a fresh store: imports the models it needs, pins them, and two builds in two stores give one digest', {
@@ -196,12 +187,7 @@ describe('bundle serve TAG', () => {
     const exited = new Promise((r) => child.on('exit', r))
     try {
       const url = `http://127.0.0.1:${port}`
-      let ready = false
-      for (let i = 0; i < 300 && !ready; i++) {
-        ready = (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200
-        if (!ready) await new Promise((r) => setTimeout(r, 100))
-      }
-      assert.ok(ready, `ready: ${stderr}`)
+      await untilReady(url, 30_000).catch((e: Error) => assert.fail(`${e.message}: ${stderr}`))
       for (const angle of [0, 180]) {
         const png = readFileSync(new URL(`../fixtures/images/quick-${angle}.png`, import.meta.url))
         const r = await fetch(`${url}/classify`, {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { modelForRunner, type ListedModel, type ResolvedConfig } from '../../builder/index.js'
 import type { BundleError } from '../../errors/index.js'
@@ -10,7 +10,7 @@ import type { ModelInfo } from '../../store/index.js'
 import { BIN, bundle } from '../utils/cli.js'
 import { MODELS } from '../utils/models.js'
 import { serveReady } from '../utils/serve.js'
-import { tempDir } from '../utils/tmp.js'
+import { quickstartCopy, tempDir } from '../utils/tmp.js'
 
 // The quickstart's bundle.yaml pins ocr-cls:2.0.0 while its runner asks for ocr-cls:latest. A
 // store that also holds a newer ocr-cls must not change what the bundle pins and serves.
@@ -92,9 +92,7 @@ describe('bundle.yaml models: pin what runners of that name get', () => {
     timeout: 120_000,
   }, async () => {
     const home = join(tempDir(), 'home')
-    const src = mkdtempSync(join(REPO, '.test-tmp-'))
-    after(() => rmSync(src, { recursive: true, force: true }))
-    cpSync(QUICKSTART, src, { recursive: true })
+    const src = quickstartCopy()
     writeFileSync(
       join(src, 'service.ts'),
       readFileSync(join(src, 'service.ts'), 'utf8').replace(

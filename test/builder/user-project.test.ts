@@ -8,6 +8,7 @@ import { promisify } from 'node:util'
 import ort from 'onnxruntime-node'
 import { MODELS } from '../utils/models.js'
 import { freePort } from '../utils/port.js'
+import { untilReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
 
 // A user's own project, outside this repository: it installs the packed modelbundle from npm's
@@ -124,12 +125,7 @@ describe('modelbundle from a user project (npm pack)', () => {
     })
     const exited = new Promise((r) => child.on('exit', r))
     try {
-      let ready = false
-      for (let i = 0; i < 300 && !ready; i++) {
-        ready = (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200
-        if (!ready) await new Promise((r) => setTimeout(r, 100))
-      }
-      assert.ok(ready)
+      await untilReady(`http://127.0.0.1:${port}`, 30_000)
       const x = new Float32Array(2 * 3 * 48 * 192)
       for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.01) * (i < x.length / 2 ? 1 : -1)
       const r = await fetch(`http://127.0.0.1:${port}/direction`, {

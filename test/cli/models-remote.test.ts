@@ -5,6 +5,7 @@ import { describe, it } from 'node:test'
 import { BIN, bundle } from '../utils/cli.js'
 import { listeningUrl } from '../utils/port.js'
 import { MODELS } from '../utils/models.js'
+import { untilReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
 
 describe('bundle models load|unload|loaded --url (a running server)', () => {
@@ -24,12 +25,7 @@ describe('bundle models load|unload|loaded --url (a running server)', () => {
     try {
       url = await listeningUrl(child)
       port = new URL(url).port
-      let ready = false
-      for (let i = 0; i < 300 && !ready; i++) {
-        ready = (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200
-        if (!ready) await new Promise((r) => setTimeout(r, 100))
-      }
-      assert.ok(ready)
+      await untilReady(url, 30_000)
       assert.equal(
         (await bundle(['models', 'save', MODELS.cls, '--name', 'ocr-cls', '--version', '3.0.0'], env)).code,
         0,

@@ -1,5 +1,6 @@
 import { chmodSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { after, before } from 'node:test'
 import pino from 'pino'
 import { z } from 'zod'
 import {
@@ -15,6 +16,7 @@ import { RedisLink } from '../../runners/index.js'
 import { ModelStore } from '../../store/index.js'
 import { writeOnnxModel } from '../utils/onnx-builder.js'
 import { privateRedis } from '../utils/remote.js'
+import { tempDir } from '../utils/tmp.js'
 
 // The app the security tests provoke: an API key, a small body limit, every route family (JSON,
 // tensor, multipart, image, tasks over a private Redis, /v2 with a good and a damaged model) and
@@ -165,4 +167,18 @@ export async function secureService(work: string): Promise<SecureService> {
       await redis.stop()
     },
   }
+}
+
+/**
+ * The fixture for one describe block: started before its tests (handed to `ready`), stopped after.
+ * Call it in the describe body.
+ */
+export function useSecureService(ready: (svc: ServiceApp) => void): void {
+  let fixture: SecureService | undefined
+  const work = tempDir()
+  before(async () => {
+    fixture = await secureService(work)
+    ready(fixture.svc)
+  })
+  after(async () => await fixture?.stop())
 }

@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { z } from 'zod'
 import { createServiceApp, defineApi, defineService, io, type ServiceApp } from '../../framework/index.js'
 import { bundle } from '../utils/cli.js'
 import { parsePrometheus } from '../utils/prom.js'
-import { auth, KEY, post, secureService, silent, type SecureService } from './secure-service.js'
-import { tempDir } from '../utils/tmp.js'
+import { auth, KEY, post, useSecureService, silent } from './secure-service.js'
 
 // The API key in front of every route but the documented open ones (enumerated from the app, so
 // a route added later without auth fails here), and CORS off unless configured.
@@ -36,13 +35,7 @@ const OPEN = new Set([
 
 describe('security defaults: who may call', () => {
   let svc: ServiceApp
-  let fixture: SecureService | undefined
-  const work = tempDir()
-  before(async () => {
-    fixture = await secureService(work)
-    svc = fixture.svc
-  })
-  after(async () => await fixture?.stop())
+  useSecureService((s) => (svc = s))
 
   describe('API key', () => {
     it('every route the app declares needs the key unless it is one of the documented open ones', async () => {

@@ -1,19 +1,12 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { createServiceApp, defineApi, defineService, io, type ServiceApp } from '../../framework/index.js'
-import { auth, LEAK, post, secureService, silent, type SecureService } from './secure-service.js'
-import { tempDir } from '../utils/tmp.js'
+import { auth, LEAK, post, useSecureService, silent } from './secure-service.js'
 
 // No internals in error bodies: every route family, provoked, answers without file paths or stack frames.
 describe('security defaults: error bodies', () => {
   let svc: ServiceApp
-  let fixture: SecureService | undefined
-  const work = tempDir()
-  before(async () => {
-    fixture = await secureService(work)
-    svc = fixture.svc
-  })
-  after(async () => await fixture?.stop())
+  useSecureService((s) => (svc = s))
 
   describe('no internals in error bodies', () => {
     it('every route family, provoked, answers without paths or stack traces', async () => {

@@ -1,21 +1,14 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { connect } from 'node:net'
 import { deflateSync, gzipSync } from 'node:zlib'
 import { defineApi, defineService, io, serve, type ServiceApp } from '../../framework/index.js'
-import { chunked, MAX_BODY, post, secureService, silent, type SecureService } from './secure-service.js'
-import { tempDir } from '../utils/tmp.js'
+import { chunked, MAX_BODY, post, useSecureService, silent } from './secure-service.js'
 
 // Body, header and multipart limits on the app every route goes through, and over a real socket.
 describe('security defaults: limits', () => {
   let svc: ServiceApp
-  let fixture: SecureService | undefined
-  const work = tempDir()
-  before(async () => {
-    fixture = await secureService(work)
-    svc = fixture.svc
-  })
-  after(async () => await fixture?.stop())
+  useSecureService((s) => (svc = s))
 
   describe('limits', () => {
     it(

@@ -53,6 +53,31 @@ async function closedLoop(
   return counts
 }
 
+/**
+ * One simulated worker running what it is handed in order: the `n`th batch (from 1) of `rows` rows
+ * computes `took(rows, n)` ms; its answer reaches the batcher `lagMs` after it finished, with the
+ * compute time reported unless `reportCompute` is false.
+ */
+function oneWorker(clock: FakeClock, took: (rows: number, n: number) => number, lagMs = 0, reportCompute = true) {
+  let freeAt = 0
+  const stats = { batches: 0, rows: 0 }
+  const execute: Execute<Payload, string> = (slices, rows, report) =>
+    new Promise((resolve) => {
+      stats.batches++
+      stats.rows += rows
+      const ms = took(rows, stats.batches)
+      freeAt = Math.max(freeAt, clock.now()) + ms
+      clock.setTimeout(
+        () => {
+          if (reportCompute) report(ms)
+          resolve(slices.map((s) => s.payload.id))
+        },
+        freeAt - clock.now() + lagMs,
+      )
+    })
+  return { execute, stats }
+}
+
 describe('Dispatcher: batch window, deadlines, priorities (fake time)', () => {
   it(
     'the batch window is not a deadline: 32 clients on a runner that serves them within its default deadline get ' +
@@ -247,27 +272,10 @@ describe('the overload loop that collapsed goodput (fake time)', () => {
     depth: number,
   ): Promise<{ perSecond: number; estimate1: number; rowsPerBatch: number }> {
     const clock = new FakeClock()
-    let workerFreeAt = 0
-    let batches = 0
-    let rowsRun = 0
-    // One worker, running what it is handed in order; its answer reaches the batcher LAG_MS later.
-    const execute: Execute<Payload, string> = (slices, rows, report) =>
-      new Promise((resolve) => {
-        batches++
-        rowsRun += rows
-        const start = Math.max(workerFreeAt, clock.now())
-        workerFreeAt = start + compute(rows)
-        clock.setTimeout(
-          () => {
-            if (reportCompute) report(compute(rows))
-            resolve(slices.map((s) => s.payload.id))
-          },
-          workerFreeAt - clock.now() + LAG_MS,
-        )
-      })
+    const { execute, stats } = oneWorker(clock, compute, LAG_MS, reportCompute)
     const d = new Dispatcher<Payload, string>({ maxBatchSize: 32, deadlineMs, slots: 1, depth, clock }, execute)
     const { ok } = await closedLoop(clock, 32, 3_000, (id) => d.submit({ id }, 1))
-    return { perSecond: ok / 3, estimate1: d.model.estimate(1), rowsPerBatch: rowsRun / batches }
+    return { perSecond: ok / 3, estimate1: d.model.estimate(1), rowsPerBatch: stats.rows / stats.batches }
   }
 
   it(
@@ -406,27 +414,11 @@ describe('expected worker ends that drift ahead of the worker (fake time)', () =
     lag: number,
   ): Promise<{ perSecond: number; rowsPerBatch: number }> {
     const clock = new FakeClock()
-    let workerFreeAt = 0
-    let batches = 0
-    let rowsRun = 0
-    const execute: Execute<Payload, string> = (slices, rows, report) =>
-      new Promise((resolve) => {
-        batches++
-        rowsRun += rows
-        const took = compute(rows) * (batches % every === 0 ? factor : 1)
-        const start = Math.max(workerFreeAt, clock.now())
-        workerFreeAt = start + took
-        clock.setTimeout(
-          () => {
-            report(took)
-            resolve(slices.map((s) => s.payload.id))
-          },
-          workerFreeAt - clock.now() + lag,
-        )
-      })
+    const slower = (rows: number, n: number) => compute(rows) * (n % every === 0 ? factor : 1)
+    const { execute, stats } = oneWorker(clock, slower, lag)
     const d = new Dispatcher<Payload, string>({ maxBatchSize: 32, deadlineMs, slots: 1, depth: 2, clock }, execute)
     const { ok } = await closedLoop(clock, 32, 3_000, (id) => d.submit({ id }, 1))
-    return { perSecond: ok / 3, rowsPerBatch: rowsRun / batches }
+    return { perSecond: ok / 3, rowsPerBatch: stats.rows / stats.batches }
   }
 
   for (const [every, factor, lag] of [

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { RedisLink, RemotePool, serveQueue } from '../../runners/index.js'
 import { bundle } from '../utils/cli.js'
-import { privateRedis, remoteServe, until, worker, type Proc } from '../utils/remote.js'
+import { double, type privateRedis, usePrivateRedis, remoteServe, until, worker } from '../utils/remote.js'
 
 // Remote runners when things break: Redis stopped, unreachable or lost mid-batch, workers on
 // another model version. A real redis-server of the test's own, so it can stop it, and real
@@ -11,38 +11,9 @@ import { privateRedis, remoteServe, until, worker, type Proc } from '../utils/re
 
 const SERVICE = fileURLToPath(new URL('../fixtures/remote-service.ts', import.meta.url))
 
-interface Answer {
-  status: number
-  body: any
-  ms: number
-}
-
-async function post(url: string, body: unknown): Promise<Answer & { retryAfter: string | null }> {
-  const t = performance.now()
-  const r = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  })
-  return { status: r.status, body: await r.json(), ms: performance.now() - t, retryAfter: r.headers.get('retry-after') }
-}
-
-const double = (url: string, x: number) => post(`${url}/double`, { x })
-
 describe('remote runners: Redis and worker faults', () => {
   let redis: Awaited<ReturnType<typeof privateRedis>>
-  const procs: Proc[] = []
-  const track = <T extends Proc>(p: T): T => {
-    procs.push(p)
-    return p
-  }
-  before(async () => {
-    redis = await privateRedis()
-  })
-  after(async () => {
-    await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-    await redis.stop()
-  })
+  const track = usePrivateRedis((r) => (redis = r))
 
   it('Redis stopped and restarted under load: fast 503s, /readyz says why, service resumes by itself, nothing hangs', {
     timeout: 120_000,

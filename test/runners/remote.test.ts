@@ -2,19 +2,21 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { bundle, BIN } from '../utils/cli.js'
 import { MODELS } from '../utils/models.js'
 import {
   freePort,
-  privateRedis,
+  type privateRedis,
+  usePrivateRedis,
   remoteServe,
   startWorker,
   until,
   worker,
   workerReady,
-  type Proc,
+  double,
+  post,
 } from '../utils/remote.js'
 import { tempDir } from '../utils/tmp.js'
 
@@ -24,24 +26,6 @@ import { tempDir } from '../utils/tmp.js'
 const SERVICE = fileURLToPath(new URL('../fixtures/remote-service.ts', import.meta.url))
 const QUICKSTART = fileURLToPath(new URL('../../examples/quickstart/service.ts', import.meta.url))
 
-interface Answer {
-  status: number
-  body: any
-  ms: number
-}
-
-async function post(url: string, body: unknown): Promise<Answer & { retryAfter: string | null }> {
-  const t = performance.now()
-  const r = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  })
-  return { status: r.status, body: await r.json(), ms: performance.now() - t, retryAfter: r.headers.get('retry-after') }
-}
-
-const double = (url: string, x: number) => post(`${url}/double`, { x })
-
 async function readyz(url: string): Promise<{ status: number; reason: string }> {
   const r = await fetch(`${url}/readyz`)
   return { status: r.status, reason: ((await r.json()) as { reason?: string }).reason ?? '' }
@@ -49,18 +33,7 @@ async function readyz(url: string): Promise<{ status: number; reason: string }> 
 
 describe('remote runners: batches over Redis (BullMQ) to bundle worker processes', () => {
   let redis: Awaited<ReturnType<typeof privateRedis>>
-  const procs: Proc[] = []
-  const track = <T extends Proc>(p: T): T => {
-    procs.push(p)
-    return p
-  }
-  before(async () => {
-    redis = await privateRedis()
-  })
-  after(async () => {
-    await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-    await redis.stop()
-  })
+  const track = usePrivateRedis((r) => (redis = r))
 
   it('the quickstart model through a remote worker answers exactly what it answers locally', {
     timeout: 120_000,

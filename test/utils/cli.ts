@@ -24,3 +24,14 @@ export function bundle(args: readonly string[], env: Record<string, string> = {}
     child.on('close', (code) => resolve({ code, stdout, stderr }))
   })
 }
+
+/** One bundle as `bundle list -o json` and `bundle build -o json` print it. */
+export interface Listed {
+  tag: string
+  name: string
+  version: string
+  digest: string
+  models: { tag: string; digest: string; requested?: string[] }[]
+  labels: Record<string, string>
+  created: string
+}

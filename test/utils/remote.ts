@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createConnection } from 'node:net'
+import { after, before } from 'node:test'
 import { BIN } from './cli.js'
 import { freePort, listeningUrl } from './port.js'
 import { until } from './until.js'
@@ -112,4 +113,45 @@ export async function privateRedis(): Promise<{ url: string; start(): Promise<vo
   }
   await r.start()
   return r
+}
+
+/** What a JSON POST got back, and how long it took. */
+export interface Answer {
+  status: number
+  body: any
+  ms: number
+}
+
+/** POSTs `body` as JSON; the answer with its Retry-After header. */
+export async function post(url: string, body: unknown): Promise<Answer & { retryAfter: string | null }> {
+  const t = performance.now()
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
+  return { status: r.status, body: await r.json(), ms: performance.now() - t, retryAfter: r.headers.get('retry-after') }
+}
+
+/** The remote-service fixture's /double call. */
+export const double = (url: string, x: number) => post(`${url}/double`, { x })
+
+/**
+ * A private redis-server for one describe block (handed to `ready` before its tests) and the
+ * processes its tests start: `track` them, and they are SIGKILLed, then Redis stopped, after.
+ */
+export function usePrivateRedis(
+  ready: (redis: Awaited<ReturnType<typeof privateRedis>>) => void,
+): <T extends Proc>(p: T) => T {
+  let redis: Awaited<ReturnType<typeof privateRedis>> | undefined
+  const procs: Proc[] = []
+  before(async () => {
+    redis = await privateRedis()
+    ready(redis)
+  })
+  after(async () => {
+    await Promise.all(procs.map((p) => p.stop('SIGKILL')))
+    await redis?.stop()
+  })
+  return (p) => (procs.push(p), p)
 }

@@ -53,14 +53,19 @@ export async function serveReady(
   let url: string
   try {
     url = await listeningUrl(child, keep)
-    await until(
-      'server ready',
-      async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200,
-      60_000,
-    )
+    await untilReady(url)
   } catch (e) {
     await stop()
     throw new Error(`${(e as Error).message}; the server said: ${said}`)
   }
   return { url, port: Number(new URL(url).port), pid: child.pid!, stop }
+}
+
+/** Resolves once `${url}/readyz` answers 200; fails after `ms`. */
+export function untilReady(url: string, ms = 60_000): Promise<void> {
+  return until(
+    `${url}/readyz to answer 200`,
+    async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200,
+    ms,
+  )
 }

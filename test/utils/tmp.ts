@@ -1,7 +1,8 @@
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { after } from 'node:test'
+import { fileURLToPath } from 'node:url'
 
 /**
  * A fresh temp directory, removed when the current test or suite ends — call it in a test or
@@ -11,6 +12,17 @@ export function tempDir(prefix = 'mb-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix))
   after(() => rmSync(dir, { recursive: true, force: true }))
   return dir
+}
+
+/**
+ * A copy of examples/quickstart to edit, removed when the current test ends. It lies inside the
+ * repository, so the copy resolves the same npm packages as the example.
+ */
+export function quickstartCopy(): string {
+  const src = mkdtempSync(join(fileURLToPath(new URL('../..', import.meta.url)), '.test-tmp-'))
+  after(() => rmSync(src, { recursive: true, force: true }))
+  cpSync(fileURLToPath(new URL('../../examples/quickstart', import.meta.url)), src, { recursive: true })
+  return src
 }
 
 export function writeFile(dir: string, name: string, content: string | Buffer): string {
