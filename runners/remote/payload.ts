@@ -46,6 +46,18 @@ function transport(err: unknown, what: string): BundleError {
 export const isTransportError = (err: unknown): boolean =>
   (err as { code?: unknown } | undefined)?.code === 'E_REMOTE_UNAVAILABLE'
 
+/**
+ * An ioredis error that says the connection failed, not the command: closed, not writable while
+ * reconnecting, or out of retries. Callers answer it as E_REMOTE_UNAVAILABLE (a retryable 503).
+ */
+export const isConnectionError = (err: unknown): boolean => {
+  const e = err as { name?: unknown; message?: unknown } | undefined
+  return (
+    e?.name === 'MaxRetriesPerRequestError' ||
+    /^(Connection is closed|Stream isn't writeable)/.test(String(e?.message ?? ''))
+  )
+}
+
 export async function pack(link: RedisLink, key: string, value: unknown, ttlMs: number): Promise<Packed> {
   const bytes = serialize(value)
   if (bytes.byteLength < INLINE_MAX) return { b64: bytes.toString('base64') }

@@ -4,6 +4,7 @@ import { BundleError, errorFromWire } from '../../errors/index.js'
 import { announce, capacity } from './capacity.js'
 import type { RedisLink } from './link.js'
 import { pack, TRANSPORT_FAILURE, unpack, type JobData, type JobResult } from './payload.js'
+import { startedQueue } from './started-queue.js'
 import type { RemoteLikePool } from '../pool/pool.js'
 
 /** How long a batch waits for a worker while none is live (serve --remote-grace). */
@@ -69,16 +70,21 @@ export class RemotePool implements RemoteLikePool {
     this.graceMs = o.graceMs ?? DEFAULT_REMOTE_GRACE_MS
   }
 
+  private openQueue(): Queue {
+    const q = new Queue(this.o.queue, {
+      connection: this.conns[0]!,
+      prefix: this.o.link.prefix,
+      streams: { events: { maxLen: 1_000 } },
+    })
+    q.on('error', () => undefined)
+    return q
+  }
+
   async start(): Promise<void> {
     const { link, queue } = this.o
     this.conns = [link.connection(false), link.connection(true)]
     // Events are read as they come; a short stream is enough and bounds Redis memory.
-    this.queue = new Queue(queue, {
-      connection: this.conns[0]!,
-      prefix: link.prefix,
-      streams: { events: { maxLen: 1_000 } },
-    })
-    this.queue.on('error', () => undefined)
+    this.queue = this.openQueue()
     this.events = new QueueEvents(queue, { connection: this.conns[1]!, prefix: link.prefix })
     this.events.on('error', () => undefined)
     this.events.on('active', ({ jobId }) => {
@@ -230,8 +236,10 @@ export class RemotePool implements RemoteLikePool {
 
   async run(method: string, args: unknown): Promise<unknown> {
     this.o.link.check()
-    const queue = this.queue
-    if (queue === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.o.runner} is not started`)
+    const current = this.queue
+    if (current === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.o.runner} is not started`)
+    const queue = await startedQueue(current, () => this.openQueue())
+    if (queue !== current && this.queue === current) this.queue = queue
     // No grace: with no live worker, fail before queueing (after a fresh count, as the
     // heartbeat-refreshed one may be a second old). With live workers this costs nothing.
     if (this.graceMs === 0 && this.live.workers === 0) {

@@ -2,7 +2,15 @@ import { randomUUID } from 'node:crypto'
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq'
 import type { Logger } from 'pino'
 import { BundleError, isBundleError } from '../../../errors/index.js'
-import { isTransportError, pack, RUN_RETRY_MS, unpack, type Packed, type RedisLink } from '../../../runners/index.js'
+import {
+  isTransportError,
+  pack,
+  RUN_RETRY_MS,
+  startedQueue,
+  unpack,
+  type Packed,
+  type RedisLink,
+} from '../../../runners/index.js'
 import type { ApiDefinition } from '../../service/definition.js'
 
 // Durable async tasks (@task): each task API has a BullMQ queue in Redis, so a task is seen by
@@ -47,6 +55,8 @@ const STATES: Record<string, Status> = {
 
 export class TaskService {
   private readonly queues = new Map<string, Queue>()
+  /** Each API's queue connection, kept when a queue is opened again (see queue()). */
+  private readonly queueConns = new Map<string, ReturnType<RedisLink['connection']>>()
   private readonly workers: Worker[] = []
   private readonly running = new Map<string, AbortController>()
   private subscriber: ReturnType<RedisLink['connection']> | undefined
@@ -72,10 +82,30 @@ export class TaskService {
     return `${this.o.link.prefix}:task-cancel`
   }
 
-  private queue(a: ApiDefinition): Queue {
+  private connectionOf(a: ApiDefinition): ReturnType<RedisLink['connection']> {
+    let conn = this.queueConns.get(a.name)
+    if (conn === undefined) this.queueConns.set(a.name, (conn = this.o.link.connection(false)))
+    return conn
+  }
+
+  private openQueue(a: ApiDefinition): Queue {
+    // Nothing reads a task queue's event stream: keep it short (finished jobs hold results).
+    const q = new Queue(this.queueName(a), {
+      connection: this.connectionOf(a),
+      prefix: this.o.link.prefix,
+      streams: { events: { maxLen: 100 } },
+    })
+    q.on('error', () => undefined)
+    return q
+  }
+
+  /** The API's queue, started (see startedQueue); call after link.check(). */
+  private async queue(a: ApiDefinition): Promise<Queue> {
     const q = this.queues.get(a.name)
     if (q === undefined || !this.started) throw new BundleError('E_HTTP_NOT_READY', 'the service is still starting')
-    return q
+    const started = await startedQueue(q, () => this.openQueue(a))
+    if (started !== q) this.queues.set(a.name, started)
+    return started
   }
 
   /** Why tasks cannot be submitted or read now (their Redis is unreachable), for /readyz; undefined when they can. */
@@ -89,14 +119,7 @@ export class TaskService {
     // Not for long: the server starts while Redis is down, and tasks answer 503 until it is back.
     await link.connected(3_000).catch(() => undefined)
     for (const a of this.o.apis) {
-      // Nothing reads a task queue's event stream: keep it short (finished jobs hold results).
-      const q = new Queue(this.queueName(a), {
-        connection: link.connection(false),
-        prefix: link.prefix,
-        streams: { events: { maxLen: 100 } },
-      })
-      q.on('error', () => undefined)
-      this.queues.set(a.name, q)
+      this.queues.set(a.name, this.openQueue(a))
       const w = new Worker(this.queueName(a), (job) => this.process(a, instance, job), {
         connection: link.connection(true),
         prefix: link.prefix,
@@ -185,7 +208,7 @@ export class TaskService {
     const data: TaskData = {
       input: await pack(this.o.link, `${this.o.link.prefix}:task-input:${id}`, input, KEEP_FAILED_S * 1000),
     }
-    await this.queue(a).add(a.name, data, {
+    await (await this.queue(a)).add(a.name, data, {
       jobId: id,
       attempts: 3,
       backoff: { type: 'exponential', delay: 1_000 },
@@ -197,7 +220,7 @@ export class TaskService {
 
   private async job(a: ApiDefinition, id: string): Promise<{ job: Job; status: Status }> {
     this.o.link.check()
-    const job = await this.queue(a).getJob(id)
+    const job = await (await this.queue(a)).getJob(id)
     if (job === undefined) throw new BundleError('E_TASK_NOT_FOUND', `no task ${id} for ${a.route}`)
     const state = await job.getState()
     const status = STATES[state]

@@ -1,5 +1,6 @@
 import type { Context, Hono } from 'hono'
 import { BundleError } from '../../../errors/index.js'
+import { isConnectionError } from '../../../runners/index.js'
 import type { ApiDefinition } from '../../service/definition.js'
 import type { TaskService } from './queue.js'
 
@@ -24,7 +25,11 @@ export function mountTaskRoutes(app: Hono<any>, tasks: TaskService, h: TaskRoute
     try {
       return await fn(c)
     } catch (err) {
-      return h.respond(c, err)
+      // Redis dropping the connection under a call is not the server's fault: a retryable 503.
+      const answer = isConnectionError(err)
+        ? new BundleError('E_REMOTE_UNAVAILABLE', 'Redis failed while handling the task; retry shortly', { cause: err })
+        : err
+      return h.respond(c, answer)
     }
   }
   for (const a of tasks.apis) {
