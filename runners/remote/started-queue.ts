@@ -1,3 +1,6 @@
+/** Queues seen started: a start that succeeded cannot fail later, so each is asked once. */
+const started = new WeakSet<object>()
+
 /**
  * BullMQ keeps the failure of a queue's start (a Redis version check it sends the moment its
  * connection is up): when Redis drops in those few milliseconds, every later call on that queue
@@ -10,11 +13,15 @@ export async function startedQueue<Q extends { waitUntilReady(): Promise<unknown
   q: Q,
   open: () => Q,
 ): Promise<Q> {
+  if (started.has(q)) return q
   const broken = await q.waitUntilReady().then(
     () => false,
     () => true,
   )
-  if (!broken) return q
+  if (!broken) {
+    started.add(q)
+    return q
+  }
   q.close().catch(() => undefined)
   return open()
 }

@@ -2,10 +2,10 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { bundle, BIN } from '../utils/cli.js'
-import { freePort, privateRedis, until, type Proc } from '../utils/remote.js'
+import { freePort, privateRedis, until, usePrivateRedis, type PrivateRedis, type Proc } from '../utils/remote.js'
 import { tempDir } from '../utils/tmp.js'
 
 // Durable async tasks on a real redis-server of the test's own and real server processes:
@@ -57,21 +57,15 @@ const get = async (url: string) => {
 }
 
 describe('durable async tasks (@task) in Redis', () => {
-  let redis: Awaited<ReturnType<typeof privateRedis>>
-  const procs: Proc[] = []
+  let redis: PrivateRedis
+  const track = usePrivateRedis((r) => (redis = r))
   const failFile = join(tempDir(), 'fail')
-  before(async () => {
-    redis = await privateRedis()
-  })
-  after(async () => {
-    await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-    await redis.stop()
-  })
 
   it('submit answers at once; any replica tells the status and gives the result', { timeout: 120_000 }, async () => {
     const a = await server(redis.url, { TASK_FAIL_FILE: failFile })
     const b = await server(redis.url, { TASK_FAIL_FILE: failFile })
-    procs.push(a, b)
+    track(a)
+    track(b)
     const t0 = Date.now()
     const sub = await post(`${a.url}/render/submit`, { ms: 1500, tag: 'first' })
     assert.equal(sub.status, 202)
@@ -125,12 +119,12 @@ describe('durable async tasks (@task) in Redis', () => {
     timeout: 120_000,
   }, async () => {
     const a = await server(redis.url)
-    procs.push(a)
+    track(a)
     const id = (await post(`${a.url}/render/submit`, { ms: 3000, tag: 'survivor' })).json.taskId as string
     await until('running', async () => (await get(`${a.url}/render/status?taskId=${id}`)).json.status === 'running')
     await a.stop('SIGKILL')
     const again = await server(redis.url)
-    procs.push(again)
+    track(again)
     assert.ok(['running', 'pending'].includes((await get(`${again.url}/render/status?taskId=${id}`)).json.status))
     // Its lock lapses (10 s), the stalled check puts it back, the new server runs it.
     await until(
@@ -148,7 +142,7 @@ describe('durable async tasks (@task) in Redis', () => {
     timeout: 120_000,
   }, async () => {
     const a = await server(redis.url, { TASK_FAIL_FILE: failFile })
-    procs.push(a)
+    track(a)
     const long = (await post(`${a.url}/render/submit`, { ms: 30_000, tag: 'long' })).json.taskId as string
     await until('running', async () => (await get(`${a.url}/render/status?taskId=${long}`)).json.status === 'running')
     const c = await post(`${a.url}/render/cancel?taskId=${long}`)
@@ -193,7 +187,7 @@ describe('durable async tasks (@task) in Redis', () => {
     const own = await privateRedis()
     try {
       const a = await server(own.url)
-      procs.push(a)
+      track(a)
       await own.stop()
       let state = { status: 0, reason: '' }
       const readyz = async () => {
@@ -224,7 +218,7 @@ describe('durable async tasks (@task) in Redis', () => {
     }
     // Started with its Redis unreachable: it runs, but is never ready, and says why.
     const b = await server('redis://127.0.0.1:1', {}, 'listening')
-    procs.push(b)
+    track(b)
     let reason = ''
     await until('the reason', async () => {
       const r = await fetch(`${b.url}/readyz`)

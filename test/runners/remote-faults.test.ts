@@ -3,7 +3,7 @@ import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { RedisLink, RemotePool, serveQueue } from '../../runners/index.js'
 import { bundle } from '../utils/cli.js'
-import { double, type privateRedis, usePrivateRedis, remoteServe, until, worker } from '../utils/remote.js'
+import { double, type PrivateRedis, usePrivateRedis, remoteServe, until, worker } from '../utils/remote.js'
 
 // Remote runners when things break: Redis stopped, unreachable or lost mid-batch, workers on
 // another model version. A real redis-server of the test's own, so it can stop it, and real
@@ -12,7 +12,7 @@ import { double, type privateRedis, usePrivateRedis, remoteServe, until, worker 
 const SERVICE = fileURLToPath(new URL('../fixtures/remote-service.ts', import.meta.url))
 
 describe('remote runners: Redis and worker faults', () => {
-  let redis: Awaited<ReturnType<typeof privateRedis>>
+  let redis: PrivateRedis
   const track = usePrivateRedis((r) => (redis = r))
 
   it('Redis stopped and restarted under load: fast 503s, /readyz says why, service resumes by itself, nothing hangs', {

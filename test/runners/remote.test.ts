@@ -8,7 +8,7 @@ import { bundle, BIN } from '../utils/cli.js'
 import { MODELS } from '../utils/models.js'
 import {
   freePort,
-  type privateRedis,
+  type PrivateRedis,
   usePrivateRedis,
   remoteServe,
   startWorker,
@@ -32,7 +32,7 @@ async function readyz(url: string): Promise<{ status: number; reason: string }> 
 }
 
 describe('remote runners: batches over Redis (BullMQ) to bundle worker processes', () => {
-  let redis: Awaited<ReturnType<typeof privateRedis>>
+  let redis: PrivateRedis
   const track = usePrivateRedis((r) => (redis = r))
 
   it('the quickstart model through a remote worker answers exactly what it answers locally', {

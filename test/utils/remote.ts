@@ -80,8 +80,15 @@ export async function worker(
 
 export { until }
 
+/** A redis-server of a test's own, which it may stop and start again. */
+export interface PrivateRedis {
+  url: string
+  start(): Promise<void>
+  stop(): Promise<void>
+}
+
 /** A redis-server of its own on a free port, which the test may stop and start again. */
-export async function privateRedis(): Promise<{ url: string; start(): Promise<void>; stop(): Promise<void> }> {
+export async function privateRedis(): Promise<PrivateRedis> {
   const port = await freePort()
   let child: ChildProcess | undefined
   const reachable = () =>
@@ -140,10 +147,8 @@ export const double = (url: string, x: number) => post(`${url}/double`, { x })
  * A private redis-server for one describe block (handed to `ready` before its tests) and the
  * processes its tests start: `track` them, and they are SIGKILLed, then Redis stopped, after.
  */
-export function usePrivateRedis(
-  ready: (redis: Awaited<ReturnType<typeof privateRedis>>) => void,
-): <T extends Proc>(p: T) => T {
-  let redis: Awaited<ReturnType<typeof privateRedis>> | undefined
+export function usePrivateRedis(ready: (redis: PrivateRedis) => void): <T extends Proc>(p: T) => T {
+  let redis: PrivateRedis | undefined
   const procs: Proc[] = []
   before(async () => {
     redis = await privateRedis()
