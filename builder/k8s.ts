@@ -15,6 +15,8 @@ export interface K8sOptions {
   namespace?: string
   /** The server's shutdown grace (bundle serve --grace), in ms. */
   graceMs?: number
+  /** Serve the Open Inference Protocol over gRPC on this port too (container and Service). */
+  grpcPort?: number
   /**
    * Scale out: API pods run `--runners remote` against this Redis and a second Deployment runs
    * `bundle worker` (GPUs go to the workers), each with its own autoscaler bounds.
@@ -60,6 +62,9 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
   positive('--worker-replicas', o.workerReplicas)
   positive('--worker-min', o.workerMin)
   positive('--worker-max', o.workerMax)
+  if (o.grpcPort !== undefined && !(Number.isSafeInteger(o.grpcPort) && o.grpcPort >= 1 && o.grpcPort <= 65535))
+    throw new BundleError('E_CLI_USAGE', `--grpc-port must be a port from 1 to 65535, got ${o.grpcPort}`)
+  if (o.grpcPort === PORT) throw new BundleError('E_CLI_USAGE', `--grpc-port must differ from the HTTP port ${PORT}`)
   // Kubernetes quantities: a typo such as "abc" or "2GB" would only fail at `kubectl apply`.
   if (o.cpu !== undefined && !CPU.test(o.cpu))
     throw new BundleError(
@@ -120,9 +125,13 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
               name,
               image: o.image,
               ...(remote ? { args: ['--runners', 'remote'] } : {}),
-              ports: [{ name: 'http', containerPort: PORT }],
+              ports: [
+                { name: 'http', containerPort: PORT },
+                ...(o.grpcPort ? [{ name: 'grpc', containerPort: o.grpcPort }] : []),
+              ],
               env: [
                 { name: 'PORT', value: String(PORT) },
+                ...(o.grpcPort ? [{ name: 'GRPC_PORT', value: String(o.grpcPort) }] : []),
                 { name: 'HOST', value: '0.0.0.0' },
                 ...redisEnv,
                 ...Object.entries(m.env ?? {}).map(([k, v]) => ({ name: k, value: v })),
@@ -148,7 +157,14 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
     apiVersion: 'v1',
     kind: 'Service',
     metadata,
-    spec: { selector, ports: [{ name: 'http', port: 80, targetPort: 'http' }] },
+    spec: {
+      selector,
+      ports: [
+        { name: 'http', port: 80, targetPort: 'http' },
+        // Named grpc so meshes and ingresses speak HTTP/2 to it.
+        ...(o.grpcPort ? [{ name: 'grpc', port: o.grpcPort, targetPort: 'grpc', appProtocol: 'grpc' }] : []),
+      ],
+    },
   }
   const out: Record<string, unknown>[] = [deployment, service]
   const hpa = (meta: typeof metadata, target: string, lo: number | undefined, hi: number | undefined) => ({

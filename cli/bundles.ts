@@ -276,6 +276,7 @@ export function bundleCommands(): Command[] {
     .option('--cpu <quantity>', 'CPU request per pod (default 1)')
     .option('--memory <quantity>', 'memory request and limit per pod (default 1Gi)')
     .option('-n, --namespace <ns>', 'namespace to put in the manifests')
+    .option('--grpc-port <port>', 'serve the Open Inference Protocol over gRPC on this port too', int('--grpc-port'))
     .option(
       '--redis <url>',
       'scale out: API pods send batches through this Redis to a worker Deployment (bundle worker)',

@@ -9,12 +9,19 @@ import { parseEntry } from './load-service.js'
 import { redisUrl, resolveEntry } from './entry.js'
 import { followParentUnderNpm } from './follow-parent.js'
 
-function port(value: string | undefined): number {
-  const raw = value ?? process.env.PORT ?? '3000'
+function port(value: string | undefined, fallback = process.env.PORT ?? '3000', flag = 'port'): number {
+  const raw = value ?? fallback
   const n = Number(raw)
-  if (!Number.isInteger(n) || n < 0 || n > 65535)
-    throw new BundleError('E_CLI_USAGE', `port "${raw}" must be an integer from 0 to 65535`)
+  if (raw.trim() === '' || !Number.isInteger(n) || n < 0 || n > 65535)
+    throw new BundleError('E_CLI_USAGE', `${flag} "${raw}" must be an integer from 0 to 65535`)
   return n
+}
+
+/** --grpc-port, else $GRPC_PORT; off when neither is set. */
+function grpcPort(value: string | undefined): number | undefined {
+  if (value !== undefined) return port(value, '', '--grpc-port')
+  const env = process.env.GRPC_PORT
+  return env === undefined || env === '' ? undefined : port(env, '', 'GRPC_PORT')
 }
 
 function wholeNumber(flag: string, value: string | undefined, min: number): number | undefined {
@@ -85,6 +92,7 @@ async function readServeConfig(file: string): Promise<Record<string, RunnerOverr
 
 interface ServeFlags {
   port?: string
+  grpcPort?: string
   host?: string
   apiKey?: string
   corsOrigin?: string[]
@@ -164,6 +172,10 @@ export function serveCommand(): Command {
     )
     .argument('<entry>')
     .option('-p, --port <port>', 'port to listen on (default $PORT or 3000)')
+    .option(
+      '--grpc-port <port>',
+      'also serve the Open Inference Protocol over gRPC on this port (default $GRPC_PORT; off when neither is set)',
+    )
     .option('--host <host>', 'interface to bind (default 127.0.0.1, this machine only; use 0.0.0.0 in containers)')
     .option(
       '--api-key <key>',
@@ -213,6 +225,7 @@ export function serveCommand(): Command {
         return reloading(entry)
       }
       const limits = serverLimits(opts)
+      const grpc = grpcPort(opts.grpcPort)
       if (opts.runners !== 'local' && opts.runners !== 'remote')
         throw new BundleError('E_CLI_USAGE', `--runners must be local or remote, not "${opts.runners}"`)
       if (opts.remoteGrace !== undefined && opts.runners !== 'remote')
@@ -236,6 +249,7 @@ export function serveCommand(): Command {
       followParentUnderNpm()
       await serve(definition, {
         port: port(opts.port),
+        ...(grpc !== undefined ? { grpcPort: grpc } : {}),
         host: opts.host ?? process.env.HOST ?? '127.0.0.1',
         ...(apiKey ? { apiKey } : {}),
         ...limits,

@@ -11,6 +11,7 @@ export {
   type VersionedRunner,
 } from './runner.js'
 export { Dispatcher, refusalPace, type DispatcherOptions, type Slice } from './batching/dispatcher.js'
+export { refusalReason } from './batching/refusal.js'
 export { LatencyModel } from './batching/latency-model.js'
 export { WorkerPool, type PoolOptions } from './pool/worker-pool.js'
 export {
@@ -25,7 +26,7 @@ export {
 export { RunnerMetrics, type RunnerMetricsSource } from './metrics.js'
 export { envOverrides, mergeOverrides, parseServeConfig, validateOverrides, type RunnerOverrides } from './config.js'
 export type { InferenceModel, TensorSpec } from './inference.js'
-export { RunnerStats } from './stats.js'
+export { RunnerStats, type Duration } from './stats.js'
 export { undeclaredRunners } from './registry.js'
 export { currentCall, withCallContext, type CallContext, type StageTimes } from './call-context.js'
 export { PRIORITY, parseClientPriority, toPriority, type Priority, type PriorityName } from './batching/priority.js'

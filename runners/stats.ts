@@ -1,6 +1,6 @@
 import type { DispatchObserver } from './batching/dispatcher.js'
 
-interface Duration {
+export interface Duration {
   count: number
   ns: number
 }

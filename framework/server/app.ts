@@ -23,7 +23,7 @@ import { frameworkVersion, headerOf, SANE_REQUEST_ID } from './request.js'
 import { TaskService } from './tasks/queue.js'
 import { mountTaskRoutes } from './tasks/routes.js'
 import { ModelRepository } from './v2/repository.js'
-import { mountV2, v2Error } from './v2/routes.js'
+import { mountV2, v2Error, type V2Options } from './v2/routes.js'
 
 export type { Phase } from './lifecycle.js'
 
@@ -90,6 +90,13 @@ export interface ServiceApp {
    * returns false (any other route, method) for the hono app to answer. Absent with CORS on.
    */
   readonly fastPath?: (req: IncomingMessage, res: ServerResponse) => boolean
+  /** What the Open Inference Protocol serves (/v2 here; gRPC in serve() when asked for). */
+  readonly protocol: Protocol
+}
+
+/** The models, readiness, limits and key both transports of the Open Inference Protocol use. */
+export interface Protocol extends V2Options {
+  checkKey?: (authorization: string | undefined) => void
 }
 
 const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/runners']
@@ -237,14 +244,16 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     })
   })
   app.get('/', (c) => c.redirect('/docs'))
-  mountV2(app, {
+  const protocol: Protocol = {
     repository,
     ready: () => lifecycle.phase === 'ready' && lifecycle.notReady() === undefined,
     maxBodyBytes: maxBody,
     version: frameworkVersion(),
     log,
     track: (fn) => pipeline.track(fn),
-  })
+    ...(checkKey ? { checkKey } : {}),
+  }
+  mountV2(app, protocol)
 
   if (tasks)
     mountTaskRoutes(app, tasks, {
@@ -306,5 +315,6 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     inFlight: () => pipeline.count(),
     idle: () => pipeline.idle(),
     stop: () => lifecycle.stop(),
+    protocol,
   }
 }

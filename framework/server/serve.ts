@@ -6,6 +6,7 @@ import { getRequestListener } from '@hono/node-server'
 import { Counter, Gauge } from 'prom-client'
 import { BundleError, isBundleError } from '../../errors/index.js'
 import { createServiceApp, type AppOptions, type ServiceApp } from './app.js'
+import { startGrpcServer, type GrpcServer } from './grpc/server.js'
 import { lingerOnClose } from './linger.js'
 import type { ServiceDefinition } from '../service/definition.js'
 
@@ -30,12 +31,19 @@ export interface ServeOptions extends AppOptions {
   maxHeaderBytes?: number
   /** Handle SIGTERM/SIGINT (default true): drain, run shutdown hooks, exit 0. */
   handleSignals?: boolean
+  /**
+   * Serve the Open Inference Protocol over gRPC on this port too (0 picks a free one), on the
+   * same host. Default: off.
+   */
+  grpcPort?: number
 }
 
 export interface RunningServer {
   service: ServiceApp
   server: Server
   url: string
+  /** `grpc://host:port` when the server speaks gRPC too. */
+  grpcUrl?: string
   /** Graceful stop: refuse new connections, finish in-flight requests, run shutdown hooks. */
   close(): Promise<void>
 }
@@ -248,6 +256,23 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
   const url = `http://${host}:${address.port}`
   service.log.info({ url }, 'listening')
+  let grpc: GrpcServer | undefined
+  if (options.grpcPort !== undefined) {
+    try {
+      grpc = await startGrpcServer({
+        ...service.protocol,
+        port: options.grpcPort,
+        host: options.host ?? '127.0.0.1',
+        registry: service.metrics.registry,
+        service: definition.name,
+      })
+    } catch (err) {
+      // The HTTP socket is open already: close it, so a failed start leaves nothing listening.
+      clearInterval(sweep)
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+      throw err
+    }
+  }
   service.log.flush()
 
   let closing: Promise<void> | undefined
@@ -258,6 +283,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
       // The send-stall sweep goes on until the last connection is closed: a client that stopped
       // reading must not hold the shutdown for the whole grace period.
       service.drain()
+      const grpcClosed = grpc?.close(graceMs)
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       server.closeIdleConnections()
       let timer: NodeJS.Timeout | undefined
@@ -274,6 +300,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
       if (outcome === 'timeout')
         service.log.warn({ inFlight: service.inFlight() }, 'grace period over; closing remaining connections')
       for (const [sig, fn] of signalHandlers) process.off(sig, fn)
+      await grpcClosed
       try {
         await service.stop()
       } finally {
@@ -318,5 +345,5 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
     await close()
     throw err
   }
-  return { service, server, url, close }
+  return { service, server, url, ...(grpc ? { grpcUrl: `grpc://${host}:${grpc.port}` } : {}), close }
 }

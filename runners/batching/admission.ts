@@ -33,7 +33,7 @@ export class Admission {
     const { observer } = this.settings
     if (this.queue.size >= this.settings.maxQueueSize) {
       if (record) observer?.rejected('queue_full')
-      return overloaded(`the runner queue is full (${this.queue.size} requests waiting)`)
+      return overloaded(`the runner queue is full (${this.queue.size} requests waiting)`, 'queue_full')
     }
     const now = this.clock.now()
     const deadline = this.budgetEnd(now, options.deadline)
@@ -46,6 +46,7 @@ export class Admission {
     return overloaded(
       `the runner cannot finish this request before its deadline (${Math.round(deadline - now)} ms left, about ` +
         `${Math.round(predicted - now)} ms needed)`,
+      'admission',
       pace,
     )
   }

@@ -49,6 +49,7 @@ export class Shedding<P, R> {
       item,
       overloaded(
         `the request waited ${Math.round(now - item.arrived)} ms and can no longer finish before its deadline`,
+        'deadline',
         this.settings.deadlineMs / 2,
       ),
     )

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { parseAllDocuments } from 'yaml'
+import { parse, parseAllDocuments } from 'yaml'
 import { bundle } from '../utils/cli.js'
 import { tempDir } from '../utils/tmp.js'
 
@@ -115,6 +115,22 @@ describe('bundle deploy k8s', () => {
       const r = await deploy(flag!, value!)
       assert.equal(r.code, 0, `${flag} ${value}: ${r.stderr}`)
       assert.match(r.stdout, new RegExp(`${flag!.slice(2)}: "?${value!.replace(/[.]/g, '\\.')}"?`))
+    }
+    // gRPC beside HTTP: a named container port, GRPC_PORT for the server, a Service port.
+    const grpc = await deploy('--grpc-port', '8001')
+    assert.equal(grpc.code, 0, grpc.stderr)
+    const [dep, svc] = grpc.stdout.split('---\n').map((d) => parse(d))
+    const container = dep.spec.template.spec.containers[0]
+    assert.deepEqual(container.ports[1], { name: 'grpc', containerPort: 8001 })
+    assert.deepEqual(
+      container.env.find((e: { name: string }) => e.name === 'GRPC_PORT'),
+      { name: 'GRPC_PORT', value: '8001' },
+    )
+    assert.deepEqual(svc.spec.ports[1], { name: 'grpc', port: 8001, targetPort: 'grpc', appProtocol: 'grpc' })
+    for (const port of ['3000', '0', '70000']) {
+      const r = await deploy('--grpc-port', port)
+      assert.equal(r.code, 2, `--grpc-port ${port}: ${r.stderr}`)
+      assert.match(r.stderr, /^error E_CLI_USAGE: --grpc-port must /)
     }
   })
 

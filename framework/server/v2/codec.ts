@@ -120,7 +120,13 @@ function fromJson(name: string, dtype: RunnerDType | 'string', shape: number[], 
   return { dtype, shape, data: arr as NumericTensor['data'] }
 }
 
-function fromBinary(name: string, dtype: RunnerDType | 'string', shape: number[], bytes: Uint8Array): RunnerTensor {
+/** A tensor from its raw little-endian bytes: binary data over HTTP, raw contents over gRPC. */
+export function fromBinary(
+  name: string,
+  dtype: RunnerDType | 'string',
+  shape: number[],
+  bytes: Uint8Array,
+): RunnerTensor {
   if (dtype === 'string') {
     const values = decodeStrings(bytes)
     if (values === undefined)

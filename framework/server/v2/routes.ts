@@ -2,12 +2,14 @@ import type { Context, Hono } from 'hono'
 import type { Logger } from 'pino'
 import { randomUUID } from 'node:crypto'
 import { BundleError } from '../../../errors/index.js'
-import { withCallContext, type InferenceModel, type RunnerTensor, type TensorSpec } from '../../../runners/index.js'
+import type { InferenceModel } from '../../../runners/index.js'
 import { readBody } from '../body.js'
 import { clientFacing, errorHeaders } from '../error-response.js'
-import { encodeInferResponse, parseInferRequest, protocolType, type InferInput } from './codec.js'
+import { encodeInferResponse, parseInferRequest } from './codec.js'
 import { decodeBody, encodeBody, pickEncoding } from './encoding.js'
-import type { LoadRequest, ModelRepository } from './repository.js'
+import { runInference } from './infer.js'
+import { config, loadRequest, metadata, parseJson, stats } from './models.js'
+import type { ModelRepository } from './repository.js'
 
 export interface V2Options {
   /** The models served now and the repository extension's load/unload. */
@@ -41,112 +43,6 @@ async function smallBody(c: Context, max: number): Promise<string> {
     max,
   )
   return new TextDecoder().decode(bytes)
-}
-
-/** Model metadata; `versions` lists every version loaded now (several after a load with keep). */
-const metadata = (m: InferenceModel, versions: string[]) => {
-  const spec = (t: TensorSpec) => ({ name: t.name, datatype: protocolType(t.dtype), shape: t.shape })
-  return {
-    name: m.name,
-    versions: versions.length ? versions : [m.version],
-    platform: m.platform,
-    inputs: m.inputs().map(spec),
-    outputs: m.outputs().map(spec),
-  }
-}
-
-/** Triton's model configuration: the runner's settings plus inputs and outputs (dims without the batch dimension). */
-const config = (m: InferenceModel) => {
-  const io = (t: TensorSpec) => ({
-    name: t.name,
-    data_type: `TYPE_${protocolType(t.dtype) === 'BYTES' ? 'STRING' : protocolType(t.dtype)}`,
-    dims: t.shape.slice(1),
-  })
-  return { ...m.config(), input: m.inputs().map(io), output: m.outputs().map(io) }
-}
-
-const stats = (m: InferenceModel) => ({
-  name: m.name,
-  version: m.version,
-  last_inference: m.stats.lastInference,
-  inference_count: m.stats.inferenceCount,
-  execution_count: m.stats.executionCount,
-  inference_stats: {
-    success: { ...m.stats.success },
-    fail: { ...m.stats.fail },
-    queue: { ...m.stats.queue },
-    compute_infer: { ...m.stats.computeInfer },
-  },
-  batch_stats: m.stats.batchStats(),
-  // Ensembles add one entry per step (an extension field; standard clients ignore it).
-  ...(m.stepStats ? { step_stats: m.stepStats() } : {}),
-})
-
-function parseJson(text: string): Record<string, unknown> {
-  let v: unknown
-  try {
-    v = JSON.parse(text)
-  } catch {
-    throw new BundleError('E_INPUT_INVALID', 'the request body is not JSON')
-  }
-  if (v === null || typeof v !== 'object' || Array.isArray(v))
-    throw new BundleError('E_INPUT_INVALID', 'the request body must be a JSON object')
-  return v as Record<string, unknown>
-}
-
-/**
- * A load request body: `{ "parameters": { "version": "2.0.0", "config": {…} or "{…}", "keep": true } }`
- * (Triton sends config as a JSON string). An empty body loads the newest version.
- */
-function loadRequest(text: string): LoadRequest {
-  if (!text.trim()) return {}
-  const p = parseJson(text).parameters
-  if (p === undefined) return {}
-  if (p === null || typeof p !== 'object') throw new BundleError('E_INPUT_INVALID', '"parameters" must be an object')
-  const { version, config, keep } = p as Record<string, unknown>
-  if (version !== undefined && typeof version !== 'string')
-    throw new BundleError('E_INPUT_INVALID', 'parameters.version must be a string')
-  const cfg = typeof config === 'string' ? parseJson(config) : config
-  if (cfg !== undefined && (cfg === null || typeof cfg !== 'object'))
-    throw new BundleError('E_INPUT_INVALID', 'parameters.config must be an object (or its JSON text)')
-  return {
-    ...(version ? { version } : {}),
-    ...(cfg ? { config: cfg as LoadRequest['config'] } : {}),
-    ...(keep === true ? { keep: true } : {}),
-  }
-}
-
-/** Checks inputs against what the model declares; messages name the input, what was expected and what came. */
-function check(m: InferenceModel, inputs: InferInput[]): void {
-  const declared = m.inputs()
-  for (const input of inputs) {
-    const d = declared.find((x) => x.name === input.name)
-    if (d === undefined)
-      throw new BundleError(
-        'E_INPUT_INVALID',
-        `unexpected input "${input.name}"; ${m.name} takes ${declared.map((x) => `"${x.name}"`).join(', ')}`,
-      )
-    if (protocolType(d.dtype) !== input.datatype)
-      throw new BundleError(
-        'E_INPUT_INVALID',
-        `input "${input.name}": expected datatype ${protocolType(d.dtype)}, got ${input.datatype}`,
-      )
-    const fits = d.shape.length === input.shape.length && d.shape.every((n, i) => n < 0 || n === input.shape[i])
-    if (!fits)
-      throw new BundleError(
-        'E_INPUT_INVALID',
-        `input "${input.name}": expected shape [${d.shape.join(',')}] (-1 = any), got [${input.shape.join(',')}]`,
-      )
-  }
-  const missing = declared.filter((d) => !inputs.some((i) => i.name === d.name))
-  if (missing.length)
-    throw new BundleError('E_INPUT_INVALID', `missing input ${missing.map((x) => `"${x.name}"`).join(', ')}`)
-  const rows = inputs[0]!.shape[0] ?? 1
-  if (rows > m.maxBatchSize())
-    throw new BundleError(
-      'E_INPUT_INVALID',
-      `batch of ${rows} is larger than ${m.name}'s max_batch_size ${m.maxBatchSize()}`,
-    )
 }
 
 /**
@@ -230,30 +126,13 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
           )
           const body = await decodeBody(raw, headers.get('content-encoding') ?? undefined, o.maxBodyBytes)
           const req = parseInferRequest(body, headers.get('inference-header-content-length') ?? undefined)
-          check(m, req.inputs)
-          const known = m.outputs().map((x) => x.name)
-          for (const r of req.outputs ?? [])
-            if (!known.includes(r.name))
-              throw new BundleError(
-                'E_INPUT_INVALID',
-                `unknown output "${r.name}"; ${m.name} has ${known.map((x) => `"${x}"`).join(', ')}`,
-              )
-          // Resolved again now, after the body arrived: a swap meanwhile sends it to the new version.
-          const target = c.req.param('version') === undefined ? find(c) : m
-          // The client's timeout and priority reach the model's batcher as the request's own.
-          const call = {
-            ...(req.timeoutMs !== undefined ? { deadline: arrived + req.timeoutMs } : {}),
-            ...(req.priority !== undefined ? { priority: req.priority } : {}),
-          }
-          const result = await withCallContext(call, () =>
-            target.infer(Object.fromEntries(req.inputs.map((i) => [i.name, i.tensor]))),
-          )
-          const wanted = req.outputs ?? known.map((name) => ({ name, binary: undefined }))
-          const outputs = wanted.map((w) => ({
-            name: w.name,
-            tensor: result[w.name] as RunnerTensor,
-            binary: w.binary ?? req.binaryOutput,
-          }))
+          const { model: target, outputs: results } = await runInference(req, {
+            model: m,
+            resolve: () => find(c),
+            versioned: c.req.param('version') !== undefined,
+            arrived,
+          })
+          const outputs = results.map((r) => ({ ...r, binary: r.binary ?? req.binaryOutput }))
           const { body: out, headers: h } = encodeInferResponse(target, req.id, outputs)
           const enc = pickEncoding(headers.get('accept-encoding') ?? undefined)
           if (enc === undefined) return c.body(out as never, 200, h)

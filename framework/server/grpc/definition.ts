@@ -1,0 +1,28 @@
+import type { ServiceDefinition } from '@grpc/grpc-js'
+import { fromJSON } from '@grpc/proto-loader'
+import protobuf from 'protobufjs'
+import { INFERENCE_PROTO } from './inference-proto.js'
+
+/**
+ * How messages look in our handlers: field names as the protocol spells them, int64 as strings
+ * (shapes and counts convert where read; a uint64 count may pass 2^53), enums by name, bytes
+ * as Buffers, unset fields at their defaults, and the name of the set field of each oneof.
+ */
+export const LOADER_OPTIONS = {
+  keepCase: true,
+  longs: String,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+} as const
+
+let cached: ServiceDefinition | undefined
+
+/** The GRPCInferenceService definition, parsed once from the protocol text (no file to ship or find). */
+export function inferenceService(): ServiceDefinition {
+  if (cached) return cached
+  const { root } = protobuf.parse(INFERENCE_PROTO, { keepCase: true })
+  const pkg = fromJSON(root.toJSON(), LOADER_OPTIONS)
+  cached = pkg['inference.GRPCInferenceService'] as ServiceDefinition
+  return cached
+}

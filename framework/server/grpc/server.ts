@@ -1,0 +1,72 @@
+import { Server, ServerCredentials } from '@grpc/grpc-js'
+import type { Registry } from 'prom-client'
+import { BundleError } from '../../../errors/index.js'
+import type { V2Options } from '../v2/routes.js'
+import { inferenceService } from './definition.js'
+import { grpcMetrics } from './metrics.js'
+import { inferenceHandlers } from './service.js'
+
+export interface GrpcOptions extends V2Options {
+  port: number
+  host: string
+  checkKey?: (authorization: string | undefined) => void
+  registry: Registry
+  service: string
+}
+
+export interface GrpcServer {
+  /** The port it listens on (the one asked for, or the one picked for 0). */
+  port: number
+  /** Stops taking calls; waits up to `graceMs` for those in flight (streams included), then cuts the rest. */
+  close(graceMs: number): Promise<void>
+}
+
+/** Why the gRPC port could not open, as a coded error naming the address. */
+function bindError(err: Error, host: string, port: number): BundleError {
+  const inUse = /EADDRINUSE|address already in use|No address added/i.test(err.message)
+  return new BundleError(
+    inUse ? 'E_ADDRESS_IN_USE' : 'E_ADDRESS_NOT_AVAILABLE',
+    inUse
+      ? `gRPC port ${port} on ${host} is already in use by another process; stop it or pass another ` +
+          '--grpc-port (GRPC_PORT)'
+      : `cannot listen for gRPC on ${host}:${port}: ${err.message}; pass another --host or --grpc-port`,
+    { cause: err },
+  )
+}
+
+/**
+ * The Open Inference Protocol over gRPC (@grpc/grpc-js): GRPCInferenceService on its own port,
+ * next to HTTP. Messages over the server's body limit are refused by the transport
+ * (RESOURCE_EXHAUSTED) before they are decoded.
+ */
+export async function startGrpcServer(o: GrpcOptions): Promise<GrpcServer> {
+  const server = new Server({
+    'grpc.max_receive_message_length': o.maxBodyBytes,
+    'grpc.max_send_message_length': -1,
+    // Idle clients are pinged; a peer that stops answering is dropped rather than held.
+    'grpc.keepalive_time_ms': 60_000,
+    'grpc.keepalive_timeout_ms': 20_000,
+  })
+  const { handlers, drain } = inferenceHandlers({ ...o, metrics: grpcMetrics(o.registry, o.service) })
+  server.addService(inferenceService(), handlers)
+  // IPv6 literals need brackets in a gRPC target.
+  const host = o.host.includes(':') && !o.host.startsWith('[') ? `[${o.host}]` : o.host
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host}:${o.port}`, ServerCredentials.createInsecure(), (err, port) =>
+      err ? reject(bindError(err, o.host, o.port)) : resolve(port),
+    ),
+  )
+  o.log.info({ url: `grpc://${host}:${port}` }, 'listening (gRPC)')
+  return {
+    port,
+    close: (graceMs) =>
+      new Promise<void>((resolve) => {
+        drain()
+        const timer = setTimeout(() => server.forceShutdown(), graceMs)
+        server.tryShutdown(() => {
+          clearTimeout(timer)
+          resolve()
+        })
+      }),
+  }
+}

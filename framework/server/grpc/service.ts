@@ -1,0 +1,235 @@
+import { randomUUID } from 'node:crypto'
+import type {
+  Metadata,
+  sendUnaryData,
+  ServerDuplexStream,
+  ServerUnaryCall,
+  UntypedServiceImplementation,
+} from '@grpc/grpc-js'
+import { status as Status } from '@grpc/grpc-js'
+import { BundleError } from '../../../errors/index.js'
+import type { InferenceModel } from '../../../runners/index.js'
+import { SANE_REQUEST_ID } from '../request.js'
+import { runInference } from '../v2/infer.js'
+import { config, loadParameters, metadata, stats } from '../v2/models.js'
+import type { V2Options } from '../v2/routes.js'
+import type { GrpcMetrics } from './metrics.js'
+import { toServiceError } from './status.js'
+import { parameterValue, parseWireRequest, wireResponse, type WireInferRequest, type WireParameter } from './tensors.js'
+
+export interface GrpcServiceOptions extends V2Options {
+  /** Checks the `authorization` metadata (`Bearer <key>`) when the server has a key. */
+  checkKey?: (authorization: string | undefined) => void
+  metrics: GrpcMetrics
+}
+
+const EXTENSIONS = ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics', 'streaming']
+
+type Unary = (call: ServerUnaryCall<any, any>, callback: sendUnaryData<any>) => void
+
+const first = (md: Metadata, key: string): string | undefined => {
+  const v = md.get(key)[0]
+  return v === undefined ? undefined : String(v)
+}
+
+const requestIdOf = (md: Metadata): string => {
+  const given = first(md, 'x-request-id')
+  return given !== undefined && SANE_REQUEST_ID.test(given) ? given : randomUUID()
+}
+
+/** The client's deadline (grpc-timeout) on performance.now()'s clock, if it set one. */
+function deadlineOf(call: { getDeadline(): Date | number }): number | undefined {
+  const d = call.getDeadline()
+  const at = d instanceof Date ? d.getTime() : d
+  return Number.isFinite(at) ? performance.now() + (at - Date.now()) : undefined
+}
+
+/** Triton's model configuration as its ModelConfig message: the v2 JSON, with our extras as parameters. */
+function wireConfig(m: InferenceModel): Record<string, unknown> {
+  const { model, digest, ...rest } = config(m) as Record<string, unknown>
+  const parameters: Record<string, { string_value: string }> = {}
+  if (typeof model === 'string') parameters.model = { string_value: model }
+  if (typeof digest === 'string') parameters.digest = { string_value: digest }
+  return { ...rest, parameters }
+}
+
+/** A repository parameter map as loadParameters reads it (`config` may come as text or bytes). */
+function repositoryParameters(p: Record<string, WireParameter>): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(p)) {
+    const value = parameterValue(v)
+    out[k] = Buffer.isBuffer(value) ? value.toString('utf8') : value
+  }
+  return out
+}
+
+/**
+ * The handlers of GRPCInferenceService: the same repository, readiness, checks, runners and
+ * statistics as /v2 over HTTP (routes.ts). Health, metadata, configuration and statistics are
+ * open, as over HTTP; inference and the repository need the key when the server has one.
+ */
+export function inferenceHandlers(o: GrpcServiceOptions): {
+  handlers: UntypedServiceImplementation
+  /** Shutdown: streams end once their requests are answered (idle ones now). */
+  drain(): void
+} {
+  const streams = new Set<() => void>()
+  let draining = false
+  /** A unary RPC: key check when `closed`, errors as statuses, a metrics sample per call. */
+  const unary =
+    (rpc: string, closed: boolean, fn: (req: any, call: ServerUnaryCall<any, any>) => unknown): Unary =>
+    (call, callback) => {
+      const started = performance.now()
+      const requestId = requestIdOf(call.metadata)
+      let clientDeadline = false
+      const finish = (err: unknown, value?: unknown) => {
+        if (err === undefined) {
+          o.metrics.done(rpc, Status.OK, (performance.now() - started) / 1e3)
+          return callback(null, value)
+        }
+        const e = toServiceError(err, requestId, o.log, clientDeadline)
+        o.metrics.done(rpc, e.code, (performance.now() - started) / 1e3)
+        callback(e)
+      }
+      try {
+        if (closed) o.checkKey?.(first(call.metadata, 'authorization'))
+        clientDeadline = deadlineOf(call) !== undefined
+        Promise.resolve(fn(call.request, call)).then(
+          (v) => finish(undefined, v),
+          (err) => finish(err),
+        )
+      } catch (err) {
+        finish(err)
+      }
+    }
+
+  const find = (name: string, version: string): InferenceModel => {
+    if (!name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model name')
+    return o.repository.find(name, version || undefined)
+  }
+
+  /** One inference, as ModelInfer and each request of ModelStreamInfer run it. */
+  const infer = (msg: WireInferRequest, call: { getDeadline(): Date | number; cancelled: boolean }) => {
+    const arrived = performance.now()
+    const m = find(msg.model_name, msg.model_version)
+    if (!o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
+    return o.track(async () => {
+      const req = parseWireRequest(msg)
+      const deadline = deadlineOf(call)
+      const { model, outputs } = await runInference(req, {
+        model: m,
+        resolve: () => find(msg.model_name, ''),
+        versioned: msg.model_version !== '',
+        arrived,
+        ...(deadline !== undefined ? { deadline } : {}),
+        gone: () => call.cancelled,
+      })
+      return wireResponse(model, req.id, outputs)
+    })
+  }
+
+  const stream = (call: ServerDuplexStream<WireInferRequest, unknown>): void => {
+    const streamId = requestIdOf(call.metadata)
+    try {
+      o.checkKey?.(first(call.metadata, 'authorization'))
+    } catch (err) {
+      o.metrics.done('ModelStreamInfer', Status.UNAUTHENTICATED, 0)
+      call.emit('error', toServiceError(err, streamId, o.log))
+      return
+    }
+    o.metrics.streamOpened()
+    const clientDeadline = deadlineOf(call) !== undefined
+    let pending = 0
+    let ended = false
+    const maybeEnd = () => {
+      if ((ended || draining) && pending === 0 && !call.cancelled && !call.writableEnded) call.end()
+    }
+    streams.add(maybeEnd)
+    call.on('data', (msg: WireInferRequest) => {
+      pending++
+      const started = performance.now()
+      const requestId = msg.id && SANE_REQUEST_ID.test(msg.id) ? `${streamId}/${msg.id}` : randomUUID()
+      Promise.resolve()
+        .then(() => infer(msg, call))
+        .then(
+          (response) => {
+            o.metrics.done('ModelStreamInfer', Status.OK, (performance.now() - started) / 1e3)
+            if (!call.cancelled) call.write({ error_message: '', infer_response: response })
+          },
+          (err) => {
+            // The request fails; the stream goes on. Its id, its code and its gRPC status name
+            // travel with the message, so a client matches the failure to its request.
+            const e = toServiceError(err, requestId, o.log, clientDeadline)
+            o.metrics.done('ModelStreamInfer', e.code, (performance.now() - started) / 1e3)
+            if (call.cancelled) return
+            call.write({
+              error_message: e.details,
+              infer_response: {
+                model_name: msg.model_name,
+                model_version: msg.model_version,
+                id: msg.id,
+                parameters: {
+                  error_code: { string_param: String(e.metadata?.get('error-code')[0] ?? '') },
+                  grpc_status: { string_param: Status[e.code] },
+                },
+              },
+            })
+          },
+        )
+        .finally(() => {
+          pending--
+          maybeEnd()
+        })
+    })
+    call.on('end', () => {
+      ended = true
+      maybeEnd()
+    })
+    call.once('close', () => {
+      streams.delete(maybeEnd)
+      o.metrics.streamClosed()
+    })
+    call.on('error', () => undefined) // a client gone mid-stream: its requests see call.cancelled
+  }
+
+  const handlers: UntypedServiceImplementation = {
+    ServerLive: unary('ServerLive', false, () => ({ live: true })),
+    ServerReady: unary('ServerReady', false, () => ({ ready: o.ready() })),
+    ModelReady: unary('ModelReady', false, (r) => ({ ready: find(r.name, r.version).ready() })),
+    ServerMetadata: unary('ServerMetadata', false, () => ({
+      name: 'modelbundle',
+      version: o.version,
+      extensions: EXTENSIONS,
+    })),
+    ModelMetadata: unary('ModelMetadata', false, (r) =>
+      metadata(find(r.name, r.version), o.repository.versions(r.name)),
+    ),
+    ModelConfig: unary('ModelConfig', false, (r) => ({ config: wireConfig(find(r.name, r.version)) })),
+    ModelStatistics: unary('ModelStatistics', false, (r) => ({
+      model_stats: r.name ? [stats(find(r.name, r.version))] : o.repository.models().map(stats),
+    })),
+    ModelInfer: unary('ModelInfer', true, (r, call) => infer(r, call)),
+    ModelStreamInfer: stream as never,
+    RepositoryIndex: unary('RepositoryIndex', true, (r) => ({
+      models: o.repository.index().filter((m) => !r.ready || m.state === 'READY'),
+    })),
+    RepositoryModelLoad: unary('RepositoryModelLoad', true, async (r) => {
+      if (!r.model_name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model_name')
+      await o.repository.load(r.model_name, loadParameters(repositoryParameters(r.parameters)))
+      return {}
+    }),
+    RepositoryModelUnload: unary('RepositoryModelUnload', true, async (r) => {
+      if (!r.model_name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model_name')
+      const version = parameterValue(r.parameters.version)
+      await o.repository.unload(r.model_name, typeof version === 'string' && version ? version : undefined)
+      return {}
+    }),
+  }
+  return {
+    handlers,
+    drain() {
+      draining = true
+      for (const end of streams) end()
+    },
+  }
+}

@@ -1,0 +1,62 @@
+import { BundleError } from '../../../errors/index.js'
+import { withCallContext, type InferenceModel, type RunnerTensor } from '../../../runners/index.js'
+import type { InferRequest } from './codec.js'
+import { check } from './models.js'
+
+export interface InferCall {
+  /** Resolves the model again once the request has arrived (a swap meanwhile sends it to the new version). */
+  resolve: () => InferenceModel
+  /** The model the request named, found when it began. */
+  model: InferenceModel
+  /** Whether the request named a version (then it stays on that version). */
+  versioned: boolean
+  /** When the client stops waiting (performance.now()); the earlier of this and the request's timeout wins. */
+  deadline?: number
+  /** When the request arrived (performance.now()): its `timeout` parameter counts from here. */
+  arrived: number
+  /** True once the client has gone: its queued rows are not run. */
+  gone?: () => boolean
+}
+
+export interface InferOutcome {
+  model: InferenceModel
+  outputs: { name: string; tensor: RunnerTensor; binary: boolean | undefined }[]
+}
+
+/**
+ * One inference of the Open Inference Protocol, the same over HTTP and gRPC: inputs checked
+ * against the model, requested outputs checked, the client's deadline and priority handed to
+ * the model's batcher as the request's own.
+ */
+export async function runInference(req: InferRequest, call: InferCall): Promise<InferOutcome> {
+  const m = call.model
+  check(m, req.inputs)
+  const known = m.outputs().map((x) => x.name)
+  for (const r of req.outputs ?? [])
+    if (!known.includes(r.name))
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `unknown output "${r.name}"; ${m.name} has ${known.map((x) => `"${x}"`).join(', ')}`,
+      )
+  const target = call.versioned ? m : call.resolve()
+  const timeoutAt = req.timeoutMs === undefined ? undefined : call.arrived + req.timeoutMs
+  const deadline =
+    timeoutAt === undefined
+      ? call.deadline
+      : call.deadline === undefined
+        ? timeoutAt
+        : Math.min(timeoutAt, call.deadline)
+  const ctx = {
+    ...(deadline !== undefined ? { deadline } : {}),
+    ...(req.priority !== undefined ? { priority: req.priority } : {}),
+    ...(call.gone ? { gone: call.gone } : {}),
+  }
+  const result = await withCallContext(ctx, () =>
+    target.infer(Object.fromEntries(req.inputs.map((i) => [i.name, i.tensor]))),
+  )
+  const wanted = req.outputs ?? known.map((name) => ({ name, binary: undefined }))
+  return {
+    model: target,
+    outputs: wanted.map((w) => ({ name: w.name, tensor: result[w.name] as RunnerTensor, binary: w.binary })),
+  }
+}

@@ -1,0 +1,120 @@
+import { BundleError } from '../../../errors/index.js'
+import type { InferenceModel, TensorSpec } from '../../../runners/index.js'
+import { protocolType, type InferInput } from './codec.js'
+import type { LoadRequest } from './repository.js'
+
+// What the Open Inference Protocol says about models, the same over HTTP (routes.ts) and gRPC
+// (../grpc/): metadata, configuration, statistics, load parameters and the input checks.
+
+/** Model metadata; `versions` lists every version loaded now (several after a load with keep). */
+export const metadata = (m: InferenceModel, versions: string[]) => {
+  const spec = (t: TensorSpec) => ({ name: t.name, datatype: protocolType(t.dtype), shape: t.shape })
+  return {
+    name: m.name,
+    versions: versions.length ? versions : [m.version],
+    platform: m.platform,
+    inputs: m.inputs().map(spec),
+    outputs: m.outputs().map(spec),
+  }
+}
+
+/** Triton's model configuration: the runner's settings plus inputs and outputs (dims without the batch dimension). */
+export const config = (m: InferenceModel) => {
+  const io = (t: TensorSpec) => ({
+    name: t.name,
+    data_type: `TYPE_${protocolType(t.dtype) === 'BYTES' ? 'STRING' : protocolType(t.dtype)}`,
+    dims: t.shape.slice(1),
+  })
+  return { ...m.config(), input: m.inputs().map(io), output: m.outputs().map(io) }
+}
+
+export const stats = (m: InferenceModel) => ({
+  name: m.name,
+  version: m.version,
+  last_inference: m.stats.lastInference,
+  inference_count: m.stats.inferenceCount,
+  execution_count: m.stats.executionCount,
+  inference_stats: {
+    success: { ...m.stats.success },
+    fail: { ...m.stats.fail },
+    queue: { ...m.stats.queue },
+    compute_infer: { ...m.stats.computeInfer },
+  },
+  batch_stats: m.stats.batchStats(),
+  // Ensembles add one entry per step (an extension field; standard clients ignore it).
+  ...(m.stepStats ? { step_stats: m.stepStats() } : {}),
+})
+
+export function parseJson(text: string): Record<string, unknown> {
+  let v: unknown
+  try {
+    v = JSON.parse(text)
+  } catch {
+    throw new BundleError('E_INPUT_INVALID', 'the request body is not JSON')
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v))
+    throw new BundleError('E_INPUT_INVALID', 'the request body must be a JSON object')
+  return v as Record<string, unknown>
+}
+
+/**
+ * A load request's parameters: `version` ("2.0.0"), `config` (runner settings, an object or its
+ * JSON text, as Triton sends it) and `keep` (load next to the versions loaded now).
+ */
+export function loadParameters(p: Record<string, unknown>): LoadRequest {
+  const { version, config, keep } = p
+  if (version !== undefined && typeof version !== 'string')
+    throw new BundleError('E_INPUT_INVALID', 'parameters.version must be a string')
+  const cfg = typeof config === 'string' ? parseJson(config) : config
+  if (cfg !== undefined && (cfg === null || typeof cfg !== 'object'))
+    throw new BundleError('E_INPUT_INVALID', 'parameters.config must be an object (or its JSON text)')
+  if (keep !== undefined && typeof keep !== 'boolean')
+    throw new BundleError('E_INPUT_INVALID', 'parameters.keep must be true or false')
+  return {
+    ...(version ? { version } : {}),
+    ...(cfg ? { config: cfg as LoadRequest['config'] } : {}),
+    ...(keep === true ? { keep: true } : {}),
+  }
+}
+
+/** A load request body: `{ "parameters": { … } }` (see loadParameters). An empty body loads the newest version. */
+export function loadRequest(text: string): LoadRequest {
+  if (!text.trim()) return {}
+  const p = parseJson(text).parameters
+  if (p === undefined) return {}
+  if (p === null || typeof p !== 'object') throw new BundleError('E_INPUT_INVALID', '"parameters" must be an object')
+  return loadParameters(p as Record<string, unknown>)
+}
+
+/** Checks inputs against what the model declares; messages name the input, what was expected and what came. */
+export function check(m: InferenceModel, inputs: InferInput[]): void {
+  const declared = m.inputs()
+  for (const input of inputs) {
+    const d = declared.find((x) => x.name === input.name)
+    if (d === undefined)
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `unexpected input "${input.name}"; ${m.name} takes ${declared.map((x) => `"${x.name}"`).join(', ')}`,
+      )
+    if (protocolType(d.dtype) !== input.datatype)
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `input "${input.name}": expected datatype ${protocolType(d.dtype)}, got ${input.datatype}`,
+      )
+    const fits = d.shape.length === input.shape.length && d.shape.every((n, i) => n < 0 || n === input.shape[i])
+    if (!fits)
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `input "${input.name}": expected shape [${d.shape.join(',')}] (-1 = any), got [${input.shape.join(',')}]`,
+      )
+  }
+  const missing = declared.filter((d) => !inputs.some((i) => i.name === d.name))
+  if (missing.length)
+    throw new BundleError('E_INPUT_INVALID', `missing input ${missing.map((x) => `"${x.name}"`).join(', ')}`)
+  const rows = inputs[0]!.shape[0] ?? 1
+  if (rows > m.maxBatchSize())
+    throw new BundleError(
+      'E_INPUT_INVALID',
+      `batch of ${rows} is larger than ${m.name}'s max_batch_size ${m.maxBatchSize()}`,
+    )
+}
