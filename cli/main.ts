@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { Command } from 'commander'
 import { reportError } from './errors.js'
+import { benchCommand } from './bench.js'
 import { bundleCommands } from './bundles.js'
 import { modelsCommand } from './models.js'
 import { serveCommand } from './serve.js'
@@ -38,6 +39,7 @@ export function program(): Command {
   root.addCommand(modelsCommand())
   root.addCommand(serveCommand())
   root.addCommand(workerCommand())
+  root.addCommand(benchCommand())
   for (const c of bundleCommands()) root.addCommand(c)
   // Every subcommand: throw instead of exiting, so reportError decides the exit code.
   const override = (cmd: Command): void => {

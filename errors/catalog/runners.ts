@@ -113,13 +113,13 @@ export const RUNNERS = {
   E_SERVER_UNREACHABLE: entry(
     503,
     1,
-    'The server given with --url cannot be reached.',
+    'The server given with --url (or to bundle bench) cannot be reached.',
     'Check the URL and that the server runs (curl URL/v2/health/live).',
   ),
   E_SERVER_REQUEST_FAILED: entry(
     502,
     1,
-    'The server given with --url refused the request; the message quotes its answer.',
-    'Fix what the quoted error says (model name, version, config, API key).',
+    'The server given with --url (or to bundle bench) refused the request; the message quotes its answer.',
+    'Fix what the quoted error says (model name, version, config, API key, route or input).',
   ),
 } as const satisfies Record<string, CatalogEntry>

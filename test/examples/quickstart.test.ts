@@ -155,4 +155,33 @@ describe('bundle serve --config: operators tune runners without touching code', 
       await exited
     }
   })
+
+  it('GRPC_PORT: the classifier over gRPC too, as `npm start` serves it; a bad port is a usage error', {
+    timeout: 120_000,
+  }, async () => {
+    const { serveReady } = await import('../utils/serve.js')
+    const { inferenceClient } = await import('../utils/grpc.js')
+    const { bundle } = await import('../utils/cli.js')
+    const bad = await bundle(['serve', 'examples/quickstart/service.ts', '--grpc-port', 'x'])
+    assert.equal(bad.code, 2)
+    assert.match(bad.stderr, /^error E_CLI_USAGE: --grpc-port "x" must be an integer from 0 to 65535/)
+    const s = await serveReady('examples/quickstart/service.ts', [], { GRPC_PORT: '0' })
+    const grpcUrl = /"url":"(grpc:\/\/[^"]+)"/.exec(s.output())?.[1]
+    assert.ok(grpcUrl, s.output())
+    const client = inferenceClient(grpcUrl)
+    try {
+      // A batch of 8 text lines of 48×192, all zeros: 8 answers of two scores summing to 1.
+      const res = await client.call('ModelInfer', {
+        model_name: 'ocr-cls',
+        inputs: [{ name: 'x', datatype: 'FP32', shape: [8, 3, 48, 192] }],
+        raw_input_contents: [Buffer.alloc(8 * 3 * 48 * 192 * 4)],
+      })
+      assert.deepEqual(res.outputs[0].shape, ['8', '2'])
+      const scores = new Float32Array(new Uint8Array(res.raw_output_contents[0]).buffer)
+      for (let i = 0; i < 8; i++) assert.ok(Math.abs(scores[2 * i]! + scores[2 * i + 1]! - 1) < 1e-4)
+    } finally {
+      client.close()
+      await s.stop('SIGTERM')
+    }
+  })
 })

@@ -28,6 +28,8 @@ export interface Served {
   port: number
   /** The server process (its /proc/PID/fd shows its open connections). */
   pid: number
+  /** The last 4 KiB the server wrote (stdout and stderr). */
+  output(): string
   stop(signal?: NodeJS.Signals): Promise<void>
 }
 
@@ -58,7 +60,7 @@ export async function serveReady(
     await stop()
     throw new Error(`${(e as Error).message}; the server said: ${said}`)
   }
-  return { url, port: Number(new URL(url).port), pid: child.pid!, stop }
+  return { url, port: Number(new URL(url).port), pid: child.pid!, output: () => said, stop }
 }
 
 /** Resolves once `${url}/readyz` answers 200; fails after `ms`. */

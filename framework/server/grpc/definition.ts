@@ -1,5 +1,5 @@
 import type { ServiceDefinition } from '@grpc/grpc-js'
-import { fromJSON } from '@grpc/proto-loader'
+import { fromJSON, type PackageDefinition } from '@grpc/proto-loader'
 import protobuf from 'protobufjs'
 import { INFERENCE_PROTO } from './inference-proto.js'
 
@@ -16,13 +16,16 @@ export const LOADER_OPTIONS = {
   oneofs: true,
 } as const
 
-let cached: ServiceDefinition | undefined
+let cached: PackageDefinition | undefined
 
-/** The GRPCInferenceService definition, parsed once from the protocol text (no file to ship or find). */
-export function inferenceService(): ServiceDefinition {
+/** The protocol's package, parsed once from its text (no .proto file to ship or find at run time). */
+export function inferencePackage(): PackageDefinition {
   if (cached) return cached
   const { root } = protobuf.parse(INFERENCE_PROTO, { keepCase: true })
-  const pkg = fromJSON(root.toJSON(), LOADER_OPTIONS)
-  cached = pkg['inference.GRPCInferenceService'] as ServiceDefinition
+  cached = fromJSON(root.toJSON(), LOADER_OPTIONS)
   return cached
 }
+
+/** GRPCInferenceService, for a server to add. */
+export const inferenceService = (): ServiceDefinition =>
+  inferencePackage()['inference.GRPCInferenceService'] as ServiceDefinition

@@ -1,0 +1,202 @@
+import { credentials, Metadata, type ServiceError } from '@grpc/grpc-js'
+import { BundleError } from '../../../errors/index.js'
+import { realClock } from '../../../runners/index.js'
+import { measureStep, type Load } from './drive.js'
+import { inferenceClientClass } from './grpc-client.js'
+import { filePayloads, parseShape, randomTensor, tensorPayload, type TensorInput } from './inputs.js'
+import { parseRange } from './range.js'
+import type { BenchRow } from './report.js'
+import { snapshot, split } from './server-stats.js'
+import { apiTarget, grpcTarget, type Target, v2Target } from './targets.js'
+
+export { csv, json, table, type BenchRow } from './report.js'
+export { plotHtml } from './plot.js'
+
+export interface BenchOptions {
+  /** `http(s)://host:port` (a service API or /v2) or `grpc://host:port`. */
+  url: string
+  /** A service API route (`/classify`): POSTs `input` or a tensor of `shapes`. */
+  api?: string
+  /** A model, over /v2 binary (http) or ModelInfer (grpc), with random tensors of `shapes`. */
+  model?: string
+  version?: string
+  /** A file, or a directory of files sent in turn (service APIs). */
+  input?: string
+  contentType?: string
+  /** `1,3,48,192`, or `name=1,3,48,192` per input of a model with several. */
+  shapes?: string[]
+  /** Closed-loop sweep (`1:64:x2`), or */
+  concurrency?: string
+  /** an open-loop one in requests per second (`50:400:50`). */
+  rate?: string
+  arrivals?: 'constant' | 'poisson'
+  warmupMs?: number
+  windowMs?: number
+  maxWindows?: number
+  key?: string
+}
+
+const usage = (msg: string) => new BundleError('E_CLI_USAGE', msg)
+
+interface Where {
+  http?: URL
+  grpc?: string
+}
+
+function where(url: string): Where {
+  let u: URL
+  try {
+    u = new URL(url)
+  } catch {
+    throw usage(`"${url}" is not a URL: write http://HOST:PORT or grpc://HOST:PORT`)
+  }
+  if (u.protocol === 'grpc:') return { grpc: u.host }
+  if (u.protocol === 'http:' || u.protocol === 'https:') return { http: u }
+  throw usage(`"${url}": the scheme must be http, https or grpc`)
+}
+
+/** A model's declared inputs, from its metadata over HTTP or gRPC. */
+async function modelInputs(
+  w: Where,
+  model: string,
+  o: BenchOptions,
+): Promise<{ name: string; datatype: string; shape: number[] }[]> {
+  const unreachable = (why: string) =>
+    new BundleError('E_SERVER_UNREACHABLE', `cannot read model "${model}" from ${o.url}: ${why}`)
+  if (w.grpc) {
+    const Client = inferenceClientClass()
+    const client = new Client(w.grpc, credentials.createInsecure()) as any
+    try {
+      const md = new Metadata()
+      if (o.key) md.set('authorization', `Bearer ${o.key}`)
+      const meta = await new Promise<any>((resolve, reject) =>
+        client.ModelMetadata(
+          { name: model, version: o.version ?? '' },
+          md,
+          { deadline: Date.now() + 10_000 },
+          (e: ServiceError | null, r: unknown) => (e ? reject(e) : resolve(r)),
+        ),
+      ).catch((e: ServiceError) => {
+        throw e.code === 5 ? usage(`model "${model}": ${e.details}`) : unreachable(e.details || e.message)
+      })
+      return meta.inputs.map((i: any) => ({ name: i.name, datatype: i.datatype, shape: i.shape.map(Number) }))
+    } finally {
+      client.close()
+    }
+  }
+  const path = `/v2/models/${encodeURIComponent(model)}${o.version ? `/versions/${encodeURIComponent(o.version)}` : ''}`
+  const res = await fetch(new URL(path, w.http), { signal: AbortSignal.timeout(10_000) }).catch((e: Error) => {
+    throw unreachable((e.cause as Error | undefined)?.message ?? e.message)
+  })
+  if (res.status === 404) throw usage(`model "${model}" is not served at ${o.url} (see /v2/repository/index)`)
+  if (!res.ok) throw unreachable(`HTTP ${res.status}`)
+  return ((await res.json()) as { inputs: { name: string; datatype: string; shape: number[] }[] }).inputs
+}
+
+/** Random tensors for each input: --shape for the dynamic ones (name=… when there are several). */
+function tensors(declared: { name: string; datatype: string; shape: number[] }[], shapes: string[]): TensorInput[] {
+  const given = new Map<string, number[]>()
+  for (const s of shapes) {
+    const eq = s.indexOf('=')
+    if (eq < 0) {
+      if (declared.length !== 1)
+        throw usage(
+          `the model has ${declared.length} inputs: write --shape NAME=DIMS for each ` +
+            `(${declared.map((d) => d.name).join(', ')})`,
+        )
+      given.set(declared[0]!.name, parseShape(s))
+    } else given.set(s.slice(0, eq), parseShape(s.slice(eq + 1)))
+  }
+  for (const name of given.keys())
+    if (!declared.some((d) => d.name === name))
+      throw usage(`--shape ${name}=…: the model has no input "${name}" (${declared.map((d) => d.name).join(', ')})`)
+  return declared.map((d) => {
+    const shape = given.get(d.name) ?? (d.shape.every((n) => n > 0) ? d.shape : undefined)
+    if (shape === undefined)
+      throw usage(`input "${d.name}" has the shape [${d.shape.join(',')}] (-1: any): give it one with --shape`)
+    return randomTensor(d.name, d.datatype, shape)
+  })
+}
+
+async function makeTarget(o: BenchOptions, w: Where, sockets: number): Promise<Target> {
+  if ((o.api === undefined) === (o.model === undefined))
+    throw usage('say what to load: --api ROUTE (a service API) or --model NAME (a model over /v2 or gRPC)')
+  if (o.model !== undefined) {
+    if (o.input !== undefined) throw usage('--input goes with --api; a model gets random tensors of --shape')
+    const inputs = tensors(await modelInputs(w, o.model, o), o.shapes ?? [])
+    return w.grpc
+      ? grpcTarget(w.grpc, o.model, inputs, {
+          ...(o.key ? { key: o.key } : {}),
+          ...(o.version ? { version: o.version } : {}),
+        })
+      : v2Target(w.http!, o.model, inputs, {
+          ...(o.key ? { key: o.key } : {}),
+          sockets,
+          ...(o.version ? { version: o.version } : {}),
+        })
+  }
+  if (w.grpc) throw usage('a service API is served over HTTP: give an http:// URL with --api, or --model over gRPC')
+  if ((o.input === undefined) === (o.shapes === undefined || o.shapes.length === 0))
+    throw usage('--api needs its request body: --input FILE|DIR, or --shape DIMS for a tensor API')
+  const payloads =
+    o.input !== undefined ? filePayloads(o.input, o.contentType) : [tensorPayload(parseShape(o.shapes![0]!))]
+  return apiTarget(w.http!, o.api!, payloads, { ...(o.key ? { key: o.key } : {}), sockets })
+}
+
+/** One request first: a wrong URL, route, key or input fails now with the server's answer, not as a table of errors. */
+async function probe(target: Target, url: string): Promise<void> {
+  const first = await target.send()
+  if (first.ok || first.refused) return
+  if (/^E(CONN|HOST|NOTFOUND|AI_)|^UNAVAILABLE$|^14$/.test(first.code))
+    throw new BundleError('E_SERVER_UNREACHABLE', `cannot reach ${url}: ${first.code}`)
+  throw new BundleError(
+    'E_SERVER_REQUEST_FAILED',
+    `the server answered the first request with ${first.code}; check the route or model, --input or --shape, and ` +
+      'the key',
+  )
+}
+
+/**
+ * bundle bench: a sweep of load steps against a running server, each measured until stable,
+ * with the client's goodput and latency and the server's own queue, compute and batch figures.
+ */
+export async function runBench(
+  o: BenchOptions,
+  progress: (line: string) => void = () => undefined,
+): Promise<BenchRow[]> {
+  const w = where(o.url)
+  if (o.concurrency !== undefined && o.rate !== undefined) throw usage('give --concurrency or --rate, not both')
+  const loads: Load[] =
+    o.rate !== undefined
+      ? parseRange('--rate', o.rate).map((value) => ({ mode: 'rate', value, arrivals: o.arrivals ?? 'constant' }))
+      : parseRange('--concurrency', o.concurrency ?? '1:32:x2').map((value) => ({ mode: 'concurrency', value }))
+  const most = Math.max(...loads.map((l) => l.value))
+  // Open loop: sockets for everything that may be in flight at the highest rate (a second of it).
+  const target = await makeTarget(o, w, loads[0]!.mode === 'rate' ? Math.max(64, Math.ceil(most)) : Math.ceil(most))
+  const rows: BenchRow[] = []
+  try {
+    await probe(target, o.url)
+    const stats = { ...w, ...(o.key ? { key: o.key } : {}) }
+    for (const load of loads) {
+      const name = load.mode === 'rate' ? `${load.value}/s` : `c=${load.value}`
+      const before = await snapshot(stats)
+      const r = await measureStep(() => target.send(), load, {
+        clock: realClock,
+        warmupMs: o.warmupMs ?? 2_000,
+        windowMs: o.windowMs ?? 2_000,
+        maxWindows: o.maxWindows ?? 10,
+        onWindow: (ws) => {
+          const last = ws[ws.length - 1]!
+          progress(
+            `${name}: window ${ws.length}/${o.maxWindows ?? 10}  ${last.goodput.toFixed(1)}/s  p99 ` +
+              `${last.p99.toFixed(2)} ms${last.refused ? `  refused ${last.refused}` : ''}`,
+          )
+        },
+      })
+      rows.push({ ...r, server: split(before, await snapshot(stats)) })
+    }
+  } finally {
+    target.close()
+  }
+  return rows
+}

@@ -1,0 +1,132 @@
+import { Agent, request } from 'node:http'
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
+import { credentials, Metadata, type ServiceError, status as Status } from '@grpc/grpc-js'
+import { RETRYABLE_CODES, type ErrorCode } from '../../../errors/index.js'
+import type { Outcome } from './stats.js'
+import type { Payload, TensorInput } from './inputs.js'
+import { inferenceClientClass } from './grpc-client.js'
+
+// The three kinds of target bundle bench loads: a service's own API over HTTP, a model over the
+// Open Inference Protocol's HTTP binary form, and a model over gRPC. Each sender never rejects:
+// a failure is an outcome with its code (the server's E_* code when it sent one).
+
+export interface Target {
+  send(): Promise<Outcome>
+  close(): void
+}
+
+const refusedCode = (code: string) => RETRYABLE_CODES.has(code as ErrorCode)
+
+/** A keep-alive HTTP client for `base` (one socket per concurrent request, as wrk keeps). */
+function http(base: URL, sockets: number) {
+  const tls = base.protocol === 'https:'
+  const agent = tls
+    ? new HttpsAgent({ keepAlive: true, maxSockets: sockets })
+    : new Agent({ keepAlive: true, maxSockets: sockets })
+  const send = tls ? httpsRequest : request
+  const post = (path: string, headers: Record<string, string>, body: Uint8Array): Promise<Outcome> =>
+    new Promise((resolve) => {
+      const req = send(
+        new URL(path, base),
+        { method: 'POST', agent, headers: { ...headers, 'content-length': String(body.byteLength) } },
+        (res) => {
+          const status = res.statusCode ?? 0
+          const ok = status >= 200 && status < 300
+          const chunks: Buffer[] = []
+          res.on('data', (c: Buffer) => {
+            if (!ok && chunks.length < 16) chunks.push(c)
+          })
+          res.on('end', () => {
+            if (ok) return resolve({ ok, code: String(status) })
+            let code = String(status)
+            try {
+              const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { error?: { code?: string } | string }
+              if (typeof body.error === 'object' && body.error?.code) code = body.error.code
+            } catch {}
+            resolve({ ok, code, refused: refusedCode(code) || status === 429 || status === 503 })
+          })
+          res.on('error', (e) => resolve({ ok: false, code: (e as NodeJS.ErrnoException).code ?? 'ERR_RESPONSE' }))
+        },
+      )
+      req.on('error', (e) => resolve({ ok: false, code: (e as NodeJS.ErrnoException).code ?? 'ERR_REQUEST' }))
+      req.end(body)
+    })
+  return { post, close: () => agent.destroy() }
+}
+
+const auth = (key: string | undefined): Record<string, string> => (key ? { authorization: `Bearer ${key}` } : {})
+
+/** A service API: each request posts the next payload (files in turn, or the one tensor). */
+export function apiTarget(base: URL, path: string, payloads: Payload[], o: { key?: string; sockets: number }): Target {
+  const client = http(base, o.sockets)
+  let next = 0
+  return {
+    send() {
+      const p = payloads[next++ % payloads.length]!
+      return client.post(path, { ...auth(o.key), ...p.headers }, p.body)
+    },
+    close: client.close,
+  }
+}
+
+/** A model over /v2 with binary tensor data (what Triton's HTTP client sends); outputs come back binary. */
+export function v2Target(
+  base: URL,
+  model: string,
+  inputs: TensorInput[],
+  o: { key?: string; sockets: number; version?: string },
+): Target {
+  const client = http(base, o.sockets)
+  const header = Buffer.from(
+    JSON.stringify({
+      inputs: inputs.map((i) => ({
+        name: i.name,
+        shape: i.shape,
+        datatype: i.datatype,
+        parameters: { binary_data_size: i.bytes.byteLength },
+      })),
+      parameters: { binary_data_output: true },
+    }),
+  )
+  const body = Buffer.concat([header, ...inputs.map((i) => i.bytes)])
+  const versioned = o.version ? `/versions/${encodeURIComponent(o.version)}` : ''
+  const path = `/v2/models/${encodeURIComponent(model)}${versioned}/infer`
+  const headers = { ...auth(o.key), 'inference-header-content-length': String(header.byteLength) }
+  return { send: () => client.post(path, headers, body), close: client.close }
+}
+
+/** A model over gRPC ModelInfer with raw_input_contents (what Triton's gRPC clients send). */
+export function grpcTarget(
+  target: string,
+  model: string,
+  inputs: TensorInput[],
+  o: { key?: string; version?: string },
+): Target {
+  const Client = inferenceClientClass()
+  const client = new Client(target, credentials.createInsecure(), {
+    'grpc.max_receive_message_length': -1,
+    'grpc.max_send_message_length': -1,
+  }) as unknown as {
+    ModelInfer(req: object, md: Metadata, cb: (err: ServiceError | null) => void): void
+    close(): void
+  }
+  const metadata = new Metadata()
+  if (o.key) metadata.set('authorization', `Bearer ${o.key}`)
+  const req = {
+    model_name: model,
+    model_version: o.version ?? '',
+    inputs: inputs.map((i) => ({ name: i.name, datatype: i.datatype, shape: i.shape })),
+    raw_input_contents: inputs.map((i) => i.bytes),
+  }
+  return {
+    send: () =>
+      new Promise((resolve) =>
+        client.ModelInfer(req, metadata, (err) => {
+          if (err === null) return resolve({ ok: true, code: 'OK' })
+          const code = String(err.metadata?.get('error-code')[0] ?? Status[err.code] ?? err.code)
+          resolve({ ok: false, code, refused: refusedCode(code) || err.code === Status.UNAVAILABLE })
+        }),
+      ),
+    close: () => client.close(),
+  }
+}
