@@ -3,6 +3,7 @@ import { Command } from 'commander'
 import { reportError } from './errors.js'
 import { benchCommand } from './bench.js'
 import { bundleCommands } from './bundles.js'
+import { tuneCommand } from './tune.js'
 import { modelsCommand } from './models.js'
 import { serveCommand } from './serve.js'
 import { workerCommand } from './worker.js'
@@ -40,6 +41,7 @@ export function program(): Command {
   root.addCommand(serveCommand())
   root.addCommand(workerCommand())
   root.addCommand(benchCommand())
+  root.addCommand(tuneCommand())
   for (const c of bundleCommands()) root.addCommand(c)
   // Every subcommand: throw instead of exiting, so reportError decides the exit code.
   const override = (cmd: Command): void => {

@@ -10,6 +10,7 @@ import { snapshot, split } from './server-stats.js'
 import { apiTarget, grpcTarget, type Target, v2Target } from './targets.js'
 
 export { csv, json, table, type BenchRow } from './report.js'
+export type { Target } from './targets.js'
 export { plotHtml } from './plot.js'
 
 export interface BenchOptions {
@@ -154,6 +155,18 @@ async function probe(target: Target, url: string): Promise<void> {
     `the server answered the first request with ${first.code}; check the route or model, --input or --shape, and ` +
       'the key',
   )
+}
+
+/** The target of `o` (checked with one request), for callers that drive the load themselves (bundle tune). */
+export async function prepareTarget(o: BenchOptions, sockets: number): Promise<Target> {
+  const target = await makeTarget(o, where(o.url), sockets)
+  try {
+    await probe(target, o.url)
+  } catch (err) {
+    target.close()
+    throw err
+  }
+  return target
 }
 
 /**
