@@ -226,6 +226,8 @@ export function serveCommand(): Command {
       }
       const limits = serverLimits(opts)
       const grpc = grpcPort(opts.grpcPort)
+      if (grpc !== undefined && grpc !== 0 && grpc === port(opts.port))
+        throw new BundleError('E_CLI_USAGE', `--grpc-port ${grpc} is the HTTP port too: give gRPC a port of its own`)
       if (opts.runners !== 'local' && opts.runners !== 'remote')
         throw new BundleError('E_CLI_USAGE', `--runners must be local or remote, not "${opts.runners}"`)
       if (opts.remoteGrace !== undefined && opts.runners !== 'remote')

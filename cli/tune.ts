@@ -1,12 +1,11 @@
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { Command } from 'commander'
 import { BundleError } from '../errors/index.js'
 import type { Candidate, Score, Trial } from '../framework/client/bench/search.js'
 import { table, write } from './output.js'
+import { start } from './tune-server.js'
 
 interface TuneFlags {
   runner: string
@@ -18,11 +17,11 @@ interface TuneFlags {
   contentType?: string
   shape?: string[]
   concurrency: string
+  window: string
+  maxWindows: string
   output?: string
   apiKey?: string
 }
-
-const BIN = fileURLToPath(new URL('../../bin/bundle', import.meta.url))
 
 function positive(flag: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined
@@ -44,46 +43,6 @@ export function runnerConfig(c: Candidate): Record<string, unknown> {
 const describe = (c: Candidate) =>
   `workers=${c.workers} threads=${c.intraOpThreads || 'auto'} batch=${c.maxBatchSize} window=${c.maxDelayMs}ms ` +
   c.isolation
-
-interface Served {
-  url: string
-  stop(): Promise<void>
-}
-
-/** `bundle serve ENTRY --port 0 [--config FILE]`, ready; undefined with the reason when it will not start. */
-async function start(entry: string, config: string | undefined, deadline: number): Promise<Served | string> {
-  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', '0', ...(config ? ['--config', config] : [])], {
-    env: { ...process.env, BUNDLE_ACCESS_LOG: '0', GRPC_PORT: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  const exited = new Promise<void>((r) => child.once('exit', () => r()))
-  const stop = async () => {
-    child.kill('SIGTERM')
-    const t = setTimeout(() => child.kill('SIGKILL'), 10_000)
-    await exited
-    clearTimeout(t)
-  }
-  let out = ''
-  child.stdout.on('data', (c: Buffer) => void (out = (out + c.toString()).slice(-8192)))
-  child.stderr.on('data', (c: Buffer) => void (out = (out + c.toString()).slice(-8192)))
-  for (;;) {
-    const m = /"url":"(http[^"]+)".*"msg":"listening"|"msg":"listening".*"url":"(http[^"]+)"/.exec(out)
-    if (m) {
-      const url = m[1] ?? m[2]!
-      const ready = await fetch(`${url}/readyz`).catch(() => undefined)
-      if (ready?.status === 200) return { url, stop }
-    }
-    if (child.exitCode !== null) {
-      const line = /"msg":"start-up failed: ([^"]+)"/.exec(out)?.[1] ?? out.trim().split('\n').pop() ?? ''
-      return `the server did not start: ${line}`
-    }
-    if (Date.now() > deadline) {
-      await stop()
-      return 'the server was not ready in time'
-    }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
 
 /**
  * `bundle tune ENTRY --runner NAME`: model_analyzer built in. Serves the service with candidate
@@ -110,16 +69,20 @@ export function tuneCommand(): Command {
       (v: string, all: string[] = []) => [...all, v],
     )
     .option('--concurrency <range>', 'the loads each candidate is measured at', '1:64:x2')
+    .option('--window <ms>', 'measurement window of each load step', '1000')
+    .option('--max-windows <n>', 'a step ends after this many windows, settled or not', '4')
     .option('-o, --output <file>', 'write the best settings here as a serve config file (YAML)')
     .option('--api-key <key>', 'the server key, if the service sets one (default $BUNDLE_API_KEY)')
     .action(async (entry: string, opts: TuneFlags) => {
       const p99 = positive('--p99', opts.p99)
       const minThroughput = positive('--min-throughput', opts.minThroughput)
       const budgetMs = positive('--budget', opts.budget)! * 60_000
+      const windowMs = positive('--window', opts.window)!
+      const maxWindows = Math.max(3, Math.round(positive('--max-windows', opts.maxWindows)!))
       const began = Date.now()
       const deadline = began + budgetMs
       const { parseRange } = await import('../framework/client/bench/range.js')
-      const steps = parseRange('--concurrency', opts.concurrency)
+      const steps = parseRange('--concurrency', opts.concurrency, { integer: true })
       const { search, ranked } = await import('../framework/client/bench/search.js')
       const { measureStep } = await import('../framework/client/bench/drive.js')
       const { prepareTarget } = await import('../framework/client/bench/index.js')
@@ -127,173 +90,207 @@ export function tuneCommand(): Command {
       const { stringify } = await import('yaml')
       const say = (line: string) => process.stderr.write(`${line}\n`)
       const key = opts.apiKey ?? process.env.BUNDLE_API_KEY
-      const dir = mkdtempSync(join(tmpdir(), 'bundle-tune-'))
-
-      // The service as it is: which runner, its settings now (the search starts there), its warm-up shapes.
-      const first = await start(entry, undefined, Math.min(deadline, Date.now() + 120_000))
-      if (typeof first === 'string') throw new BundleError('E_SERVE_CONFIG_INVALID', first)
-      let now: Candidate
-      let shapes = opts.shape
-      try {
-        const runners = (await (
-          await fetch(`${first.url}/runners`, { headers: key ? { authorization: `Bearer ${key}` } : {} })
-        ).json()) as {
-          name: string
-          config: {
-            kind: string
-            workers?: number
-            intraOpThreads?: number
-            isolation?: 'process' | 'thread'
-            batching?: { maxBatchSize?: number; maxDelayMs?: number }
-            warmup?: { shapes?: Record<string, number[]> }
-          }
-        }[]
-        const r = runners.find((x) => x.name === opts.runner)
-        if (r === undefined)
-          throw new BundleError(
-            'E_CLI_USAGE',
-            `--runner ${opts.runner}: the service has no such runner ` +
-              `(it has ${runners.map((x) => x.name).join(', ') || 'none'})`,
-          )
-        if (r.config.kind !== 'onnx' && opts.api === undefined)
-          throw new BundleError(
-            'E_CLI_USAGE',
-            `--runner ${opts.runner} is a ${r.config.kind} runner: tune it through its API with --api`,
-          )
-        now = {
-          workers: r.config.workers ?? 1,
-          intraOpThreads: r.config.intraOpThreads ?? 0,
-          maxBatchSize: r.config.batching?.maxBatchSize ?? 32,
-          maxDelayMs: r.config.batching?.maxDelayMs ?? 10,
-          isolation: r.config.isolation ?? 'process',
-        }
-        if (shapes === undefined && opts.api === undefined && r.config.warmup?.shapes)
-          shapes = Object.entries(r.config.warmup.shapes).map(([name, dims]) => `${name}=${[1, ...dims].join(',')}`)
-      } finally {
-        await first.stop()
-      }
-      const load = {
-        ...(opts.api !== undefined ? { api: opts.api } : { model: opts.runner }),
-        ...(opts.input !== undefined ? { input: opts.input } : {}),
-        ...(opts.contentType !== undefined ? { contentType: opts.contentType } : {}),
-        ...(shapes ? { shapes } : {}),
-        ...(key ? { key } : {}),
-      }
-
-      let trialNo = 0
-      let slowest = 0
-      const evaluate = async (c: Candidate): Promise<Score | undefined> => {
-        const t0 = Date.now()
-        trialNo++
-        const file = join(dir, `candidate-${trialNo}.yaml`)
-        writeFileSync(file, stringify({ runners: { [opts.runner]: runnerConfig(c) } }))
-        const served = await start(entry, file, deadline)
-        if (typeof served === 'string') {
-          if (Date.now() > deadline) return undefined
-          say(`  ${describe(c)}: ${served}`)
-          return { feasible: false, goodput: 0, p99: Infinity, concurrency: 0 }
-        }
-        try {
-          const target = await prepareTarget({ url: served.url, ...load }, Math.max(...steps))
-          let best: Score | undefined
-          let bestSeen: Score = { feasible: false, goodput: 0, p99: Infinity, concurrency: 0 }
-          let flat = 0
-          try {
-            for (const c2 of steps) {
-              if (Date.now() > deadline) return undefined
-              const r = await measureStep(
-                () => target.send(),
-                { mode: 'concurrency', value: c2 },
-                {
-                  clock: realClock,
-                  warmupMs: 500,
-                  windowMs: 1_000,
-                  maxWindows: 4,
-                },
-              )
-              const s = r.stats
-              const ok =
-                (p99 === undefined || s.p99 <= p99) && (minThroughput === undefined || s.goodput >= minThroughput)
-              const score = { feasible: ok, goodput: s.goodput, p99: s.p99, concurrency: c2 }
-              if (s.goodput > bestSeen.goodput) bestSeen = score
-              if (ok && (best === undefined || s.goodput > best.goodput)) best = score
-              // Past the bound, more clients only wait longer; a flat goodput twice running is the plateau.
-              if (p99 !== undefined && s.p99 > p99) break
-              flat = s.goodput < (bestSeen.goodput ?? 0) * 1.05 && score !== bestSeen ? flat + 1 : 0
-              if (flat >= 2) break
-            }
-          } finally {
-            target.close()
-          }
-          const score = best ?? { ...bestSeen, feasible: false }
-          slowest = Math.max(slowest, Date.now() - t0)
-          return score
-        } finally {
-          await served.stop()
-        }
-      }
-      const show = (s: Score) =>
-        `${s.goodput.toFixed(1)}/s, p99 ${Number.isFinite(s.p99) ? s.p99.toFixed(1) : '-'} ms at ` +
-        `c=${s.concurrency}${s.feasible ? '' : ' (misses the bound)'}`
-      const trials = await search({
-        start: now,
-        cores: cpus().length,
-        evaluate,
-        outOfTime: () => Date.now() + slowest > deadline,
-        onTrial: (t, best) => {
-          const m = Math.round((Date.now() - began) / 1000)
-          say(
-            `trial ${trialNo} (${Math.floor(m / 60)}m${String(m % 60).padStart(2, '0')}s of ${opts.budget}m): ` +
-              `${describe(t.candidate)}: ${show(t.score)}${t === best ? '  ← best so far' : ''}`,
-          )
-        },
-      })
-      rmSync(dir, { recursive: true, force: true })
-      if (trials.length === 0)
+      // The load's flags are checked before any server starts.
+      if (opts.input !== undefined && opts.api === undefined)
         throw new BundleError(
           'E_CLI_USAGE',
-          `--budget ${opts.budget} minutes ran out before one candidate was measured`,
+          '--input goes with --api (a service API); the model gets tensors of --shape',
         )
-      const order = ranked(trials)
-      const best = order[0]!
-      const start0 = trials[0]!
-      const rows = (ts: readonly Trial[]) =>
-        ts.map((t) => [
-          String(t.candidate.workers),
-          String(t.candidate.intraOpThreads || 'auto'),
-          String(t.candidate.maxBatchSize),
-          String(t.candidate.maxDelayMs),
-          t.candidate.isolation,
-          t.score.goodput.toFixed(1),
-          Number.isFinite(t.score.p99) ? t.score.p99.toFixed(1) : '-',
-          String(t.score.concurrency),
-          t.score.feasible ? 'yes' : 'no',
-        ])
-      const head = ['workers', 'threads', 'batch', 'window ms', 'isolation', 'goodput/s', 'p99 ms', 'at c', 'meets']
-      write(`Tried (${trials.length}, in order; the first is the service's settings now):\n`)
-      write(table(head, rows(trials)))
-      write('\nTop three:\n')
-      write(table(head, rows(order.slice(0, 3))))
-      write(
-        `\nBest: ${describe(best.candidate)}: ${show(best.score)}\n` +
-          `Now:  ${describe(start0.candidate)}: ${show(start0.score)}\n`,
-      )
-      if (!best.score.feasible) {
-        process.stderr.write(
-          `error: no setting met${p99 ? ` --p99 ${p99}` : ''}` +
-            `${minThroughput ? ` --min-throughput ${minThroughput}` : ''}; ` +
-            'nothing written. Loosen the bound, add cores or replicas, or give a longer --budget\n',
-        )
-        process.exitCode = 1
-        return
+      if (opts.api !== undefined && opts.input === undefined && opts.shape === undefined)
+        throw new BundleError('E_CLI_USAGE', '--api needs its request body: --input FILE|DIR, or --shape DIMS')
+      if (opts.input !== undefined) {
+        const { filePayloads } = await import('../framework/client/bench/inputs.js')
+        filePayloads(opts.input, opts.contentType)
       }
-      if (opts.output !== undefined) {
-        const header =
-          `# bundle tune ${entry} --runner ${opts.runner}${p99 ? ` --p99 ${p99}` : ''}` +
-          `${minThroughput ? ` --min-throughput ${minThroughput}` : ''}, ${new Date().toISOString().slice(0, 10)}\n` +
-          `# best: ${show(best.score)}; the settings before: ${show(start0.score)}\n`
-        writeFileSync(opts.output, header + stringify({ runners: { [opts.runner]: runnerConfig(best.candidate) } }))
-        say(`wrote ${opts.output}: bundle serve ${entry} --config ${opts.output}`)
+      const dir = mkdtempSync(join(tmpdir(), 'bundle-tune-'))
+      try {
+        await tune(dir)
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+      async function tune(dir: string): Promise<void> {
+        // The service as it is: which runner, its settings now (the search starts there), its warm-up shapes.
+        const first = await start(entry, undefined, Math.min(deadline, Date.now() + 120_000))
+        if (typeof first === 'string') throw new BundleError('E_SERVE_CONFIG_INVALID', first)
+        let now: Candidate
+        let shapes = opts.shape
+        try {
+          const res = await fetch(`${first.url}/runners`, { headers: key ? { authorization: `Bearer ${key}` } : {} })
+          if (!res.ok)
+            throw new BundleError(
+              'E_SERVER_REQUEST_FAILED',
+              res.status === 401
+                ? 'the service requires an API key: pass --api-key (or set BUNDLE_API_KEY)'
+                : `GET /runners answered ${res.status}`,
+            )
+          const runners = (await res.json()) as {
+            name: string
+            config: {
+              kind: string
+              workers?: number
+              intraOpThreads?: number
+              isolation?: 'process' | 'thread'
+              batching?: { maxBatchSize?: number; maxDelayMs?: number }
+              warmup?: { shapes?: Record<string, number[]> }
+            }
+          }[]
+          const r = runners.find((x) => x.name === opts.runner)
+          if (r === undefined)
+            throw new BundleError(
+              'E_CLI_USAGE',
+              `--runner ${opts.runner}: the service has no such runner ` +
+                `(it has ${runners.map((x) => x.name).join(', ') || 'none'})`,
+            )
+          if (r.config.kind !== 'onnx' && opts.api === undefined)
+            throw new BundleError(
+              'E_CLI_USAGE',
+              `--runner ${opts.runner} is a ${r.config.kind} runner: tune it through its API with --api`,
+            )
+          now = {
+            workers: r.config.workers ?? 1,
+            intraOpThreads: r.config.intraOpThreads ?? 0,
+            maxBatchSize: r.config.batching?.maxBatchSize ?? 32,
+            maxDelayMs: r.config.batching?.maxDelayMs ?? 10,
+            isolation: r.config.isolation ?? 'process',
+          }
+          if (shapes === undefined && opts.api === undefined && r.config.warmup?.shapes)
+            shapes = Object.entries(r.config.warmup.shapes).map(([name, dims]) => `${name}=${[1, ...dims].join(',')}`)
+        } finally {
+          await first.stop()
+        }
+        const load = {
+          ...(opts.api !== undefined ? { api: opts.api } : { model: opts.runner }),
+          ...(opts.input !== undefined ? { input: opts.input } : {}),
+          ...(opts.contentType !== undefined ? { contentType: opts.contentType } : {}),
+          ...(shapes ? { shapes } : {}),
+          ...(key ? { key } : {}),
+        }
+
+        let trialNo = 0
+        let slowest = 0
+        const evaluate = async (c: Candidate): Promise<Score | undefined> => {
+          const t0 = Date.now()
+          trialNo++
+          const file = join(dir, `candidate-${trialNo}.yaml`)
+          writeFileSync(file, stringify({ runners: { [opts.runner]: runnerConfig(c) } }))
+          const served = await start(entry, file, deadline)
+          if (typeof served === 'string') {
+            if (Date.now() > deadline) return undefined
+            say(`  ${describe(c)}: ${served}`)
+            return { feasible: false, goodput: 0, p99: Infinity, concurrency: 0 }
+          }
+          try {
+            let target: Awaited<ReturnType<typeof prepareTarget>>
+            try {
+              target = await prepareTarget({ url: served.url, ...load }, Math.max(...steps))
+            } catch (err) {
+              // This candidate cannot serve the load (it refused the first request): it is measured as such.
+              say(`  ${describe(c)}: ${(err as Error).message}`)
+              return { feasible: false, goodput: 0, p99: Infinity, concurrency: 0 }
+            }
+            let best: Score | undefined
+            let bestSeen: Score = { feasible: false, goodput: 0, p99: Infinity, concurrency: 0 }
+            let flat = 0
+            try {
+              for (const c2 of steps) {
+                if (Date.now() > deadline) return undefined
+                const r = await measureStep(
+                  () => target.send(),
+                  { mode: 'concurrency', value: c2 },
+                  {
+                    clock: realClock,
+                    warmupMs: Math.min(500, windowMs),
+                    windowMs,
+                    maxWindows,
+                  },
+                )
+                const s = r.stats
+                const ok =
+                  (p99 === undefined || s.p99 <= p99) && (minThroughput === undefined || s.goodput >= minThroughput)
+                const score = { feasible: ok, goodput: s.goodput, p99: s.p99, concurrency: c2 }
+                if (s.goodput > bestSeen.goodput) bestSeen = score
+                if (ok && (best === undefined || s.goodput > best.goodput)) best = score
+                // Past the bound, more clients only wait longer; a flat goodput twice running is the plateau.
+                if (p99 !== undefined && s.p99 > p99) break
+                flat = s.goodput < (bestSeen.goodput ?? 0) * 1.05 && score !== bestSeen ? flat + 1 : 0
+                if (flat >= 2) break
+              }
+            } finally {
+              target.close()
+            }
+            const score = best ?? { ...bestSeen, feasible: false }
+            slowest = Math.max(slowest, Date.now() - t0)
+            return score
+          } finally {
+            await served.stop()
+          }
+        }
+        const show = (s: Score) =>
+          `${s.goodput.toFixed(1)}/s, p99 ${Number.isFinite(s.p99) ? s.p99.toFixed(1) : '-'} ms at ` +
+          `c=${s.concurrency}${s.feasible ? '' : ' (misses the bound)'}`
+        // Rows per request: a batch smaller than that would refuse every request.
+        const perRequest =
+          opts.api === undefined && shapes?.length ? Number(shapes[0]!.split('=').pop()!.split(',')[0]) : 1
+        const trials = await search({
+          start: now,
+          cores: cpus().length,
+          ...(perRequest > 1 ? { minBatch: perRequest } : {}),
+          evaluate,
+          outOfTime: () => Date.now() + slowest > deadline,
+          onTrial: (t, best) => {
+            const m = Math.round((Date.now() - began) / 1000)
+            say(
+              `trial ${trialNo} (${Math.floor(m / 60)}m${String(m % 60).padStart(2, '0')}s of ${opts.budget}m): ` +
+                `${describe(t.candidate)}: ${show(t.score)}${t === best ? '  ← best so far' : ''}`,
+            )
+          },
+        })
+        if (trials.length === 0)
+          throw new BundleError(
+            'E_CLI_USAGE',
+            `--budget ${opts.budget} minutes ran out before one candidate was measured`,
+          )
+        const order = ranked(trials)
+        const best = order[0]!
+        const start0 = trials[0]!
+        const rows = (ts: readonly Trial[]) =>
+          ts.map((t) => [
+            String(t.candidate.workers),
+            String(t.candidate.intraOpThreads || 'auto'),
+            String(t.candidate.maxBatchSize),
+            String(t.candidate.maxDelayMs),
+            t.candidate.isolation,
+            t.score.goodput.toFixed(1),
+            Number.isFinite(t.score.p99) ? t.score.p99.toFixed(1) : '-',
+            String(t.score.concurrency),
+            t.score.feasible ? 'yes' : 'no',
+          ])
+        const head = ['workers', 'threads', 'batch', 'window ms', 'isolation', 'goodput/s', 'p99 ms', 'at c', 'meets']
+        write(`Tried (${trials.length}, in order; the first is the service's settings now):\n`)
+        write(table(head, rows(trials)))
+        write('\nTop three:\n')
+        write(table(head, rows(order.slice(0, 3))))
+        write(
+          `\nBest: ${describe(best.candidate)}: ${show(best.score)}\n` +
+            `Now:  ${describe(start0.candidate)}: ${show(start0.score)}\n`,
+        )
+        if (!best.score.feasible) {
+          process.stderr.write(
+            `error: no setting met${p99 ? ` --p99 ${p99}` : ''}` +
+              `${minThroughput ? ` --min-throughput ${minThroughput}` : ''}; ` +
+              'nothing written. Loosen the bound, add cores or replicas, or give a longer --budget\n',
+          )
+          process.exitCode = 1
+          return
+        }
+        if (opts.output !== undefined) {
+          const header =
+            `# bundle tune ${entry} --runner ${opts.runner}${p99 ? ` --p99 ${p99}` : ''}` +
+            `${minThroughput ? ` --min-throughput ${minThroughput}` : ''}, ${new Date().toISOString().slice(0, 10)}\n` +
+            `# best: ${show(best.score)}; the settings before: ${show(start0.score)}\n`
+          writeFileSync(opts.output, header + stringify({ runners: { [opts.runner]: runnerConfig(best.candidate) } }))
+          say(`wrote ${opts.output}: bundle serve ${entry} --config ${opts.output}`)
+        }
       }
     })
 }

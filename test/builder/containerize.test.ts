@@ -33,7 +33,7 @@ describe('bundle containerize (podman)', { skip }, () => {
       { maxBuffer: 64 << 20 },
     ).then((r) => r.stdout.trim()))
 
-  it('the quickstart image holds only what runs (≤ base + 90 MB), shows progress, runs as non-root, answers ' +
+  it('the quickstart image holds only what runs (≤ base + 95 MB), shows progress, runs as non-root, answers ' +
     '/classify correctly, serves /metrics and stops cleanly', {
     timeout: 600_000,
   }, async () => {
@@ -122,9 +122,11 @@ describe('bundle containerize (podman)', { skip }, () => {
         [],
         'no source maps or type declarations',
       )
+      // 90 MB until gRPC: @grpc/grpc-js, protobufjs and @grpc/proto-loader's dependencies add 3.3 MB
+      // (measured: 92.7 MB over the base); what runs is all that is in it.
       assert.ok(
-        size - baseSize <= 90e6,
-        `image ${mb(size)} is ${mb(size - baseSize)} over its base (target ≤ 90 MB); largest: ${top}`,
+        size - baseSize <= 95e6,
+        `image ${mb(size)} is ${mb(size - baseSize)} over its base (target ≤ 95 MB); largest: ${top}`,
       )
 
       const inspected = JSON.parse((await sh('podman', ['image', 'inspect', image])).stdout)[0] as {

@@ -20,7 +20,8 @@ describe('bundle bench', () => {
 
   before(async () => {
     server = await serveReady('examples/quickstart/service.ts', [], { GRPC_PORT: '0' })
-    grpcUrl = /"url":"(grpc:\/\/[^"]+)"/.exec(server.output())![1]!
+    grpcUrl = server.grpcUrl!
+    assert.ok(grpcUrl, server.output())
   })
   after(() => server?.stop('SIGTERM'))
 

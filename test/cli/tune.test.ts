@@ -19,9 +19,13 @@ describe('bundle tune', () => {
     const out = join(tempDir(), 'serve.yaml')
     const began = Date.now()
     const r = await bundle(
-      ['tune', 'examples/quickstart', '--runner', 'ocr-cls', '--p99', '250', '--budget', '1.5'].concat([
+      ['tune', 'examples/quickstart', '--runner', 'ocr-cls', '--p99', '250', '--budget', '0.75'].concat([
         '--concurrency',
-        '2:8:x2',
+        '2:4:x2',
+        '--window',
+        '300',
+        '--max-windows',
+        '3',
         '-o',
         out,
       ]),
@@ -29,18 +33,30 @@ describe('bundle tune', () => {
     )
     const seconds = (Date.now() - began) / 1000
     assert.equal(r.code, 0, r.stderr)
-    assert.ok(seconds <= 90 + 15, `a 1.5-minute budget took ${seconds} s`)
-    assert.match(r.stderr, /^trial 1 \(0m\d\ds of 1.5m\): workers=1 threads=auto batch=32 window=10ms process: /m)
+    // The budget stops new candidates and cuts a step short; stopping the last server takes a few seconds.
+    assert.ok(seconds <= 45 + 20, `a 45-second budget took ${seconds} s: ${r.stderr}`)
+    assert.match(r.stderr, /^trial 1 \(0m\d\ds of 0.75m\): workers=1 threads=auto batch=32 window=10ms process: /m)
     assert.match(r.stdout, /^Tried \((\d+), in order/m)
     const tried = Number(/^Tried \((\d+)/m.exec(r.stdout)![1])
-    assert.ok(tried >= 3, `${tried} candidates in 1.5 minutes`)
+    assert.ok(tried >= 3, `${tried} candidates in 45 seconds`)
     assert.match(
       r.stdout,
       /\nTop three:\nworkers +threads +batch +window ms +isolation +goodput\/s +p99 ms +at c +meets\n/,
     )
-    const best = Number(/^Best: .*: ([\d.]+)\/s/m.exec(r.stdout)![1])
-    const before = Number(/^Now: .*: ([\d.]+)\/s/m.exec(r.stdout)![1])
-    assert.ok(best >= before, `the best (${best}/s) measured at least as well as the settings before (${before}/s)`)
+    // Ranked by meeting the bound, then goodput: with the settings before meeting it too (250 ms is
+    // loose for this model), the best measured at least their goodput.
+    const [, best, bestMeets] = /^Best: .*: ([\d.]+)\/s, p99 [\d.]+ ms at c=\d+( \(misses the bound\))?$/m.exec(
+      r.stdout,
+    )!
+    const [, before, beforeMeets] = /^Now: .*: ([\d.]+)\/s, p99 [\d.]+ ms at c=\d+( \(misses the bound\))?$/m.exec(
+      r.stdout,
+    )!
+    assert.equal(bestMeets, undefined, 'the best meets the bound')
+    if (beforeMeets === undefined)
+      assert.ok(
+        Number(best) >= Number(before),
+        `the best (${best}/s) measured at least as well as before (${before}/s)`,
+      )
 
     const file = readFileSync(out, 'utf8')
     assert.match(file, /^# bundle tune examples\/quickstart --runner ocr-cls --p99 250/)

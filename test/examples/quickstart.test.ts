@@ -166,7 +166,7 @@ describe('bundle serve --config: operators tune runners without touching code', 
     assert.equal(bad.code, 2)
     assert.match(bad.stderr, /^error E_CLI_USAGE: --grpc-port "x" must be an integer from 0 to 65535/)
     const s = await serveReady('examples/quickstart/service.ts', [], { GRPC_PORT: '0' })
-    const grpcUrl = /"url":"(grpc:\/\/[^"]+)"/.exec(s.output())?.[1]
+    const grpcUrl = s.grpcUrl
     assert.ok(grpcUrl, s.output())
     const client = inferenceClient(grpcUrl)
     try {

@@ -46,6 +46,7 @@ describe('bench: sweep ranges', () => {
     assert.deepEqual(parseRange('--concurrency', '1:64:x2'), [1, 2, 4, 8, 16, 32, 64])
     assert.deepEqual(parseRange('--concurrency', '1:48:x2'), [1, 2, 4, 8, 16, 32, 48])
     assert.deepEqual(parseRange('--rate', '100:250:100'), [100, 200, 250])
+    assert.deepEqual(parseRange('--concurrency', '1:10:x1.5', { integer: true }), [1, 2, 3, 5, 8, 10])
   })
 
   it('bad ranges are usage errors that say what to write', () => {

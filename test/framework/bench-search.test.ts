@@ -66,6 +66,20 @@ describe('bundle tune: the search', () => {
     )
   })
 
+  it('never tries a batch smaller than the rows one request carries', async () => {
+    const tried: number[] = []
+    await search({
+      start: START,
+      cores: 2,
+      minBatch: 8,
+      evaluate: async (c) => (
+        tried.push(c.maxBatchSize), synthetic({ ...c, maxBatchSize: Math.max(c.maxBatchSize, 64) })
+      ),
+      outOfTime: () => false,
+    })
+    assert.ok(Math.min(...tried) >= 8, tried.join(','))
+  })
+
   it('stops when time runs out, keeping what it measured', async () => {
     let n = 0
     const trials = await search({

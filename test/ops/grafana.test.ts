@@ -201,7 +201,8 @@ describe('the Grafana dashboard (docker/grafana/modelbundle-dashboard.json)', ()
 
   describe('against a running bundle serve', () => {
     let server: Served | undefined
-    const serve = async () => (server ??= await serveReady(QUICKSTART))
+    // With gRPC on, so its series (named by an alert) are exported too.
+    const serve = async () => (server ??= await serveReady(QUICKSTART, [], { GRPC_PORT: '0' }))
     const png = readFileSync(new URL('../fixtures/images/hello-0.png', import.meta.url))
     const traffic = async (url: string) => {
       for (let i = 0; i < 5; i++)
@@ -304,7 +305,10 @@ describe('the Grafana dashboard (docker/grafana/modelbundle-dashboard.json)', ()
         }
         // The alert expressions docs/operations.md suggests parse, run, and name real series.
         const ops = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8')
-        const alerts = [...ops.matchAll(/^\s*\| [^|]+ \| `([^`]+)` \| [^|]+ \|$/gm)].map((m) => m[1]!)
+        // A `|` inside a table cell is written `\|` (Markdown tables); PromQL gets the `|`.
+        const alerts = [...ops.matchAll(/^\s*\| [^|]+ \| `((?:[^`\\]|\\.)+)` \| [^|]+ \|$/gm)].map((m) =>
+          m[1]!.replace(/\\\|/g, '|'),
+        )
         assert.ok(alerts.length >= 4, `alert rows found in docs/operations.md: ${alerts.length}`)
         const exported = await (await fetch(`${url}/metrics`)).text()
         for (const expr of alerts) {

@@ -30,6 +30,8 @@ export interface Served {
   pid: number
   /** The last 4 KiB the server wrote (stdout and stderr). */
   output(): string
+  /** `grpc://host:port` when it serves gRPC too (GRPC_PORT / --grpc-port). */
+  grpcUrl?: string
   stop(signal?: NodeJS.Signals): Promise<void>
 }
 
@@ -49,7 +51,11 @@ export async function serveReady(
   })
   // What the server said, for the error if it never gets ready (the last 4 KiB is enough).
   let said = ''
-  const keep = (c: string) => void (said = (said + c).slice(-4096))
+  let grpcUrl: string | undefined
+  const keep = (c: string) => {
+    said = (said + c).slice(-4096)
+    grpcUrl ??= /"url":"(grpc:\/\/[^"]+)"/.exec(said)?.[1]
+  }
   child.stderr!.on('data', (c: Buffer) => keep(c.toString()))
   const stop = owned(child, own)
   let url: string
@@ -60,7 +66,15 @@ export async function serveReady(
     await stop()
     throw new Error(`${(e as Error).message}; the server said: ${said}`)
   }
-  return { url, port: Number(new URL(url).port), pid: child.pid!, output: () => said, stop }
+  // The gRPC line follows the HTTP one; it is there once the server is ready.
+  return {
+    url,
+    port: Number(new URL(url).port),
+    pid: child.pid!,
+    output: () => said,
+    ...(grpcUrl ? { grpcUrl } : {}),
+    stop,
+  }
 }
 
 /** Resolves once `${url}/readyz` answers 200; fails after `ms`. */

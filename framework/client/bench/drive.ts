@@ -27,6 +27,8 @@ export interface StepOptions {
   random?: () => number
   /** Called after each window with the windows so far. */
   onWindow?: (windows: WindowStats[]) => void
+  /** Called when counting starts (0) and as each window ends (1, 2, …): server snapshots line up with windows. */
+  onEdge?: (index: number) => void
 }
 
 export interface StepResult {
@@ -104,6 +106,7 @@ export async function measureStep(send: Sender, load: Load, o: StepOptions): Pro
   }
   await sleep(o.warmupMs)
   counting = true
+  o.onEdge?.(0)
   let started = clock.now()
   while (windows.length < o.maxWindows) {
     await sleep(started + o.windowMs - clock.now())
@@ -113,6 +116,7 @@ export async function measureStep(send: Sender, load: Load, o: StepOptions): Pro
     summaries.push(summarize(current, ended - started))
     current = []
     started = ended
+    o.onEdge?.(windows.length)
     o.onWindow?.(summaries)
     if (isStable(summaries, stableWindows, o.tolerance)) break
   }

@@ -6,7 +6,7 @@ import { inferenceClientClass } from './grpc-client.js'
 import { filePayloads, parseShape, randomTensor, tensorPayload, type TensorInput } from './inputs.js'
 import { parseRange } from './range.js'
 import type { BenchRow } from './report.js'
-import { snapshot, split } from './server-stats.js'
+import { type Snapshot, snapshot, split } from './server-stats.js'
 import { apiTarget, grpcTarget, type Target, v2Target } from './targets.js'
 
 export { csv, json, table, type BenchRow } from './report.js'
@@ -51,7 +51,10 @@ function where(url: string): Where {
   } catch {
     throw usage(`"${url}" is not a URL: write http://HOST:PORT or grpc://HOST:PORT`)
   }
-  if (u.protocol === 'grpc:') return { grpc: u.host }
+  if (u.protocol === 'grpc:') {
+    if (!u.hostname || !u.port) throw usage(`"${url}": a gRPC URL names its host and port, e.g. grpc://127.0.0.1:8001`)
+    return { grpc: u.host }
+  }
   if (u.protocol === 'http:' || u.protocol === 'https:') return { http: u }
   throw usage(`"${url}": the scheme must be http, https or grpc`)
 }
@@ -91,7 +94,13 @@ async function modelInputs(
   })
   if (res.status === 404) throw usage(`model "${model}" is not served at ${o.url} (see /v2/repository/index)`)
   if (!res.ok) throw unreachable(`HTTP ${res.status}`)
-  return ((await res.json()) as { inputs: { name: string; datatype: string; shape: number[] }[] }).inputs
+  const meta = (await res.json().catch(() => undefined)) as { inputs?: unknown } | undefined
+  if (!Array.isArray(meta?.inputs))
+    throw new BundleError(
+      'E_SERVER_REQUEST_FAILED',
+      `${o.url}${path} did not answer with model metadata: is it an Open Inference Protocol server?`,
+    )
+  return meta.inputs as { name: string; datatype: string; shape: number[] }[]
 }
 
 /** Random tensors for each input: --shape for the dynamic ones (name=… when there are several). */
@@ -152,8 +161,8 @@ async function probe(target: Target, url: string): Promise<void> {
     throw new BundleError('E_SERVER_UNREACHABLE', `cannot reach ${url}: ${first.code}`)
   throw new BundleError(
     'E_SERVER_REQUEST_FAILED',
-    `the server answered the first request with ${first.code}; check the route or model, --input or --shape, and ` +
-      'the key',
+    `the server answered the first request with ${first.code}${first.message ? ` (${first.message})` : ''}; check ` +
+      'the route or model, --input or --shape, and the key',
   )
 }
 
@@ -182,7 +191,10 @@ export async function runBench(
   const loads: Load[] =
     o.rate !== undefined
       ? parseRange('--rate', o.rate).map((value) => ({ mode: 'rate', value, arrivals: o.arrivals ?? 'constant' }))
-      : parseRange('--concurrency', o.concurrency ?? '1:32:x2').map((value) => ({ mode: 'concurrency', value }))
+      : parseRange('--concurrency', o.concurrency ?? '1:32:x2', { integer: true }).map((value) => ({
+          mode: 'concurrency',
+          value,
+        }))
   const most = Math.max(...loads.map((l) => l.value))
   // Open loop: sockets for everything that may be in flight at the highest rate (a second of it).
   const target = await makeTarget(o, w, loads[0]!.mode === 'rate' ? Math.max(64, Math.ceil(most)) : Math.ceil(most))
@@ -192,9 +204,11 @@ export async function runBench(
     const stats = { ...w, ...(o.key ? { key: o.key } : {}) }
     for (const load of loads) {
       const name = load.mode === 'rate' ? `${load.value}/s` : `c=${load.value}`
-      const before = await snapshot(stats)
+      // The server's figures over the same windows as the client's: a snapshot at each window edge.
+      const edges: Promise<Snapshot | undefined>[] = []
       const r = await measureStep(() => target.send(), load, {
         clock: realClock,
+        onEdge: (i) => void (edges[i] = snapshot(stats)),
         warmupMs: o.warmupMs ?? 2_000,
         windowMs: o.windowMs ?? 2_000,
         maxWindows: o.maxWindows ?? 10,
@@ -206,7 +220,8 @@ export async function runBench(
           )
         },
       })
-      rows.push({ ...r, server: split(before, await snapshot(stats)) })
+      const counted = Math.min(3, r.windows)
+      rows.push({ ...r, server: split(await edges[r.windows - counted], await edges[r.windows]) })
     }
   } finally {
     target.close()

@@ -5,7 +5,8 @@ import { BundleError } from '../../../errors/index.js'
  * `1:64` (1, 2, 3 … 64), `50:400:50` (add 50), `1:64:x2` (double: 1, 2, 4 … 64). The end is
  * always measured, even when the step does not land on it.
  */
-export function parseRange(flag: string, text: string, min = 1): number[] {
+export function parseRange(flag: string, text: string, o: { integer?: boolean } = {}): number[] {
+  const min = 1
   const usage = (why: string) =>
     new BundleError(
       'E_CLI_USAGE',
@@ -31,7 +32,8 @@ export function parseRange(flag: string, text: string, min = 1): number[] {
   for (let v = start; v < end && out.length < 1000; v = geometric ? v * by : v + by) out.push(round(v))
   if (out.length >= 1000) throw usage('more than 1000 steps')
   out.push(end)
-  return [...new Set(out)]
+  // Clients come whole: 1:10:x1.5 is 1, 2, 3, 5, 8, 10.
+  return [...new Set(o.integer ? out.map((v) => Math.round(v)) : out)]
 }
 
 const round = (v: number) => Math.round(v * 1000) / 1000

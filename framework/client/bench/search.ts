@@ -34,6 +34,8 @@ export interface SearchOptions {
   cores: number
   /** The model's largest batch (its max_batch_size), when it has one. */
   maxBatchCap?: number
+  /** Rows one request carries: a smaller maxBatchSize would refuse every request. */
+  minBatch?: number
   /** True once no further candidate should start. */
   outOfTime: () => boolean
   onTrial?: (t: Trial, best: Trial) => void
@@ -50,11 +52,12 @@ export function better(a: Score, b: Score): boolean {
 const key = (c: Candidate) => JSON.stringify([c.workers, c.intraOpThreads, c.maxBatchSize, c.maxDelayMs, c.isolation])
 
 /** The values each setting may take, in order (a walk goes up or down this list). */
-export function dimensions(o: Pick<SearchOptions, 'cores' | 'maxBatchCap' | 'start'>) {
+export function dimensions(o: Pick<SearchOptions, 'cores' | 'maxBatchCap' | 'minBatch' | 'start'>) {
   const cap = o.maxBatchCap && o.maxBatchCap > 0 ? o.maxBatchCap : 128
+  const floor = o.minBatch ?? 1
   const uniq = (xs: number[]) => [...new Set(xs)].sort((a, b) => a - b)
   return {
-    maxBatchSize: uniq([1, 2, 4, 8, 16, 32, 64, 128, o.start.maxBatchSize].filter((v) => v <= cap)),
+    maxBatchSize: uniq([1, 2, 4, 8, 16, 32, 64, 128, o.start.maxBatchSize].filter((v) => v <= cap && v >= floor)),
     workers: uniq([...Array.from({ length: Math.max(1, o.cores) }, (_, i) => i + 1), o.start.workers]),
     intraOpThreads: uniq([0, 1, 2, 4, 8, 16, o.start.intraOpThreads].filter((v) => v <= Math.max(1, o.cores))),
     maxDelayMs: uniq([0, 1, 2, 5, 10, 20, o.start.maxDelayMs]),
@@ -117,6 +120,14 @@ export async function search(o: SearchOptions): Promise<Trial[]> {
   return trials
 }
 
-/** The trials ranked best first. */
+/**
+ * The trials ranked best first: meeting the constraints, then goodput, then p99 — a total order
+ * (better()'s 2% tie steers the walk; a ranking needs one that does not depend on trial order).
+ */
 export const ranked = (trials: readonly Trial[]): Trial[] =>
-  [...trials].sort((a, b) => (better(a.score, b.score) ? -1 : better(b.score, a.score) ? 1 : 0))
+  [...trials].sort(
+    (a, b) =>
+      Number(b.score.feasible) - Number(a.score.feasible) ||
+      b.score.goodput - a.score.goodput ||
+      a.score.p99 - b.score.p99,
+  )

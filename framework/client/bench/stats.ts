@@ -5,6 +5,8 @@ export interface Outcome {
   code: string
   /** A refusal the server made on purpose (shed, over a limit, not ready): not a failure. */
   refused?: boolean
+  /** What the server said of an error, when it said something. */
+  message?: string
 }
 
 /** One measurement window. */

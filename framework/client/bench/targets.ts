@@ -17,8 +17,23 @@ export interface Target {
 
 const refusedCode = (code: string) => RETRYABLE_CODES.has(code as ErrorCode)
 
+/** How long a request may take before it counts as an error (`TIMEOUT`): a hung server cannot hang a run. */
+export const REQUEST_TIMEOUT_MS = 30_000
+
+/** The server's message in an error body: `{"error": {"code", "message"}}` or /v2's `{"error": "…"}`. */
+function errorOf(body: string): { code?: string; message?: string } {
+  try {
+    const e = (JSON.parse(body) as { error?: { code?: string; message?: string } | string }).error
+    return typeof e === 'string'
+      ? { message: e }
+      : { ...(e?.code ? { code: e.code } : {}), ...(e?.message ? { message: e.message } : {}) }
+  } catch {
+    return body ? { message: body.slice(0, 200) } : {}
+  }
+}
+
 /** A keep-alive HTTP client for `base` (one socket per concurrent request, as wrk keeps). */
-function http(base: URL, sockets: number) {
+function http(base: URL, sockets: number, timeoutMs: number) {
   const tls = base.protocol === 'https:'
   const agent = tls
     ? new HttpsAgent({ keepAlive: true, maxSockets: sockets })
@@ -38,17 +53,22 @@ function http(base: URL, sockets: number) {
           })
           res.on('end', () => {
             if (ok) return resolve({ ok, code: String(status) })
-            let code = String(status)
-            try {
-              const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { error?: { code?: string } | string }
-              if (typeof body.error === 'object' && body.error?.code) code = body.error.code
-            } catch {}
-            resolve({ ok, code, refused: refusedCode(code) || status === 429 || status === 503 })
+            const e = errorOf(Buffer.concat(chunks).toString('utf8'))
+            const code = e.code ?? String(status)
+            resolve({
+              ok,
+              code,
+              refused: refusedCode(code) || status === 429 || status === 503,
+              ...(e.message ? { message: e.message } : {}),
+            })
           })
           res.on('error', (e) => resolve({ ok: false, code: (e as NodeJS.ErrnoException).code ?? 'ERR_RESPONSE' }))
         },
       )
-      req.on('error', (e) => resolve({ ok: false, code: (e as NodeJS.ErrnoException).code ?? 'ERR_REQUEST' }))
+      req.setTimeout(timeoutMs, () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })))
+      req.on('error', (e) =>
+        resolve({ ok: false, code: (e as NodeJS.ErrnoException).code ?? 'ERR_REQUEST', message: e.message }),
+      )
       req.end(body)
     })
   return { post, close: () => agent.destroy() }
@@ -57,8 +77,13 @@ function http(base: URL, sockets: number) {
 const auth = (key: string | undefined): Record<string, string> => (key ? { authorization: `Bearer ${key}` } : {})
 
 /** A service API: each request posts the next payload (files in turn, or the one tensor). */
-export function apiTarget(base: URL, path: string, payloads: Payload[], o: { key?: string; sockets: number }): Target {
-  const client = http(base, o.sockets)
+export function apiTarget(
+  base: URL,
+  path: string,
+  payloads: Payload[],
+  o: { key?: string; sockets: number; timeoutMs?: number },
+): Target {
+  const client = http(base, o.sockets, o.timeoutMs ?? REQUEST_TIMEOUT_MS)
   let next = 0
   return {
     send() {
@@ -74,9 +99,9 @@ export function v2Target(
   base: URL,
   model: string,
   inputs: TensorInput[],
-  o: { key?: string; sockets: number; version?: string },
+  o: { key?: string; sockets: number; version?: string; timeoutMs?: number },
 ): Target {
-  const client = http(base, o.sockets)
+  const client = http(base, o.sockets, o.timeoutMs ?? REQUEST_TIMEOUT_MS)
   const header = Buffer.from(
     JSON.stringify({
       inputs: inputs.map((i) => ({
@@ -100,14 +125,14 @@ export function grpcTarget(
   target: string,
   model: string,
   inputs: TensorInput[],
-  o: { key?: string; version?: string },
+  o: { key?: string; version?: string; timeoutMs?: number },
 ): Target {
   const Client = inferenceClientClass()
   const client = new Client(target, credentials.createInsecure(), {
     'grpc.max_receive_message_length': -1,
     'grpc.max_send_message_length': -1,
   }) as unknown as {
-    ModelInfer(req: object, md: Metadata, cb: (err: ServiceError | null) => void): void
+    ModelInfer(req: object, md: Metadata, opts: { deadline: number }, cb: (err: ServiceError | null) => void): void
     close(): void
   }
   const metadata = new Metadata()
@@ -121,10 +146,12 @@ export function grpcTarget(
   return {
     send: () =>
       new Promise((resolve) =>
-        client.ModelInfer(req, metadata, (err) => {
+        client.ModelInfer(req, metadata, { deadline: Date.now() + (o.timeoutMs ?? REQUEST_TIMEOUT_MS) }, (err) => {
           if (err === null) return resolve({ ok: true, code: 'OK' })
-          const code = String(err.metadata?.get('error-code')[0] ?? Status[err.code] ?? err.code)
-          resolve({ ok: false, code, refused: refusedCode(code) || err.code === Status.UNAVAILABLE })
+          // The server's refusals carry their code; an UNAVAILABLE without one is the connection failing.
+          const trailer = err.metadata?.get('error-code')[0]
+          const code = String(trailer ?? Status[err.code] ?? err.code)
+          resolve({ ok: false, code, refused: trailer !== undefined && refusedCode(code), message: err.details })
         }),
       ),
     close: () => client.close(),

@@ -21,15 +21,26 @@ export interface GrpcServer {
   close(graceMs: number): Promise<void>
 }
 
-/** Why the gRPC port could not open, as a coded error naming the address. */
+/**
+ * Why the gRPC port could not open, as a coded error naming the address (grpc-js reports every
+ * bind failure as "No address added", with the system's reason inside).
+ */
 function bindError(err: Error, host: string, port: number): BundleError {
-  const inUse = /EADDRINUSE|address already in use|No address added/i.test(err.message)
+  if (/EADDRINUSE/.test(err.message))
+    return new BundleError(
+      'E_ADDRESS_IN_USE',
+      `gRPC port ${port} on ${host} is already in use by another process; stop it or pass another ` +
+        '--grpc-port (GRPC_PORT)',
+      { cause: err },
+    )
+  const why = /EACCES/.test(err.message)
+    ? 'ports below 1024 need privileges'
+    : /EADDRNOTAVAIL|ENOTFOUND|EAI_AGAIN/.test(err.message)
+      ? "that address is not one of this machine's"
+      : err.message
   return new BundleError(
-    inUse ? 'E_ADDRESS_IN_USE' : 'E_ADDRESS_NOT_AVAILABLE',
-    inUse
-      ? `gRPC port ${port} on ${host} is already in use by another process; stop it or pass another ` +
-          '--grpc-port (GRPC_PORT)'
-      : `cannot listen for gRPC on ${host}:${port}: ${err.message}; pass another --host or --grpc-port`,
+    'E_ADDRESS_NOT_AVAILABLE',
+    `cannot listen for gRPC on ${host}:${port}: ${why}; pass another --host or --grpc-port`,
     { cause: err },
   )
 }

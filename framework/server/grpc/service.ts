@@ -44,6 +44,14 @@ function deadlineOf(call: { getDeadline(): Date | number }): number | undefined 
   return Number.isFinite(at) ? performance.now() + (at - Date.now()) : undefined
 }
 
+/** The runner's own deadline (its queue policy's timeout), when its configuration says. */
+function runnerDeadlineMs(m: InferenceModel): number | undefined {
+  const policy = (m.config().dynamic_batching as { default_queue_policy?: { default_timeout_microseconds?: number } })
+    ?.default_queue_policy
+  const us = policy?.default_timeout_microseconds
+  return typeof us === 'number' && us > 0 ? us / 1000 : undefined
+}
+
 /** Triton's model configuration as its ModelConfig message: the v2 JSON, with our extras as parameters. */
 function wireConfig(m: InferenceModel): Record<string, unknown> {
   const { model, digest, ...rest } = config(m) as Record<string, unknown>
@@ -77,24 +85,27 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
   let draining = false
   /** A unary RPC: key check when `closed`, errors as statuses, a metrics sample per call. */
   const unary =
-    (rpc: string, closed: boolean, fn: (req: any, call: ServerUnaryCall<any, any>) => unknown): Unary =>
+    (
+      rpc: string,
+      closed: boolean,
+      fn: (req: any, call: ServerUnaryCall<any, any>, bound: { client: boolean }) => unknown,
+    ): Unary =>
     (call, callback) => {
       const started = performance.now()
       const requestId = requestIdOf(call.metadata)
-      let clientDeadline = false
+      const bound = { client: false }
       const finish = (err: unknown, value?: unknown) => {
         if (err === undefined) {
           o.metrics.done(rpc, Status.OK, (performance.now() - started) / 1e3)
           return callback(null, value)
         }
-        const e = toServiceError(err, requestId, o.log, clientDeadline)
+        const e = toServiceError(err, requestId, o.log, bound.client)
         o.metrics.done(rpc, e.code, (performance.now() - started) / 1e3)
         callback(e)
       }
       try {
         if (closed) o.checkKey?.(first(call.metadata, 'authorization'))
-        clientDeadline = deadlineOf(call) !== undefined
-        Promise.resolve(fn(call.request, call)).then(
+        Promise.resolve(fn(call.request, call, bound)).then(
           (v) => finish(undefined, v),
           (err) => finish(err),
         )
@@ -108,14 +119,26 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
     return o.repository.find(name, version || undefined)
   }
 
-  /** One inference, as ModelInfer and each request of ModelStreamInfer run it. */
-  const infer = (msg: WireInferRequest, call: { getDeadline(): Date | number; cancelled: boolean }) => {
+  /**
+   * One inference, as ModelInfer and each request of ModelStreamInfer run it. `bound.client`
+   * turns true when the client's deadline is the one the batcher goes by (shorter than the
+   * runner's own), so a refusal for time is the client's DEADLINE_EXCEEDED, not an overload.
+   */
+  const infer = (
+    msg: WireInferRequest,
+    call: { getDeadline(): Date | number; cancelled: boolean },
+    bound: { client: boolean },
+  ) => {
     const arrived = performance.now()
     const m = find(msg.model_name, msg.model_version)
     if (!o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
     return o.track(async () => {
       const req = parseWireRequest(msg)
-      const deadline = deadlineOf(call)
+      const given = deadlineOf(call)
+      const timeoutAt = req.timeoutMs === undefined ? undefined : arrived + req.timeoutMs
+      const deadline = given === undefined ? timeoutAt : timeoutAt === undefined ? given : Math.min(given, timeoutAt)
+      const own = runnerDeadlineMs(m)
+      bound.client = deadline !== undefined && (own === undefined || deadline < arrived + own)
       const { model, outputs } = await runInference(req, {
         model: m,
         resolve: () => find(msg.model_name, ''),
@@ -138,19 +161,24 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
       return
     }
     o.metrics.streamOpened()
-    const clientDeadline = deadlineOf(call) !== undefined
     let pending = 0
     let ended = false
     const maybeEnd = () => {
-      if ((ended || draining) && pending === 0 && !call.cancelled && !call.writableEnded) call.end()
+      if ((ended || draining) && pending === 0 && !call.cancelled && !call.writableEnded) {
+        // Requests the client sent after this point are not read: none is run without its answer.
+        call.pause()
+        call.end()
+      }
     }
     streams.add(maybeEnd)
     call.on('data', (msg: WireInferRequest) => {
+      if (call.writableEnded) return
       pending++
       const started = performance.now()
+      const bound = { client: false }
       const requestId = msg.id && SANE_REQUEST_ID.test(msg.id) ? `${streamId}/${msg.id}` : randomUUID()
       Promise.resolve()
-        .then(() => infer(msg, call))
+        .then(() => infer(msg, call, bound))
         .then(
           (response) => {
             o.metrics.done('ModelStreamInfer', Status.OK, (performance.now() - started) / 1e3)
@@ -159,7 +187,7 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
           (err) => {
             // The request fails; the stream goes on. Its id, its code and its gRPC status name
             // travel with the message, so a client matches the failure to its request.
-            const e = toServiceError(err, requestId, o.log, clientDeadline)
+            const e = toServiceError(err, requestId, o.log, bound.client)
             o.metrics.done('ModelStreamInfer', e.code, (performance.now() - started) / 1e3)
             if (call.cancelled) return
             call.write({
@@ -208,7 +236,7 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
     ModelStatistics: unary('ModelStatistics', false, (r) => ({
       model_stats: r.name ? [stats(find(r.name, r.version))] : o.repository.models().map(stats),
     })),
-    ModelInfer: unary('ModelInfer', true, (r, call) => infer(r, call)),
+    ModelInfer: unary('ModelInfer', true, (r, call, bound) => infer(r, call, bound)),
     ModelStreamInfer: stream as never,
     RepositoryIndex: unary('RepositoryIndex', true, (r) => ({
       models: o.repository.index().filter((m) => !r.ready || m.state === 'READY'),
