@@ -36,13 +36,14 @@ export function runnerConfig(c: Candidate): Record<string, unknown> {
     workers: c.workers,
     ...(c.intraOpThreads > 0 ? { intraOpThreads: c.intraOpThreads } : {}),
     isolation: c.isolation,
+    batchesPerWorker: c.batchesPerWorker,
     batching: { maxBatchSize: c.maxBatchSize, maxDelayMs: c.maxDelayMs },
   }
 }
 
 const describe = (c: Candidate) =>
   `workers=${c.workers} threads=${c.intraOpThreads || 'auto'} batch=${c.maxBatchSize} window=${c.maxDelayMs}ms ` +
-  c.isolation
+  `${c.isolation} batches/worker=${c.batchesPerWorker}`
 
 /**
  * `bundle tune ENTRY --runner NAME`: model_analyzer built in. Serves the service with candidate
@@ -52,7 +53,8 @@ const describe = (c: Candidate) =>
 export function tuneCommand(): Command {
   return new Command('tune')
     .description(
-      "find a runner's best workers, threads, batch size, batch window and isolation under a latency bound, by " +
+      "find a runner's best workers, threads, batch size, batch window, isolation and batches per worker under a " +
+        'latency bound, by ' +
         'serving and measuring candidates; writes a --config file for bundle serve',
     )
     .argument('<entry>', 'what bundle serve takes: a project directory, path/to/service.ts, or a bundle')
@@ -130,6 +132,7 @@ export function tuneCommand(): Command {
               workers?: number
               intraOpThreads?: number
               isolation?: 'process' | 'thread'
+              batchesPerWorker?: number
               batching?: { maxBatchSize?: number; maxDelayMs?: number }
               warmup?: { shapes?: Record<string, number[]> }
             }
@@ -152,6 +155,7 @@ export function tuneCommand(): Command {
             maxBatchSize: r.config.batching?.maxBatchSize ?? 32,
             maxDelayMs: r.config.batching?.maxDelayMs ?? 10,
             isolation: r.config.isolation ?? 'process',
+            batchesPerWorker: r.config.batchesPerWorker ?? 2,
           }
           if (shapes === undefined && opts.api === undefined && r.config.warmup?.shapes)
             shapes = Object.entries(r.config.warmup.shapes).map(([name, dims]) => `${name}=${[1, ...dims].join(',')}`)
@@ -260,12 +264,24 @@ export function tuneCommand(): Command {
             String(t.candidate.maxBatchSize),
             String(t.candidate.maxDelayMs),
             t.candidate.isolation,
+            String(t.candidate.batchesPerWorker),
             t.score.goodput.toFixed(1),
             Number.isFinite(t.score.p99) ? t.score.p99.toFixed(1) : '-',
             String(t.score.concurrency),
             t.score.feasible ? 'yes' : 'no',
           ])
-        const head = ['workers', 'threads', 'batch', 'window ms', 'isolation', 'goodput/s', 'p99 ms', 'at c', 'meets']
+        const head = [
+          'workers',
+          'threads',
+          'batch',
+          'window ms',
+          'isolation',
+          'per worker',
+          'goodput/s',
+          'p99 ms',
+          'at c',
+          'meets',
+        ]
         write(`Tried (${trials.length}, in order; the first is the service's settings now):\n`)
         write(table(head, rows(trials)))
         write('\nTop three:\n')

@@ -35,13 +35,16 @@ describe('bundle tune', () => {
     assert.equal(r.code, 0, r.stderr)
     // The budget stops new candidates and cuts a step short; stopping the last server takes a few seconds.
     assert.ok(seconds <= 45 + 20, `a 45-second budget took ${seconds} s: ${r.stderr}`)
-    assert.match(r.stderr, /^trial 1 \(0m\d\ds of 0.75m\): workers=1 threads=auto batch=32 window=10ms process: /m)
+    assert.match(
+      r.stderr,
+      /^trial 1 \(0m\d\ds of 0.75m\): workers=1 threads=auto batch=32 window=10ms process batches\/worker=2: /m,
+    )
     assert.match(r.stdout, /^Tried \((\d+), in order/m)
     const tried = Number(/^Tried \((\d+)/m.exec(r.stdout)![1])
     assert.ok(tried >= 3, `${tried} candidates in 45 seconds`)
     assert.match(
       r.stdout,
-      /\nTop three:\nworkers +threads +batch +window ms +isolation +goodput\/s +p99 ms +at c +meets\n/,
+      /\nTop three:\nworkers +threads +batch +window ms +isolation +per worker +goodput\/s +p99 ms +at c +meets\n/,
     )
     // Ranked by meeting the bound, then goodput: with the settings before meeting it too (250 ms is
     // loose for this model), the best measured at least their goodput.
@@ -68,6 +71,7 @@ describe('bundle tune', () => {
       assert.equal(runner.config.isolation, chosen.isolation)
       assert.equal(runner.config.batching.maxBatchSize, chosen.batching.maxBatchSize)
       assert.equal(runner.config.batching.maxDelayMs, chosen.batching.maxDelayMs)
+      assert.equal(runner.config.batchesPerWorker, chosen.batchesPerWorker)
     } finally {
       await s.stop('SIGTERM')
     }

@@ -6,10 +6,18 @@ import { better, dimensions, ranked, search, type Candidate, type Score } from '
 // them, measure far fewer candidates than the grid, honour the latency bound, and stop when
 // time runs out.
 
-const START: Candidate = { workers: 1, intraOpThreads: 1, maxBatchSize: 32, maxDelayMs: 0, isolation: 'process' }
+const START: Candidate = {
+  workers: 1,
+  intraOpThreads: 1,
+  maxBatchSize: 32,
+  maxDelayMs: 0,
+  isolation: 'process',
+  batchesPerWorker: 2,
+}
 
 /**
- * Goodput peaks at batch 16, 2 workers, 1 thread each, a 2 ms window and thread isolation;
+ * Goodput peaks at batch 16, 2 workers, 1 thread each, a 2 ms window, thread isolation and 2
+ * batches per worker (1 leaves the worker idle between batches, 3 only adds queueing);
  * p99 grows with the batch and the window.
  */
 function synthetic(c: Candidate, p99Bound = Infinity): Score {
@@ -18,7 +26,8 @@ function synthetic(c: Candidate, p99Bound = Infinity): Score {
   const threads = c.intraOpThreads === 1 ? 1 : 0.9
   const window = c.maxDelayMs === 2 ? 1.1 : c.maxDelayMs === 1 || c.maxDelayMs === 5 ? 1.05 : 1
   const iso = c.isolation === 'thread' ? 1.06 : 1
-  const goodput = batch * workers * threads * window * iso
+  const held = c.batchesPerWorker === 2 ? 1 : 0.95
+  const goodput = batch * workers * threads * window * iso * held
   const p99 = 5 + c.maxBatchSize * 2 + c.maxDelayMs * 3
   return { feasible: p99 <= p99Bound, goodput, p99, concurrency: 16 }
 }
@@ -39,9 +48,16 @@ describe('bundle tune: the search', () => {
       maxBatchSize: 16,
       maxDelayMs: 2,
       isolation: 'thread',
+      batchesPerWorker: 2,
     })
     const d = dimensions({ cores: 2, start: START })
-    const grid = d.maxBatchSize.length * d.workers.length * d.intraOpThreads.length * d.maxDelayMs.length * 2
+    const grid =
+      d.maxBatchSize.length *
+      d.workers.length *
+      d.intraOpThreads.length *
+      d.maxDelayMs.length *
+      2 *
+      d.batchesPerWorker.length
     assert.ok(evaluated.length < grid / 5, `${evaluated.length} of ${grid}`)
     assert.equal(new Set(evaluated.map((c) => JSON.stringify(c))).size, evaluated.length, 'no candidate twice')
   })

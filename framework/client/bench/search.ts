@@ -9,6 +9,8 @@ export interface Candidate {
   maxBatchSize: number
   maxDelayMs: number
   isolation: 'process' | 'thread'
+  /** Batches a worker holds at once (one running, the rest waiting in it). */
+  batchesPerWorker: number
 }
 
 /** How a candidate measured: the best load step that met the constraints, or the best it did. */
@@ -49,7 +51,8 @@ export function better(a: Score, b: Score): boolean {
   return a.p99 < b.p99
 }
 
-const key = (c: Candidate) => JSON.stringify([c.workers, c.intraOpThreads, c.maxBatchSize, c.maxDelayMs, c.isolation])
+const key = (c: Candidate) =>
+  JSON.stringify([c.workers, c.intraOpThreads, c.maxBatchSize, c.maxDelayMs, c.isolation, c.batchesPerWorker])
 
 /** The values each setting may take, in order (a walk goes up or down this list). */
 export function dimensions(o: Pick<SearchOptions, 'cores' | 'maxBatchCap' | 'minBatch' | 'start'>) {
@@ -62,6 +65,7 @@ export function dimensions(o: Pick<SearchOptions, 'cores' | 'maxBatchCap' | 'min
     intraOpThreads: uniq([0, 1, 2, 4, 8, 16, o.start.intraOpThreads].filter((v) => v <= Math.max(1, o.cores))),
     maxDelayMs: uniq([0, 1, 2, 5, 10, 20, o.start.maxDelayMs]),
     isolation: ['process', 'thread'] as const,
+    batchesPerWorker: uniq([1, 2, 3, o.start.batchesPerWorker]),
   }
 }
 
