@@ -28,7 +28,7 @@ export function plotHtml(rows: readonly BenchRow[], title: string): string {
   const ymax = yt[yt.length - 1]!
   const x = (v: number) => m.l + (v / xmax) * (W - m.l - m.r)
   const y = (v: number) => H - m.b - (v / ymax) * (H - m.t - m.b)
-  const unit = rows[0]?.load.mode === 'rate' ? '/s' : ' clients'
+  const label = (v: number) => (rows[0]?.load.mode === 'rate' ? `${v}/s` : `c=${v}`)
   const pts = rows.map((r) => [x(r.stats.goodput), y(r.stats.p99)] as const)
   const svg = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`,
@@ -51,9 +51,9 @@ export function plotHtml(rows: readonly BenchRow[], title: string): string {
     ...rows.map(
       (r, i) =>
         `<circle cx="${pts[i]![0]}" cy="${pts[i]![1]}" r="4" fill="${r.stable ? '#2563eb' : '#dc2626'}">` +
-        `<title>${r.load.value}${unit}: ${r.stats.goodput.toFixed(1)}/s, p99 ${r.stats.p99.toFixed(2)} ms` +
+        `<title>${label(r.load.value)}: ${r.stats.goodput.toFixed(1)}/s, p99 ${r.stats.p99.toFixed(2)} ms` +
         `${r.stable ? '' : ' (not stable)'}</title></circle>` +
-        `<text x="${pts[i]![0] + 6}" y="${pts[i]![1] - 6}" fill="#555">${r.load.value}${unit}</text>`,
+        `<text x="${pts[i]![0] + 6}" y="${pts[i]![1] - 6}" fill="#555">${label(r.load.value)}</text>`,
     ),
     '</svg>',
   ]
