@@ -5,6 +5,9 @@ import { CounterFamily, GaugeFamily, HistogramFamily, type CounterSeries } from 
 // error-ratio queries work before the first error happens.
 const KNOWN_STATUSES = [200, 400, 401, 413, 415, 429, 500, 503, 504]
 
+/** Request latency buckets in seconds, shared by HTTP and gRPC request histograms. */
+export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+
 /** Pre-bound series of one endpoint: no label hashing on the request path. */
 export interface EndpointMetrics {
   begin(): void
@@ -31,7 +34,7 @@ export function createMetrics(service: string, endpoints: readonly string[]): Se
     'bundle_request_duration_seconds',
     'API request latency, from the first byte read to the response',
     registry,
-    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    LATENCY_BUCKETS,
   )
   const inProgress = new GaugeFamily('bundle_request_in_progress', 'API requests being handled now', registry)
   const bound = new Map<string, EndpointMetrics>()

@@ -4,13 +4,13 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { status as Status } from '@grpc/grpc-js'
 import pino from 'pino'
-import { z } from 'zod'
-import { defineApi, defineService, io, onnxRunner, serve, type RunningServer } from '../../framework/index.js'
+import { onnxRunner, serve, type RunningServer } from '../../framework/index.js'
 import { ModelStore } from '../../store/index.js'
 import { grpcError, inferenceClient, type Grpc } from '../utils/grpc.js'
 import { MODELS } from '../utils/models.js'
 import { runnerWorkers } from '../utils/procs.js'
 import { tempDir } from '../utils/tmp.js'
+import { runnersService } from '../utils/v2-models.js'
 import { until } from '../utils/until.js'
 
 // gRPC under load and faults, on the real text recogniser (a batch takes long enough to
@@ -43,24 +43,14 @@ describe('gRPC under load and faults (ocr-rec)', () => {
     await store.save({ name: 'ocr-rec', version: '1.0.0', paths: [MODELS.rec] })
     store.close()
     running = await serve(
-      defineService({
-        name: 'grpc-load',
-        runners: [
-          onnxRunner('ocr-rec:1.0.0', {
-            home,
-            workers: 1,
-            deadlineMs: 60_000,
-            batching: { maxBatchSize: 1, maxQueueSize: 10 },
-          }),
-        ],
-        apis: {
-          ping: defineApi({
-            input: io.json(z.object({})),
-            output: io.json(z.object({ ok: z.boolean() })),
-            handler: async () => ({ ok: true }),
-          }),
-        },
-      }),
+      runnersService('grpc-load', [
+        onnxRunner('ocr-rec:1.0.0', {
+          home,
+          workers: 1,
+          deadlineMs: 60_000,
+          batching: { maxBatchSize: 1, maxQueueSize: 10 },
+        }),
+      ]),
       {
         port: 0,
         grpcPort: 0,

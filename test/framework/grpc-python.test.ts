@@ -4,11 +4,10 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { promisify } from 'node:util'
 import pino from 'pino'
-import { z } from 'zod'
-import { defineApi, defineService, io, onnxRunner, serve, type RunningServer } from '../../framework/index.js'
+import { onnxRunner, serve, type RunningServer } from '../../framework/index.js'
 import { ModelStore } from '../../store/index.js'
-import { writeOnnxModel } from '../utils/onnx-builder.js'
 import { tempDir } from '../utils/tmp.js'
+import { runnersService, writeTwoModel } from '../utils/v2-models.js'
 
 // Interop beyond our own gRPC stack: a client on gRPC's C core (Debian's python3-grpcio, the
 // library under Triton's Python client), its stubs compiled by protoc from docs/inference.proto.
@@ -28,34 +27,13 @@ describe('a gRPC C-core client (python3-grpcio) against the server', { skip }, (
   before(async () => {
     assert.ok(available, 'BUNDLE_REQUIRE_GRPC_PYTHON=1: install python3-grpcio python3-grpc-tools')
     const store = ModelStore.open({ home })
-    const model = writeOnnxModel(join(tempDir(), 'two.onnx'), {
-      nodes: [
-        { op: 'Neg', inputs: ['x'], outputs: ['y'] },
-        { op: 'Identity', inputs: ['k'], outputs: ['k_out'] },
-      ],
-      inputs: [
-        { name: 'x', dtype: 'float32', dims: ['n', 3] },
-        { name: 'k', dtype: 'int64', dims: ['n', 2] },
-      ],
-      outputs: [
-        { name: 'y', dtype: 'float32', dims: ['n', 3] },
-        { name: 'k_out', dtype: 'int64', dims: ['n', 2] },
-      ],
-    })
+    const model = writeTwoModel(join(tempDir(), 'two.onnx'))
     await store.save({ name: 'two', version: '1.0.0', paths: [model] })
     store.close()
     running = await serve(
-      defineService({
-        name: 'grpc-python',
-        runners: [onnxRunner('two:1.0.0', { home, workers: 1, batching: { maxBatchSize: 8, maxDelayMs: 3 } })],
-        apis: {
-          ping: defineApi({
-            input: io.json(z.object({})),
-            output: io.json(z.object({ ok: z.boolean() })),
-            handler: async () => ({ ok: true }),
-          }),
-        },
-      }),
+      runnersService('grpc-python', [
+        onnxRunner('two:1.0.0', { home, workers: 1, batching: { maxBatchSize: 8, maxDelayMs: 3 } }),
+      ]),
       { port: 0, grpcPort: 0, apiKey: KEY, logger: pino({ level: 'silent' }), handleSignals: false, storeHome: home },
     )
   })

@@ -3,12 +3,12 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { status as Status } from '@grpc/grpc-js'
 import pino from 'pino'
-import { z } from 'zod'
-import { defineApi, defineService, io, onnxRunner, serve, type RunningServer } from '../../framework/index.js'
+import { onnxRunner, serve, type RunningServer } from '../../framework/index.js'
 import { ModelStore } from '../../store/index.js'
 import { f32, grpcError, i64, inferenceClient, readF32, readI64, type Grpc } from '../utils/grpc.js'
 import { writeOnnxModel } from '../utils/onnx-builder.js'
 import { tempDir } from '../utils/tmp.js'
+import { runnersService, writeTwoModel } from '../utils/v2-models.js'
 import { until } from '../utils/until.js'
 
 // The Open Inference Protocol over gRPC with a real client (@grpc/grpc-js and the .proto the
@@ -26,20 +26,7 @@ describe('Open Inference Protocol over gRPC', () => {
 
   before(async () => {
     const store = ModelStore.open({ home })
-    const two = writeOnnxModel(join(dir, 'two.onnx'), {
-      nodes: [
-        { op: 'Neg', inputs: ['x'], outputs: ['y'] },
-        { op: 'Identity', inputs: ['k'], outputs: ['k_out'] },
-      ],
-      inputs: [
-        { name: 'x', dtype: 'float32', dims: ['n', 3] },
-        { name: 'k', dtype: 'int64', dims: ['n', 2] },
-      ],
-      outputs: [
-        { name: 'y', dtype: 'float32', dims: ['n', 3] },
-        { name: 'k_out', dtype: 'int64', dims: ['n', 2] },
-      ],
-    })
+    const two = writeTwoModel(join(dir, 'two.onnx'))
     const words = writeOnnxModel(join(dir, 'words.onnx'), {
       nodes: [{ op: 'Identity', inputs: ['text'], outputs: ['same'] }],
       inputs: [{ name: 'text', dtype: 'string', dims: ['n', 2] }],
@@ -53,28 +40,15 @@ describe('Open Inference Protocol over gRPC', () => {
       onnxRunner('two:1.0.0', { home, workers: 1, batching: { maxBatchSize: 8, maxDelayMs: 5 } }),
       onnxRunner('words:1.0.0', { home, workers: 1, batching: { maxBatchSize: 8 } }),
     ]
-    running = await serve(
-      defineService({
-        name: 'grpc-test',
-        runners,
-        apis: {
-          ping: defineApi({
-            input: io.json(z.object({})),
-            output: io.json(z.object({ ok: z.boolean() })),
-            handler: async () => ({ ok: true }),
-          }),
-        },
-      }),
-      {
-        port: 0,
-        grpcPort: 0,
-        apiKey: KEY,
-        logger: pino({ level: 'silent' }),
-        handleSignals: false,
-        storeHome: home,
-        maxBodyBytes: 64 * 1024,
-      },
-    )
+    running = await serve(runnersService('grpc-test', runners), {
+      port: 0,
+      grpcPort: 0,
+      apiKey: KEY,
+      logger: pino({ level: 'silent' }),
+      handleSignals: false,
+      storeHome: home,
+      maxBodyBytes: 64 * 1024,
+    })
     assert.match(running.grpcUrl ?? '', /^grpc:\/\/127\.0\.0\.1:\d+$/)
     client = inferenceClient(running.grpcUrl!)
     await until('the server is ready over gRPC', async () => (await client.call('ServerReady', {})).ready === true)

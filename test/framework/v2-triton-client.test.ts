@@ -4,11 +4,10 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { deflateSync, gunzipSync, gzipSync, inflateSync } from 'node:zlib'
 import pino from 'pino'
-import { z } from 'zod'
-import { defineApi, defineService, io, onnxRunner, serve, type RunningServer } from '../../framework/index.js'
+import { onnxRunner, serve, type RunningServer } from '../../framework/index.js'
 import { ModelStore } from '../../store/index.js'
-import { writeOnnxModel } from '../utils/onnx-builder.js'
 import { tempDir } from '../utils/tmp.js'
+import { runnersService, writeTwoModel } from '../utils/v2-models.js'
 
 // Requests exactly as Triton's HTTP client library puts them on the wire, over a real socket,
 // and responses read the way it reads them. The client cannot be installed here (no PyPI), so
@@ -108,37 +107,17 @@ describe('a Triton HTTP client against /v2 (its wire format, a real socket)', ()
   before(async () => {
     // Two inputs and two outputs of two types: y = −x (FP32), k_out = k (INT64).
     const store = ModelStore.open({ home })
-    const model = writeOnnxModel(join(dir, 'two.onnx'), {
-      nodes: [
-        { op: 'Neg', inputs: ['x'], outputs: ['y'] },
-        { op: 'Identity', inputs: ['k'], outputs: ['k_out'] },
-      ],
-      inputs: [
-        { name: 'x', dtype: 'float32', dims: ['n', 3] },
-        { name: 'k', dtype: 'int64', dims: ['n', 2] },
-      ],
-      outputs: [
-        { name: 'y', dtype: 'float32', dims: ['n', 3] },
-        { name: 'k_out', dtype: 'int64', dims: ['n', 2] },
-      ],
-    })
+    const model = writeTwoModel(join(dir, 'two.onnx'))
     await store.save({ name: 'two', version: '1.0.0', paths: [model] })
     store.close()
     const two = onnxRunner('two:1.0.0', { home, workers: 1, batching: { maxBatchSize: 8, maxLatencyMs: 1000 } })
-    running = await serve(
-      defineService({
-        name: 'triton-client',
-        runners: [two],
-        apis: {
-          ping: defineApi({
-            input: io.json(z.object({})),
-            output: io.json(z.object({ ok: z.boolean() })),
-            handler: async () => ({ ok: true }),
-          }),
-        },
-      }),
-      { port: 0, logger: pino({ level: 'silent' }), handleSignals: false, storeHome: home, maxBodyBytes: 1024 * 1024 },
-    )
+    running = await serve(runnersService('triton-client', [two]), {
+      port: 0,
+      logger: pino({ level: 'silent' }),
+      handleSignals: false,
+      storeHome: home,
+      maxBodyBytes: 1024 * 1024,
+    })
     for (let i = 0; i < 200 && (await fetch(`${running.url}/v2/health/ready`)).status !== 200; i++)
       await new Promise((r) => setTimeout(r, 50))
   })

@@ -1,8 +1,8 @@
-import { credentials, Metadata, type ServiceError } from '@grpc/grpc-js'
+import type { ServiceError } from '@grpc/grpc-js'
 import { BundleError } from '../../../errors/index.js'
 import { realClock } from '../../../runners/index.js'
 import { measureStep, type Load } from './drive.js'
-import { inferenceClientClass } from './grpc-client.js'
+import { inferenceClient } from './grpc-client.js'
 import { filePayloads, parseShape, randomTensor, tensorPayload, type TensorInput } from './inputs.js'
 import { parseRange } from './range.js'
 import type { BenchRow } from './report.js'
@@ -68,21 +68,13 @@ async function modelInputs(
   const unreachable = (why: string) =>
     new BundleError('E_SERVER_UNREACHABLE', `cannot read model "${model}" from ${o.url}: ${why}`)
   if (w.grpc) {
-    const Client = inferenceClientClass()
-    const client = new Client(w.grpc, credentials.createInsecure()) as any
+    const client = inferenceClient(w.grpc, o.key)
     try {
-      const md = new Metadata()
-      if (o.key) md.set('authorization', `Bearer ${o.key}`)
-      const meta = await new Promise<any>((resolve, reject) =>
-        client.ModelMetadata(
-          { name: model, version: o.version ?? '' },
-          md,
-          { deadline: Date.now() + 10_000 },
-          (e: ServiceError | null, r: unknown) => (e ? reject(e) : resolve(r)),
-        ),
-      ).catch((e: ServiceError) => {
-        throw e.code === 5 ? usage(`model "${model}": ${e.details}`) : unreachable(e.details || e.message)
-      })
+      const meta = await client
+        .call<any>('ModelMetadata', { name: model, version: o.version ?? '' }, 10_000)
+        .catch((e: ServiceError) => {
+          throw e.code === 5 ? usage(`model "${model}": ${e.details}`) : unreachable(e.details || e.message)
+        })
       return meta.inputs.map((i: any) => ({ name: i.name, datatype: i.datatype, shape: i.shape.map(Number) }))
     } finally {
       client.close()

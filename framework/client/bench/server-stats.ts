@@ -1,5 +1,4 @@
-import { credentials, Metadata, type ServiceError } from '@grpc/grpc-js'
-import { inferenceClientClass } from './grpc-client.js'
+import { inferenceClient } from './grpc-client.js'
 
 // The server's side of a step, from its own statistics (/v2 model statistics, HTTP or gRPC):
 // how long requests waited in the batcher's queue, how long batches computed, how many rows a
@@ -46,16 +45,9 @@ function read(stats: any[]): Snapshot {
 export async function snapshot(o: { http?: URL; grpc?: string; key?: string }): Promise<Snapshot | undefined> {
   try {
     if (o.grpc) {
-      const Client = inferenceClientClass()
-      const client = new Client(o.grpc, credentials.createInsecure()) as any
-      const md = new Metadata()
-      if (o.key) md.set('authorization', `Bearer ${o.key}`)
+      const client = inferenceClient(o.grpc, o.key)
       try {
-        const res = await new Promise<any>((resolve, reject) =>
-          client.ModelStatistics({}, md, { deadline: Date.now() + 5_000 }, (e: ServiceError | null, r: unknown) =>
-            e ? reject(e) : resolve(r),
-          ),
-        )
+        const res = await client.call<any>('ModelStatistics', {}, 5_000)
         return read(res.model_stats)
       } finally {
         client.close()

@@ -1,10 +1,10 @@
 import { Agent, request } from 'node:http'
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
-import { credentials, Metadata, type ServiceError, status as Status } from '@grpc/grpc-js'
+import { status as Status } from '@grpc/grpc-js'
 import { RETRYABLE_CODES, type ErrorCode } from '../../../errors/index.js'
 import type { Outcome } from './stats.js'
 import type { Payload, TensorInput } from './inputs.js'
-import { inferenceClientClass } from './grpc-client.js'
+import { inferenceClient } from './grpc-client.js'
 
 // The three kinds of target bundle bench loads: a service's own API over HTTP, a model over the
 // Open Inference Protocol's HTTP binary form, and a model over gRPC. Each sender never rejects:
@@ -127,16 +127,11 @@ export function grpcTarget(
   inputs: TensorInput[],
   o: { key?: string; version?: string; timeoutMs?: number },
 ): Target {
-  const Client = inferenceClientClass()
-  const client = new Client(target, credentials.createInsecure(), {
+  const client = inferenceClient(target, o.key, {
     'grpc.max_receive_message_length': -1,
     'grpc.max_send_message_length': -1,
-  }) as unknown as {
-    ModelInfer(req: object, md: Metadata, opts: { deadline: number }, cb: (err: ServiceError | null) => void): void
-    close(): void
-  }
-  const metadata = new Metadata()
-  if (o.key) metadata.set('authorization', `Bearer ${o.key}`)
+  })
+  const modelInfer = client.raw.ModelInfer!.bind(client.raw)
   const req = {
     model_name: model,
     model_version: o.version ?? '',
@@ -146,7 +141,7 @@ export function grpcTarget(
   return {
     send: () =>
       new Promise((resolve) =>
-        client.ModelInfer(req, metadata, { deadline: Date.now() + (o.timeoutMs ?? REQUEST_TIMEOUT_MS) }, (err) => {
+        modelInfer(req, client.metadata, { deadline: Date.now() + (o.timeoutMs ?? REQUEST_TIMEOUT_MS) }, (err) => {
           if (err === null) return resolve({ ok: true, code: 'OK' })
           // The server's refusals carry their code; an UNAVAILABLE without one is the connection failing.
           const trailer = err.metadata?.get('error-code')[0]

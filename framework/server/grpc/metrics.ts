@@ -1,6 +1,7 @@
 import { status as Status } from '@grpc/grpc-js'
 import type { Registry } from 'prom-client'
 import { CounterFamily, GaugeFamily, HistogramFamily } from '../../../runners/index.js'
+import { LATENCY_BUCKETS } from '../metrics.js'
 
 export interface GrpcMetrics {
   /** Counts one call (or one request of a stream) ending with `code`, after `seconds`. */
@@ -28,7 +29,7 @@ export function grpcMetrics(registry: Registry, service: string): GrpcMetrics {
     'bundle_grpc_request_duration_seconds',
     'gRPC request latency, from the request message to its answer',
     registry,
-    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    LATENCY_BUCKETS,
   )
   const streams = new GaugeFamily('bundle_grpc_streams_open', 'ModelStreamInfer streams open now', registry)
   const open = streams.labels({ service })

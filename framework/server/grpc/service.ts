@@ -10,7 +10,7 @@ import { status as Status } from '@grpc/grpc-js'
 import { BundleError } from '../../../errors/index.js'
 import type { InferenceModel } from '../../../runners/index.js'
 import { SANE_REQUEST_ID } from '../request.js'
-import { runInference } from '../v2/infer.js'
+import { requestDeadline, runInference } from '../v2/infer.js'
 import { config, loadParameters, metadata, stats } from '../v2/models.js'
 import type { V2Options } from '../v2/routes.js'
 import type { GrpcMetrics } from './metrics.js'
@@ -44,12 +44,25 @@ function deadlineOf(call: { getDeadline(): Date | number }): number | undefined 
   return Number.isFinite(at) ? performance.now() + (at - Date.now()) : undefined
 }
 
-/** The runner's own deadline (its queue policy's timeout), when its configuration says. */
-function runnerDeadlineMs(m: InferenceModel): number | undefined {
-  const policy = (m.config().dynamic_batching as { default_queue_policy?: { default_timeout_microseconds?: number } })
-    ?.default_queue_policy
+/** What a request's refusal for time is judged by: its own deadline, when it came, its model. */
+interface Deadline {
+  at?: number
+  arrived?: number
+  model?: InferenceModel
+}
+
+/**
+ * Whether the client's deadline was the one the batcher went by (shorter than the runner's own
+ * queue-policy timeout): then a refusal for time is the client's DEADLINE_EXCEEDED, not an
+ * overload. Asked only when a request fails, so the model's configuration is not built per request.
+ */
+function clientBound(d: Deadline): boolean {
+  if (d.at === undefined || d.arrived === undefined || d.model === undefined) return false
+  const policy = (
+    d.model.config().dynamic_batching as { default_queue_policy?: { default_timeout_microseconds?: number } }
+  )?.default_queue_policy
   const us = policy?.default_timeout_microseconds
-  return typeof us === 'number' && us > 0 ? us / 1000 : undefined
+  return !(typeof us === 'number' && us > 0) || d.at < d.arrived + us / 1000
 }
 
 /** Triton's model configuration as its ModelConfig message: the v2 JSON, with our extras as parameters. */
@@ -88,18 +101,18 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
     (
       rpc: string,
       closed: boolean,
-      fn: (req: any, call: ServerUnaryCall<any, any>, bound: { client: boolean }) => unknown,
+      fn: (req: any, call: ServerUnaryCall<any, any>, bound: Deadline) => unknown,
     ): Unary =>
     (call, callback) => {
       const started = performance.now()
       const requestId = requestIdOf(call.metadata)
-      const bound = { client: false }
+      const bound: Deadline = {}
       const finish = (err: unknown, value?: unknown) => {
         if (err === undefined) {
           o.metrics.done(rpc, Status.OK, (performance.now() - started) / 1e3)
           return callback(null, value)
         }
-        const e = toServiceError(err, requestId, o.log, bound.client)
+        const e = toServiceError(err, requestId, o.log, clientBound(bound))
         o.metrics.done(rpc, e.code, (performance.now() - started) / 1e3)
         callback(e)
       }
@@ -120,14 +133,13 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
   }
 
   /**
-   * One inference, as ModelInfer and each request of ModelStreamInfer run it. `bound.client`
-   * turns true when the client's deadline is the one the batcher goes by (shorter than the
-   * runner's own), so a refusal for time is the client's DEADLINE_EXCEEDED, not an overload.
+   * One inference, as ModelInfer and each request of ModelStreamInfer run it. It fills in
+   * `bound` with its deadline, so a failure can tell a missed client deadline from an overload.
    */
   const infer = (
     msg: WireInferRequest,
     call: { getDeadline(): Date | number; cancelled: boolean },
-    bound: { client: boolean },
+    bound: Deadline,
   ) => {
     const arrived = performance.now()
     const m = find(msg.model_name, msg.model_version)
@@ -135,16 +147,14 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
     return o.track(async () => {
       const req = parseWireRequest(msg)
       const given = deadlineOf(call)
-      const timeoutAt = req.timeoutMs === undefined ? undefined : arrived + req.timeoutMs
-      const deadline = given === undefined ? timeoutAt : timeoutAt === undefined ? given : Math.min(given, timeoutAt)
-      const own = runnerDeadlineMs(m)
-      bound.client = deadline !== undefined && (own === undefined || deadline < arrived + own)
+      const deadline = requestDeadline(req.timeoutMs, arrived, given)
+      if (deadline !== undefined) Object.assign(bound, { at: deadline, arrived, model: m })
       const { model, outputs } = await runInference(req, {
         model: m,
         resolve: () => find(msg.model_name, ''),
         versioned: msg.model_version !== '',
         arrived,
-        ...(deadline !== undefined ? { deadline } : {}),
+        ...(given !== undefined ? { deadline: given } : {}),
         gone: () => call.cancelled,
       })
       return wireResponse(model, req.id, outputs)
@@ -175,7 +185,7 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
       if (call.writableEnded) return
       pending++
       const started = performance.now()
-      const bound = { client: false }
+      const bound: Deadline = {}
       const requestId = msg.id && SANE_REQUEST_ID.test(msg.id) ? `${streamId}/${msg.id}` : randomUUID()
       Promise.resolve()
         .then(() => infer(msg, call, bound))
@@ -187,7 +197,7 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
           (err) => {
             // The request fails; the stream goes on. Its id, its code and its gRPC status name
             // travel with the message, so a client matches the failure to its request.
-            const e = toServiceError(err, requestId, o.log, bound.client)
+            const e = toServiceError(err, requestId, o.log, clientBound(bound))
             o.metrics.done('ModelStreamInfer', e.code, (performance.now() - started) / 1e3)
             if (call.cancelled) return
             call.write({

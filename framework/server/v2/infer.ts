@@ -24,6 +24,19 @@ export interface InferOutcome {
 }
 
 /**
+ * When a request must be done by (performance.now()): the earlier of the client's own deadline
+ * (`given`, e.g. grpc-timeout) and its `timeout` parameter counted from arrival; undefined for neither.
+ */
+export function requestDeadline(
+  timeoutMs: number | undefined,
+  arrived: number,
+  given: number | undefined,
+): number | undefined {
+  const timeoutAt = timeoutMs === undefined ? undefined : arrived + timeoutMs
+  return given === undefined ? timeoutAt : timeoutAt === undefined ? given : Math.min(given, timeoutAt)
+}
+
+/**
  * One inference of the Open Inference Protocol, the same over HTTP and gRPC: inputs checked
  * against the model, requested outputs checked, the client's deadline and priority handed to
  * the model's batcher as the request's own.
@@ -39,13 +52,7 @@ export async function runInference(req: InferRequest, call: InferCall): Promise<
         `unknown output "${r.name}"; ${m.name} has ${known.map((x) => `"${x}"`).join(', ')}`,
       )
   const target = call.versioned ? m : call.resolve()
-  const timeoutAt = req.timeoutMs === undefined ? undefined : call.arrived + req.timeoutMs
-  const deadline =
-    timeoutAt === undefined
-      ? call.deadline
-      : call.deadline === undefined
-        ? timeoutAt
-        : Math.min(timeoutAt, call.deadline)
+  const deadline = requestDeadline(req.timeoutMs, call.arrived, call.deadline)
   const ctx = {
     ...(deadline !== undefined ? { deadline } : {}),
     ...(req.priority !== undefined ? { priority: req.priority } : {}),
