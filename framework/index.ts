@@ -31,13 +31,14 @@ export type {
   InputOf,
   MultipartOptions,
   OutputOf,
+  StreamDescriptor,
   Tensor,
   TypedArrayOf,
 } from './io/index.js'
 export { createServiceApp, type AppOptions, type Phase, type ServiceApp } from './server/app.js'
 export { openapiDocument } from './server/openapi.js'
 export { serve, type RunningServer, type ServeOptions } from './server/serve.js'
-export { createClient, type ClientOptions, type ServiceClient } from './client/create-client.js'
+export { createClient, type ClientOptions, type ClientOutput, type ServiceClient } from './client/create-client.js'
 export { BundleError, isBundleError, type ErrorCode } from '../errors/index.js'
 export {
   onnxRunner,

@@ -1,14 +1,21 @@
 import { BundleError, CATALOG, RETRYABLE_CODES, type ErrorCode } from '../../errors/index.js'
+import { streamItems } from './sse.js'
 
 type AnyFn = (...args: any[]) => any
 
-/** The client's methods: every instance method of the service class, input → Promise<output>. */
+/** What a call resolves to: the output, or for a streaming API (io.stream) the items as they come. */
+export type ClientOutput<R> = Awaited<R> extends AsyncIterable<infer T> ? AsyncIterable<T> : Awaited<R>
+
+/**
+ * The client's methods: every instance method of the service class, input → Promise<output>
+ * (a streaming API's promise resolves to an AsyncIterable of its items once the answer starts).
+ */
 export type ServiceClient<C extends abstract new (...args: any) => any> = {
   [K in keyof InstanceType<C> as InstanceType<C>[K] extends AnyFn ? K : never]: InstanceType<C>[K] extends (
     input: infer I,
     ...rest: any[]
   ) => infer R
-    ? (input: I, init?: { signal?: AbortSignal; headers?: Record<string, string> }) => Promise<Awaited<R>>
+    ? (input: I, init?: { signal?: AbortSignal; headers?: Record<string, string> }) => Promise<ClientOutput<R>>
     : never
 }
 
@@ -51,6 +58,8 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
 interface Operation {
   route: string
   requestTypes: string[]
+  /** Answers with a stream of items (io.stream): asked for as Server-Sent Events. */
+  streams: boolean
 }
 
 /**
@@ -93,13 +102,23 @@ export function createClient<C extends abstract new (...args: any) => any>(
         const doc = (await r.json()) as {
           paths: Record<
             string,
-            { post?: { operationId?: string; requestBody?: { content?: Record<string, unknown> } } }
+            {
+              post?: {
+                operationId?: string
+                requestBody?: { content?: Record<string, unknown> }
+                responses?: Record<string, { content?: Record<string, unknown> }>
+              }
+            }
           >
         }
         const map = new Map<string, Operation>()
         for (const [route, item] of Object.entries(doc.paths)) {
           if (item.post?.operationId)
-            map.set(item.post.operationId, { route, requestTypes: Object.keys(item.post.requestBody?.content ?? {}) })
+            map.set(item.post.operationId, {
+              route,
+              requestTypes: Object.keys(item.post.requestBody?.content ?? {}),
+              streams: Object.hasOwn(item.post.responses?.['200']?.content ?? {}, 'text/event-stream'),
+            })
         }
         return map
       })
@@ -147,6 +166,7 @@ export function createClient<C extends abstract new (...args: any) => any>(
     const headers: Record<string, string> = { 'content-type': contentType }
     for (const [k, v] of Object.entries({ ...options.headers, ...init.headers })) headers[k.toLowerCase()] = v
     if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`
+    if (op.streams) headers.accept = 'text/event-stream'
     const retries = options.retries ?? 2
     for (let attempt = 0; ; attempt++) {
       const res = await reach(`${base}${op.route}`, {
@@ -157,6 +177,7 @@ export function createClient<C extends abstract new (...args: any) => any>(
       })
       const type = res.headers.get('content-type') ?? ''
       if (res.ok) {
+        if (op.streams && type.startsWith('text/event-stream') && res.body) return streamItems(res.body, op.route)
         if (type.includes('json')) return res.json()
         if (type.startsWith('text/')) return res.text()
         return { bytes: new Uint8Array(await res.arrayBuffer()), mediaType: type }

@@ -1,6 +1,6 @@
 import { BundleError, isBundleError } from '../../errors/index.js'
 import { readForm } from './form.js'
-import { mediaTypeMatches, type IODescriptor, type InputOf, type OutputOf } from './types.js'
+import { mediaTypeMatches, wholeBody, type IODescriptor, type InputOf, type OutputOf } from './types.js'
 
 type Parts = Record<string, IODescriptor<any, any>>
 
@@ -87,9 +87,10 @@ export function multipart<P extends Parts>(
       const form = new FormData()
       for (const [name, part] of Object.entries(parts)) {
         const enc = await part.encode((value as Record<string, unknown>)[name])
+        const body = wholeBody(enc, `multipart part ${name}`)
         form.append(
           name,
-          new Blob([typeof enc.body === 'string' ? enc.body : new Uint8Array(enc.body)], { type: enc.contentType }),
+          new Blob([typeof body === 'string' ? body : new Uint8Array(body)], { type: enc.contentType }),
           name,
         )
       }

@@ -1,3 +1,4 @@
+import { BundleError } from '../../errors/index.js'
 /** Read access to request headers (names are case-insensitive). */
 export interface HeaderReader {
   get(name: string): string | null
@@ -17,8 +18,29 @@ export interface RequestBody {
   formData(): Promise<FormData>
 }
 
+/**
+ * A streamed answer as the server writes it (io.stream): the chunks of text to send as they
+ * come, and how to end the stream when the API fails part way (the status line is long gone).
+ */
+export interface StreamBody {
+  readonly chunks: AsyncIterable<string>
+  /** The last chunk after a failure mid-stream: an `error` event, or an `{"error": …}` line. */
+  failure(error: { code: string; message: string; details?: unknown }): string
+}
+
+export const isStreamBody = (body: unknown): body is StreamBody =>
+  typeof body === 'object' && body !== null && 'chunks' in body && 'failure' in body
+
+/** An encoded body that must be whole (a multipart part, a task's result): never a stream. */
+export function wholeBody(encoded: EncodedBody, where: string): Uint8Array | string {
+  if (isStreamBody(encoded.body))
+    throw new BundleError('E_SERVICE_DEFINITION', `${where} cannot be a stream (io.stream answers only plain APIs)`)
+  return encoded.body
+}
+
 export interface EncodedBody {
-  body: Uint8Array | string
+  /** The whole answer, or (io.stream) its chunks as they come. */
+  body: Uint8Array | string | StreamBody
   contentType: string
   headers?: Record<string, string>
 }
@@ -36,7 +58,7 @@ export interface IODescriptor<In = unknown, Out = In> {
   decode(body: RequestBody): In | Promise<In>
   encode(value: Out, accept?: string): EncodedBody | Promise<EncodedBody>
   /** OpenAPI 3.1 request/response content, keyed by media type. */
-  openapi(): Record<string, { schema: JsonSchema }>
+  openapi(): Record<string, { schema: JsonSchema; itemSchema?: JsonSchema }>
   /** Phantom fields that carry the static types; never set at run time. */
   readonly __in?: In
   readonly __out?: Out

@@ -20,6 +20,7 @@ import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
 import { RequestPipeline } from './pipeline.js'
 import { frameworkVersion, headerOf, SANE_REQUEST_ID } from './request.js'
+import { readableOf, StreamAnswer } from './streaming.js'
 import { TaskService } from './tasks/queue.js'
 import { mountTaskRoutes } from './tasks/routes.js'
 import { ModelRepository } from './v2/repository.js'
@@ -272,7 +273,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       )
       // Plain header objects: a Headers instance costs node-server a sort and a copy.
       c.set('headed', true)
-      return c.body(answer.body as Uint8Array<ArrayBuffer> | string, answer.status as 200, answer.headers)
+      const body = answer.body instanceof StreamAnswer ? readableOf(answer.body) : answer.body
+      return c.body(body as Uint8Array<ArrayBuffer> | string, answer.status as 200, answer.headers)
     })
     app.all(a.route, () => {
       throw new BundleError('E_HTTP_METHOD_NOT_ALLOWED', `${a.route} takes POST`)

@@ -4,6 +4,7 @@ import { BundleError } from '../../errors/index.js'
 import type { HeaderReader, RequestBody } from '../io/types.js'
 import { readBody } from './body.js'
 import { headerOf } from './request.js'
+import type { StreamAnswer } from './streaming.js'
 
 /**
  * One API request as the pipeline sees it, whichever way it came in: through hono (every
@@ -24,7 +25,8 @@ export interface Exchange {
 export interface Answer {
   status: number
   headers: Record<string, string>
-  body: string | Uint8Array
+  /** A StreamAnswer (io.stream): the writer pumps its chunks to the client as they come. */
+  body: string | Uint8Array | StreamAnswer
 }
 
 /** An exchange's headers as descriptors and API methods read them (any case). */

@@ -8,6 +8,7 @@ import type { Lifecycle } from './lifecycle.js'
 import type { ServerMetrics } from './metrics.js'
 import type { RequestPipeline } from './pipeline.js'
 import { SANE_REQUEST_ID } from './request.js'
+import { nodeSink, StreamAnswer } from './streaming.js'
 
 export interface FastPathOptions {
   apis: readonly ApiDefinition[]
@@ -40,25 +41,41 @@ export function fastPath(o: FastPathOptions): (req: IncomingMessage, res: Server
     const requestId = typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID()
     const ex = nodeExchange(req, res)
     const write = (answer: Answer): void => {
+      if (answer.body instanceof StreamAnswer) {
+        stream(answer, answer.body)
+        return
+      }
       try {
         if (!res.destroyed) {
           const headers = answer.headers
           // A length, not chunked encoding: one write of headers and body, as hono's answers.
           headers['content-length'] = String(
-            typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.byteLength,
+            typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : (answer.body as Uint8Array).byteLength,
           )
           // Answered with an error before its body has all arrived (an early refusal, 413,
           // 415): close rather than read the rest only to throw it away, as node would to
           // keep the connection.
           if (lifecycle.phase === 'draining' || (answer.status >= 400 && !req.complete)) headers.connection = 'close'
           res.writeHead(answer.status, headers)
-          res.end(answer.body)
+          res.end(answer.body as string | Uint8Array)
         }
         logAccess?.('POST', path, answer.status, Math.round((performance.now() - started) * 100) / 100, requestId)
       } catch (err) {
         log.error({ err, requestId }, 'could not write the response')
         res.destroy()
       }
+    }
+    // An io.stream answer: the head at once (chunked), then each item as it comes; logged at its end.
+    const stream = (answer: Answer, body: StreamAnswer): void => {
+      if (!res.destroyed) {
+        if (lifecycle.phase === 'draining') answer.headers.connection = 'close'
+        res.writeHead(answer.status, answer.headers)
+        res.flushHeaders()
+      }
+      void body.pump(nodeSink(res))
+      void body.finished.then((status) =>
+        logAccess?.('POST', path, status, Math.round((performance.now() - started) * 100) / 100, requestId),
+      )
     }
     if (checkKey) {
       try {

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import { BundleError } from '../../errors/index.js'
 import { withCallContext, type StageTimes } from '../../runners/index.js'
-import { mediaTypeMatches, type HeaderReader } from '../io/types.js'
+import { isStreamBody, mediaTypeMatches, type HeaderReader } from '../io/types.js'
 import type { ApiDefinition, ServiceDefinition } from '../service/definition.js'
 import { callOptions, refusalDue, refuseEarly } from './call-options.js'
 import type { Deadline, Deadlines } from './deadlines.js'
@@ -10,6 +10,7 @@ import { BodyOf, ExchangeHeaders, type Answer, type Exchange } from './exchange.
 import type { Lifecycle } from './lifecycle.js'
 import type { ServerMetrics } from './metrics.js'
 import { RequestContext } from './request.js'
+import { StreamAnswer } from './streaming.js'
 import { decodeBody } from './v2/encoding.js'
 
 /**
@@ -178,10 +179,9 @@ export class RequestPipeline {
       const ctx = new RequestContext(requestId, headers, ex.outgoing)
       const stages: StageTimes | undefined =
         serverTiming && call ? { queueMs: 0, computeMs: 0, transferMs: 0 } : undefined
-      const result = call
-        ? withCallContext({ ...call, gone: () => ctx.gone(), ...(stages ? { timing: stages } : {}) }, () =>
-            method.call(instance, input, ctx),
-          )
+      const callCtx = call ? { ...call, gone: () => ctx.gone(), ...(stages ? { timing: stages } : {}) } : undefined
+      const result = callCtx
+        ? withCallContext(callCtx, () => method.call(instance, input, ctx))
         : method.call(instance, input, ctx)
       let output = result
       if (result instanceof Promise) {
@@ -202,10 +202,33 @@ export class RequestPipeline {
       const ran = serverTiming ? performance.now() : 0
       let encoded = a.output.encode(output, ex.header('accept'))
       if (encoded instanceof Promise) encoded = await encoded
+      if (isStreamBody(encoded.body)) {
+        // The method has answered with its stream: from here the time between items is what
+        // the timeout bounds (see StreamAnswer), and the request counts as in flight until the end.
+        if (deadline) deadlines.remove(deadline)
+        deadline = undefined
+        const stream = new StreamAnswer(encoded.body, {
+          idleMs: definition.traffic.timeoutMs,
+          abort: (reason) => ctx.abort(reason),
+          log,
+          requestId,
+          outgoing: ex.outgoing,
+          // A generator's body runs on each next(): its runner calls get the request's context there.
+          ...(callCtx ? { within: <T>(fn: () => T) => withCallContext(callCtx, fn) } : {}),
+        })
+        answered = true
+        respond({
+          status: 200,
+          headers: { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers },
+          body: stream,
+        })
+        m.end(await stream.finished, (performance.now() - started) / 1000)
+        return
+      }
       const ok: Answer = {
         status: 200,
         headers: { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers },
-        body: encoded.body,
+        body: encoded.body as string | Uint8Array,
       }
       if (serverTiming)
         ok.headers['server-timing'] = timingHeader(started, read, decoded, ran, performance.now(), stages)

@@ -11,6 +11,7 @@ import {
   type Packed,
   type RedisLink,
 } from '../../../runners/index.js'
+import { wholeBody } from '../../io/types.js'
 import type { ApiDefinition } from '../../service/definition.js'
 
 // Durable async tasks (@task): each task API has a BullMQ queue in Redis, so a task is seen by
@@ -171,7 +172,8 @@ export class TaskService {
         aborted,
       ])
       const enc = await a.output.encode(output, undefined)
-      const body = typeof enc.body === 'string' ? Buffer.from(enc.body) : Buffer.from(enc.body)
+      const whole = wholeBody(enc, `the output of task ${a.name}`)
+      const body = typeof whole === 'string' ? Buffer.from(whole) : Buffer.from(whole)
       // The input is no longer needed once the task succeeded (a failed one keeps it for retry).
       if ('ref' in data.input)
         void this.o.link

@@ -1,0 +1,99 @@
+import { BundleError } from '../../errors/index.js'
+import {
+  baseMediaType,
+  type IODescriptor,
+  type JsonSchema,
+  type OutputOf,
+  type StreamBody,
+  wholeBody,
+} from './types.js'
+
+/** Server-Sent Events: what browsers' EventSource and the typed client read. */
+export const SSE = 'text/event-stream'
+/** Newline-delimited JSON: one item a line, for clients that do not ask for events (curl). */
+export const NDJSON = 'application/x-ndjson'
+
+export interface StreamDescriptor<D extends IODescriptor<any, any>>
+  extends IODescriptor<never, AsyncIterable<OutputOf<D>>> {
+  readonly kind: 'stream'
+  /** How each item is encoded and documented (io.json or io.text). */
+  readonly item: D
+}
+
+export const isStreamDescriptor = (d: IODescriptor<any, any>): d is StreamDescriptor<IODescriptor<any, any>> =>
+  d.kind === 'stream'
+
+/** An item as one line of JSON text (validated by the item's descriptor, as a plain answer would be). */
+async function itemJson(item: IODescriptor<any, any>, value: unknown): Promise<string> {
+  const encoded = wholeBody(await item.encode(value), 'a stream item')
+  const body = typeof encoded === 'string' ? encoded : Buffer.from(encoded).toString('utf8')
+  // A text item travels as a JSON string, so a line or an event never holds a raw newline.
+  return item.kind === 'json' ? body : JSON.stringify(body)
+}
+
+async function* events(source: AsyncIterable<unknown>, item: IODescriptor<any, any>): AsyncGenerator<string> {
+  let id = 0
+  for await (const value of source) yield `id: ${id++}\ndata: ${await itemJson(item, value)}\n\n`
+  // An explicit end: a client can tell a finished stream from a connection cut short.
+  yield 'event: end\ndata: {}\n\n'
+}
+
+async function* lines(source: AsyncIterable<unknown>, item: IODescriptor<any, any>): AsyncGenerator<string> {
+  for await (const value of source) yield `${await itemJson(item, value)}\n`
+}
+
+/**
+ * An API whose answer is a stream of items: the method is an `async *` generator (or returns
+ * any AsyncIterable), and each item goes out as soon as it is yielded — as Server-Sent Events
+ * when the client accepts `text/event-stream`, else as newline-delimited JSON. A client that
+ * goes away stops the generator (its `finally` runs) and cancels the runner calls it has queued.
+ *
+ * @example
+ * @api({ input: io.json(Prompt), output: io.stream(io.json(z.object({ token: z.string() }))) })
+ * async *generate({ text }: { text: string }) { for (const token of text.split(' ')) yield { token } }
+ */
+export function stream<D extends IODescriptor<any, any>>(item: D): StreamDescriptor<D> {
+  if (item.kind !== 'json' && item.kind !== 'text')
+    throw new BundleError('E_SERVICE_DEFINITION', `io.stream takes io.json(…) or io.text() items, not ${item.kind}`)
+  const schema = Object.values(item.openapi())[0]?.schema ?? {}
+  const itemSchema: JsonSchema = item.kind === 'json' ? schema : { type: 'string' }
+  return {
+    kind: 'stream',
+    item,
+    mediaTypes: [SSE, NDJSON],
+    decode() {
+      throw new BundleError(
+        'E_SERVICE_DEFINITION',
+        'io.stream describes an output; an input stream is a WebSocket route',
+      )
+    },
+    encode(value, accept) {
+      if (value === null || typeof (value as AsyncIterable<unknown>)?.[Symbol.asyncIterator] !== 'function')
+        throw new BundleError(
+          'E_OUTPUT_INVALID',
+          'the API returned something that is not an async iterable; its output is a stream (use async *)',
+        )
+      const sse = (accept ?? '').split(',').some((t) => baseMediaType(t) === SSE)
+      const body: StreamBody = sse
+        ? {
+            chunks: events(value, item),
+            failure: (error) => `event: error\ndata: ${JSON.stringify({ error })}\n\n`,
+          }
+        : { chunks: lines(value, item), failure: (error) => `${JSON.stringify({ error })}\n` }
+      return {
+        body,
+        contentType: sse ? `${SSE}; charset=utf-8` : NDJSON,
+        // Proxies (nginx) must pass each item on as it comes, not buffer the answer.
+        headers: { 'cache-control': 'no-cache', 'x-accel-buffering': 'no' },
+      }
+    },
+    // OpenAPI 3.2's itemSchema says what each event or line holds; 3.1 tools show the schema.
+    openapi: () => ({
+      [SSE]: {
+        schema: { type: 'string', description: 'one `data:` event per item, then `event: end`' },
+        itemSchema,
+      },
+      [NDJSON]: { schema: { type: 'string', description: 'one JSON item per line' }, itemSchema },
+    }),
+  }
+}
