@@ -27,6 +27,12 @@ export const SERVER = {
     'The route exists but not for this HTTP method.',
     'Use the method in the Allow header (APIs take POST).',
   ),
+  E_HTTP_UPGRADE_REQUIRED: entry(
+    426,
+    2,
+    'The route is a WebSocket (its API takes a stream of messages); a plain request cannot call it.',
+    'Open a WebSocket to it (GET with Upgrade: websocket), e.g. new WebSocket("ws://host:port/route").',
+  ),
   E_HTTP_PAYLOAD_TOO_LARGE: entry(
     413,
     2,

@@ -1,3 +1,4 @@
+import { bytes } from './bytes.js'
 import { file } from './file.js'
 import { image } from './image.js'
 import { json } from './json.js'
@@ -7,7 +8,7 @@ import { stream } from './stream.js'
 import { text } from './text.js'
 
 /** Input/output types for `@api`: how a body is decoded, validated, typed and documented. */
-export const io = { json, text, image, file, tensor, multipart, stream } as const
+export const io = { json, text, bytes, image, file, tensor, multipart, stream } as const
 
 export type { FileValue } from './file.js'
 export type { Image, ImageOptions, ImageResize } from './image.js'

@@ -2,6 +2,7 @@ import { BundleError } from '../../errors/index.js'
 import {
   baseMediaType,
   type IODescriptor,
+  type InputOf,
   type JsonSchema,
   type OutputOf,
   type StreamBody,
@@ -13,11 +14,20 @@ export const SSE = 'text/event-stream'
 /** Newline-delimited JSON: one item a line, for clients that do not ask for events (curl). */
 export const NDJSON = 'application/x-ndjson'
 
+/**
+ * A stream of items. As an output, the answer's items as they come (SSE or NDJSON; over a
+ * WebSocket, one message each). As an input, the messages of a WebSocket: an API whose input is
+ * a stream is served as a WebSocket route (GET with Upgrade), its output a stream too.
+ */
 export interface StreamDescriptor<D extends IODescriptor<any, any>>
-  extends IODescriptor<never, AsyncIterable<OutputOf<D>>> {
+  extends IODescriptor<AsyncIterable<InputOf<D>>, AsyncIterable<OutputOf<D>>> {
   readonly kind: 'stream'
-  /** How each item is encoded and documented (io.json or io.text). */
+  /** How each item is encoded and documented (io.json, io.text, or io.bytes for WebSocket messages). */
   readonly item: D
+  /** An incoming WebSocket message as the item the API receives (validated). */
+  fromMessage(data: string | Uint8Array): InputOf<D> | Promise<InputOf<D>>
+  /** An item as one WebSocket message: text for json and text items, binary for bytes. */
+  toMessage(value: OutputOf<D>): Promise<string | Uint8Array>
 }
 
 export const isStreamDescriptor = (d: IODescriptor<any, any>): d is StreamDescriptor<IODescriptor<any, any>> =>
@@ -53,21 +63,41 @@ async function* lines(source: AsyncIterable<unknown>, item: IODescriptor<any, an
  * async *generate({ text }: { text: string }) { for (const token of text.split(' ')) yield { token } }
  */
 export function stream<D extends IODescriptor<any, any>>(item: D): StreamDescriptor<D> {
-  if (item.kind !== 'json' && item.kind !== 'text')
-    throw new BundleError('E_SERVICE_DEFINITION', `io.stream takes io.json(…) or io.text() items, not ${item.kind}`)
+  if (item.kind !== 'json' && item.kind !== 'text' && item.kind !== 'bytes')
+    throw new BundleError(
+      'E_SERVICE_DEFINITION',
+      `io.stream takes io.json(…), io.text() or io.bytes() items, not ${item.kind}`,
+    )
   const schema = Object.values(item.openapi())[0]?.schema ?? {}
-  const itemSchema: JsonSchema = item.kind === 'json' ? schema : { type: 'string' }
+  const itemSchema: JsonSchema = item.kind === 'text' ? { type: 'string' } : schema
+  const expected = item.kind === 'bytes' ? 'binary' : 'text'
   return {
     kind: 'stream',
     item,
     mediaTypes: [SSE, NDJSON],
     decode() {
-      throw new BundleError(
-        'E_SERVICE_DEFINITION',
-        'io.stream describes an output; an input stream is a WebSocket route',
-      )
+      throw new BundleError('E_SERVICE_DEFINITION', 'a stream input is read from a WebSocket, not a request body')
+    },
+    fromMessage(data) {
+      if ((typeof data === 'string') !== (expected === 'text'))
+        throw new BundleError('E_INPUT_INVALID', `this WebSocket takes ${expected} messages`)
+      const raw = typeof data === 'string' ? Buffer.from(data) : data
+      return item.decode({
+        contentType: item.mediaTypes[0]!,
+        headers: { get: () => null },
+        raw,
+        bytes: () => Promise.resolve(raw),
+        formData: () => Promise.reject(new Error('not a form')),
+      })
+    },
+    async toMessage(value) {
+      const body = wholeBody(await item.encode(value), 'a stream item')
+      // json and text items as text messages, bytes as binary ones.
+      return body
     },
     encode(value, accept) {
+      if (item.kind === 'bytes')
+        throw new BundleError('E_SERVICE_DEFINITION', 'io.stream(io.bytes()) answers only WebSocket routes')
       if (value === null || typeof (value as AsyncIterable<unknown>)?.[Symbol.asyncIterator] !== 'function')
         throw new BundleError(
           'E_OUTPUT_INVALID',

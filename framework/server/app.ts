@@ -22,6 +22,7 @@ import { RequestPipeline } from './pipeline.js'
 import { frameworkVersion, headerOf, SANE_REQUEST_ID } from './request.js'
 import { readableOf, StreamAnswer } from './streaming.js'
 import { TaskService } from './tasks/queue.js'
+import { isWebSocketApi, WebSocketRoutes, wsLimits, type WsLimits } from './websocket/routes.js'
 import { mountTaskRoutes } from './tasks/routes.js'
 import { ModelRepository } from './v2/repository.js'
 import { mountV2, v2Error, type V2Options } from './v2/routes.js'
@@ -46,6 +47,8 @@ export interface AppOptions {
    * runner queue, transfer and compute, the method, encode). Default off; BUNDLE_SERVER_TIMING=1.
    */
   serverTiming?: boolean
+  /** WebSocket routes' limits (message size, messages a second, idle timeout); else BUNDLE_WS_* or defaults. */
+  websocket?: Partial<WsLimits>
   /** Runner overrides keyed by runner name (a serve config file's `runners:`); env wins over these. */
   runnerConfig?: Record<string, RunnerOverrides>
   /** Shown in OpenAPI `info.version`. */
@@ -93,6 +96,8 @@ export interface ServiceApp {
   readonly fastPath?: (req: IncomingMessage, res: ServerResponse) => boolean
   /** What the Open Inference Protocol serves (/v2 here; gRPC in serve() when asked for). */
   readonly protocol: Protocol
+  /** Present when the service has WebSocket routes: serve() attaches a WebSocket server with this message cap. */
+  readonly websocket?: { maxMessageBytes: number }
 }
 
 /** The models, readiness, limits and key both transports of the Open Inference Protocol use. */
@@ -166,6 +171,14 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     serverTiming,
   })
   const app = new Hono<{ Variables: { requestId: string; headed?: boolean } }>()
+  const sockets = new WebSocketRoutes({
+    definition,
+    lifecycle,
+    log,
+    registry: metrics.registry,
+    limits: wsLimits(options.websocket, definition.traffic.timeoutMs),
+    track: (done) => pipeline.track(done),
+  })
 
   app.use('*', async (c, next) => {
     const given = headerOf(c, 'x-request-id')
@@ -265,8 +278,9 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       },
       respond: (c, err) => errorResponse(err, c.get('requestId') ?? randomUUID(), log),
     })
+  sockets.mount(app)
   for (const a of definition.apis) {
-    if (a.task) continue
+    if (a.task || isWebSocketApi(a)) continue
     app.post(a.route, async (c) => {
       const answer = await new Promise<Answer>(
         (resolve, reject) => void pipeline.handle(honoExchange(c), a, c.get('requestId'), resolve).catch(reject),
@@ -303,7 +317,15 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   // Off with CORS, whose headers only the hono middleware writes.
   const fast = options.corsOrigins?.length
     ? undefined
-    : fastPath({ apis: definition.apis, pipeline, lifecycle, metrics, log, checkKey, logAccess })
+    : fastPath({
+        apis: definition.apis.filter((a) => !isWebSocketApi(a)),
+        pipeline,
+        lifecycle,
+        metrics,
+        log,
+        checkKey,
+        logAccess,
+      })
   return {
     app: app as unknown as Hono,
     definition,
@@ -313,10 +335,17 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     configure: () => lifecycle.configure(),
     ...(fast ? { fastPath: fast } : {}),
     start: () => lifecycle.start(),
-    drain: () => lifecycle.drain(),
+    drain: () => {
+      lifecycle.drain()
+      sockets.drain()
+    },
     inFlight: () => pipeline.count(),
     idle: () => pipeline.idle(),
-    stop: () => lifecycle.stop(),
+    stop: () => {
+      sockets.stop()
+      return lifecycle.stop()
+    },
     protocol,
+    ...(sockets.apis().length ? { websocket: { maxMessageBytes: sockets.limits.maxMessageBytes } } : {}),
   }
 }

@@ -78,6 +78,32 @@ export function openapiDocument(def: ServiceDefinition, version = '0.0.0'): Reco
         }
       continue
     }
+    if (a.input.kind === 'stream') {
+      // OpenAPI has no WebSocket operation: a GET that upgrades, with each direction's message schema.
+      const schemaOf = (d: typeof a.input) => {
+        const c = Object.values(d.openapi())[0]
+        return c?.itemSchema ?? c?.schema ?? {}
+      }
+      paths[a.route] = {
+        get: {
+          operationId: a.name,
+          summary: a.description ?? a.name,
+          description:
+            'WebSocket: send one message per input item, receive one per output item. The server closes with ' +
+            '1000 when done, or 4000 + the HTTP status of a coded error (sent as a last {"error": …} message).',
+          tags: ['websockets'],
+          'x-websocket': { messagesIn: schemaOf(a.input), messagesOut: schemaOf(a.output) },
+          responses: {
+            '101': { description: 'switching to the WebSocket protocol' },
+            '401': errorRef,
+            '426': errorRef,
+            '429': errorRef,
+            '503': errorRef,
+          },
+        },
+      }
+      continue
+    }
     paths[a.route] = {
       post: {
         operationId: a.name,

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import type { AddressInfo, Socket } from 'node:net'
 import { readFileSync } from 'node:fs'
-import { createServer, type Server } from 'node:http'
-import { getRequestListener } from '@hono/node-server'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { createAdaptorServer, getRequestListener } from '@hono/node-server'
+import { WebSocketServer } from 'ws'
 import { Counter, Gauge } from 'prom-client'
 import { BundleError, isBundleError } from '../../errors/index.js'
 import { createServiceApp, type AppOptions, type ServiceApp } from './app.js'
@@ -128,16 +129,28 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   // API routes go straight to the app's fast path (no web Request/Response objects); every
   // other route, and all of them with CORS on, through hono.
   const fast = service.fastPath
-  const server = createServer(
-    {
-      headersTimeout,
-      requestTimeout,
-      keepAliveTimeout,
-      connectionsCheckingInterval: Math.min(1_000, Math.ceil(headersTimeout / 4)),
-      maxHeaderSize: options.maxHeaderBytes ?? 16 * 1024,
-    },
-    fast === undefined ? honoListener : (req, res) => void (fast(req, res) || honoListener(req, res)),
-  )
+  const serverOptions = {
+    headersTimeout,
+    requestTimeout,
+    keepAliveTimeout,
+    connectionsCheckingInterval: Math.min(1_000, Math.ceil(headersTimeout / 4)),
+    maxHeaderSize: options.maxHeaderBytes ?? 16 * 1024,
+  }
+  const listenerOf = (hono: typeof honoListener) =>
+    fast === undefined ? hono : (req: IncomingMessage, res: ServerResponse) => void (fast(req, res) || hono(req, res))
+  // With WebSocket routes, node-server's adaptor wires the upgrade to hono's WebSocket helper
+  // (through a `ws` server that caps the message size); the request listener stays ours.
+  const server: Server = service.websocket
+    ? (createAdaptorServer({
+        fetch: service.app.fetch,
+        serverOptions,
+        createServer: ((o: typeof serverOptions, hono: typeof honoListener) =>
+          createServer(o, listenerOf(hono))) as never,
+        websocket: {
+          server: new WebSocketServer({ noServer: true, maxPayload: service.websocket.maxMessageBytes }),
+        },
+      }) as Server)
+    : createServer(serverOptions, listenerOf(honoListener))
   // Past this many connections node closes new ones at once: the process keeps file
   // descriptors for its runners, Redis, the store and logs however many clients come.
   const maxConnections = options.maxConnections ?? defaultMaxConnections()
