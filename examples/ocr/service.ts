@@ -78,16 +78,30 @@ export class Ocr {
     let crops = await cropLines(page, boxes)
     if (process.env.OCR_DIRECTION !== '0') crops = await this.upright(crops)
     const texts = await this.recognize(crops)
-    const lines = boxes.map((b, i) => ({
-      ...texts[i]!,
-      box: [
-        [b.x1, b.y1],
-        [b.x2, b.y1],
-        [b.x2, b.y2],
-        [b.x1, b.y2],
-      ] as [number, number][],
-    }))
+    const lines = boxes.map((b, i) => ({ ...texts[i]!, box: cornersOf(b) }))
     return { lines: lines.filter((l) => l.text !== '' && l.score >= DROP_SCORE) } as z.infer<typeof Page>
+  }
+
+  /**
+   * The same page as `/read`, answered line by line: each line (in reading order) goes out as
+   * soon as it is read, instead of the page once every line is. Each line is its own rec
+   * request, so the batcher still runs them together; a client that goes away leaves the lines
+   * still queued unrun.
+   */
+  @api({ input: io.image(), output: io.stream(io.json(Line)) })
+  async *readStream(page: Image) {
+    const boxes = await this.detect(page)
+    if (boxes.length === 0) return
+    let crops = await cropLines(page, boxes)
+    if (process.env.OCR_DIRECTION !== '0') crops = await this.upright(crops)
+    const lines = crops.map((c) => this.recognize([c]).then((t) => t[0]!))
+    // Lines not awaited after the client went away must not fail as unhandled rejections.
+    for (const l of lines) l.catch(() => undefined)
+    for (const [i, line] of lines.entries()) {
+      const { text, score } = await line
+      if (text === '' || score < DROP_SCORE) continue
+      yield { text, score, box: cornersOf(boxes[i]!) } as z.infer<typeof Line>
+    }
   }
 
   private async detect(page: Image): Promise<TextBox[]> {
@@ -137,6 +151,14 @@ export class Ocr {
     )
   }
 }
+
+/** A box's corners, clockwise from the top left. */
+const cornersOf = (b: TextBox): [number, number][] => [
+  [b.x1, b.y1],
+  [b.x2, b.y1],
+  [b.x2, b.y2],
+  [b.x1, b.y2],
+]
 
 /** Each box cut from the page and resized to the recogniser's height, keeping its aspect. */
 async function cropLines(page: Image, boxes: TextBox[]): Promise<RgbImage[]> {

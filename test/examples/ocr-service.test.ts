@@ -161,6 +161,40 @@ describe('examples/ocr: POST /read', () => {
     )
   })
 
+  it('POST /readStream sends the same lines one event each, the first before the page is done', {
+    timeout: 60_000,
+  }, async () => {
+    const res = await fetch(`${url}/readStream`, {
+      method: 'POST',
+      headers: { 'content-type': 'image/png', accept: 'text/event-stream' },
+      body: PAGE,
+    })
+    assert.equal(res.status, 200)
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader()
+    const chunks: string[] = []
+    for (;;) {
+      const { value, done } = await reader.read()
+      if (done) break
+      chunks.push(value)
+    }
+    const text = chunks.join('')
+    const lines = [...text.matchAll(/^id: \d+\ndata: (\{.*\})$/gm)].map((m) => JSON.parse(m[1]!) as Line)
+    assert.deepEqual(
+      lines.map((l) => l.text),
+      PAGE_LINES,
+    )
+    assert.match(text, /event: end\ndata: \{\}\n\n$/)
+    // The first line came in a chunk of its own, before the last line was read.
+    assert.ok(chunks.length >= 2, `${chunks.length} chunk(s)`)
+    assert.doesNotMatch(chunks[0]!, new RegExp(PAGE_LINES.at(-1)!))
+    // Same boxes as /read.
+    const whole = await read(PAGE, 'image/png')
+    assert.deepEqual(
+      lines.map((l) => l.box),
+      (whole.json.lines as Line[]).map((l) => l.box),
+    )
+  })
+
   it('refuses what is not an image with a clear 4xx', async () => {
     const r = await read(new TextEncoder().encode('not an image'), 'image/png')
     assert.equal(r.status, 400)

@@ -157,7 +157,7 @@ describe('WebSocket routes', () => {
 })
 
 describe('WebSocket routes: key, idle timeout, shutdown', () => {
-  it('needs the key like any API, closes idle sessions with 4408, and closes open ones with 1001 on shutdown', async () => {
+  it('needs the key, closes idle sessions with 4408 and open ones with 1001 on shutdown', async () => {
     const running = await serve(def, {
       port: 0,
       handleSignals: false,

@@ -124,7 +124,7 @@ export class WebSocketRoutes {
           // ws closes the socket after a protocol error (1009 for a message over the cap, which it
           // sends the client): remembered here, counted and stopped in onClose.
           onError: (event) => {
-            const code = ((event as ErrorEvent).error as { code?: string } | undefined)?.code
+            const code = (event as unknown as { error?: { code?: string } }).error?.code
             errorCode = code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 1009 : 1002
           },
         }))
