@@ -16,6 +16,12 @@ export interface CallContext {
   readonly priority?: number
   /** True once the request's client has gone: its queued runner calls are not run. */
   readonly gone?: () => boolean
+  /**
+   * Aborted when the client goes: its queued runner calls leave their queues at once (streams
+   * and WebSocket sessions, whose calls may wait behind long batches; `gone` is asked only
+   * when a call's turn comes).
+   */
+  readonly signal?: AbortSignal
   /** Runners the request called: the server learns which runners an API uses, to refuse early. */
   readonly uses?: Set<object>
   /** Where the request's runner calls add up their time (the server's Server-Timing header). */

@@ -141,7 +141,15 @@ export class CustomRunner extends PooledRunner {
       (await d.submit(
         items,
         items.length,
-        call ? { deadline: call.deadline, priority: call.priority, gone: call.gone, timing: call.timing } : {},
+        call
+          ? {
+              deadline: call.deadline,
+              priority: call.priority,
+              gone: call.gone,
+              timing: call.timing,
+              signal: call.signal,
+            }
+          : {},
       )) as O[][]
     ).flat()
   }

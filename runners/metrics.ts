@@ -17,6 +17,8 @@ export interface RunnerHealth {
   restarts: number
   /** Remote mode: live remote workers and batches waiting in Redis for one. */
   remote?: { workers: number; queued: number }
+  /** Sequence runners (stateful models): sequences whose state their workers hold now. */
+  sequences?: { active: number }
 }
 
 /** What metrics read of a runner at scrape time: its queues and its health (every Runner is one). */
@@ -52,6 +54,11 @@ const HEALTH_GAUGES: readonly (readonly [name: string, help: string, read: (h: R
       (h) => h.idleUnloads,
     ],
     ['bundle_runner_worker_restarts', 'Runner worker processes restarted after a crash or timeout', (h) => h.restarts],
+    [
+      'bundle_runner_sequences_active',
+      'Sequences whose state a sequence runner holds now (started, not ended or evicted)',
+      (h) => h.sequences?.active,
+    ],
   ]
 
 /**
@@ -66,8 +73,11 @@ export class RunnerMetrics {
   private readonly rows: CounterFamily
   private readonly batches: CounterFamily
   private readonly rejected: CounterFamily
+  private readonly cancelled: CounterFamily
   private readonly cacheHits: CounterFamily
   private readonly cacheMisses: CounterFamily
+  private readonly sequencesEvicted: CounterFamily
+  private readonly sequencesLost: CounterFamily
 
   constructor(
     registry: Registry,
@@ -95,6 +105,11 @@ export class RunnerMetrics {
       'Requests shed by the batcher (reason: queue_full, admission, deadline)',
       registry,
     )
+    this.cancelled = new CounterFamily(
+      'bundle_runner_cancelled_total',
+      'Requests dropped from the batching queue unrun: their client had gone (connection, stream or WebSocket closed)',
+      registry,
+    )
     this.cacheHits = new CounterFamily(
       'bundle_runner_cache_hits_total',
       'Requests answered from the response cache (no queue, no model)',
@@ -103,6 +118,16 @@ export class RunnerMetrics {
     this.cacheMisses = new CounterFamily(
       'bundle_runner_cache_misses_total',
       'Requests the response cache did not hold (run, then stored)',
+      registry,
+    )
+    this.sequencesEvicted = new CounterFamily(
+      'bundle_runner_sequences_evicted_total',
+      'Sequences of a sequence runner evicted (state freed) after being idle longer than sequence.idleTimeoutMs',
+      registry,
+    )
+    this.sequencesLost = new CounterFamily(
+      'bundle_runner_sequences_lost_total',
+      'Sequences of a sequence runner whose state was lost with its worker (crash, timeout) or a model swap',
       registry,
     )
     const svc = service
@@ -138,6 +163,14 @@ export class RunnerMetrics {
     ;(hit ? this.cacheHits : this.cacheMisses).labels({ service: this.service, runner }).value++
   }
 
+  /** Sequences evicted for idleness (`evicted`) or lost with their worker (`lost`). */
+  sequences(runner: string, what: 'evicted' | 'lost', n: number): void {
+    ;(what === 'evicted' ? this.sequencesEvicted : this.sequencesLost).labels({
+      service: this.service,
+      runner,
+    }).value += n
+  }
+
   observer(runner: string, method: string): DispatchObserver {
     const labels = { service: this.service, runner, method }
     const rejected = Object.fromEntries(
@@ -146,6 +179,7 @@ export class RunnerMetrics {
         this.rejected.labels({ ...labels, reason }),
       ]),
     ) as Record<RejectReason, CounterSeries>
+    const cancelled = this.cancelled.labels(labels)
     const rowsDone = this.rows.labels(labels)
     const batchesDone = this.batches.labels(labels)
     const batchSize = this.batchSize.labels(labels)
@@ -162,6 +196,7 @@ export class RunnerMetrics {
         }
       },
       rejected: (reason) => void rejected[reason].value++,
+      cancelled: () => void cancelled.value++,
     }
   }
 }

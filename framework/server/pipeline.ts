@@ -179,7 +179,15 @@ export class RequestPipeline {
       const ctx = new RequestContext(requestId, headers, ex.outgoing)
       const stages: StageTimes | undefined =
         serverTiming && call ? { queueMs: 0, computeMs: 0, transferMs: 0 } : undefined
-      const callCtx = call ? { ...call, gone: () => ctx.gone(), ...(stages ? { timing: stages } : {}) } : undefined
+      // A stream's runner calls also leave their queues the moment its client goes (the signal).
+      const callCtx = call
+        ? {
+            ...call,
+            gone: () => ctx.gone(),
+            ...(stages ? { timing: stages } : {}),
+            ...(a.output.kind === 'stream' ? { signal: ctx.signal } : {}),
+          }
+        : undefined
       const result = callCtx
         ? withCallContext(callCtx, () => method.call(instance, input, ctx))
         : method.call(instance, input, ctx)

@@ -74,6 +74,7 @@ export class BatchRunner<P, R> {
       // A caller that has gone is not run for (unless part of its request already runs).
       if (item.outstanding === 0 && item.gone?.()) {
         queue.remove(item)
+        settings.observer?.cancelled?.(item.rows - item.next)
         fail(item, new BundleError('E_HTTP_CLIENT_CLOSED', 'the caller went away while the request was queued'))
         continue
       }

@@ -183,6 +183,7 @@ export class Dispatcher<P, R> {
         const gone = () => {
           // Only rows still waiting can be spared; a part already running finishes.
           if (item.outstanding === 0 && this.queue.remove(item)) {
+            this.settings.observer?.cancelled?.(item.rows - item.next)
             fail(item, new BundleError('E_HTTP_CLIENT_CLOSED', 'the caller went away while the request was queued'))
             this.schedule()
           }

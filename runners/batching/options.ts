@@ -7,6 +7,8 @@ export interface DispatchObserver {
   /** A batch finished: its rows, how long each of its requests waited, how long it ran (ms). */
   batch(rows: number, waitedMs: readonly number[], executionMs: number, ok: boolean): void
   rejected(reason: RejectReason): void
+  /** A request whose caller had gone left the queue unrun (its rows still waiting). */
+  cancelled?(rows: number): void
 }
 
 export interface DispatcherOptions {

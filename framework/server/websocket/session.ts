@@ -164,7 +164,9 @@ export class WsSession {
   }
 
   private async run(): Promise<void> {
-    const call: CallContext | undefined = this.o.call ? { ...this.o.call, gone: () => this.ctx.gone() } : undefined
+    const call: CallContext | undefined = this.o.call
+      ? { ...this.o.call, gone: () => this.ctx.gone(), signal: this.ctx.signal }
+      : undefined
     const within = <T>(fn: () => T): T => (call ? withCallContext(call, fn) : fn())
     const method = this.o.instance[this.a.name] as (input: unknown, ctx: unknown) => unknown
     let it: AsyncIterator<unknown> | undefined
