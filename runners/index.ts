@@ -1,5 +1,13 @@
 // Runners: models in worker processes behind adaptive batching. May import store/ and errors/.
 export { onnxRunner, OnnxRunner, type OnnxRunnerOptions, type BatchingOptions } from './onnx-runner.js'
+export type {
+  RunOptions,
+  SequenceFrame,
+  SequenceId,
+  SequenceOptions,
+  SequenceStateOptions,
+} from './sequence/options.js'
+export type { SequenceStats } from './sequence/batcher.js'
 export { customRunner, CustomRunner, type CustomRunnerOptions, type CustomMethodOptions } from './custom-runner.js'
 export {
   isVersioned,

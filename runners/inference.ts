@@ -1,3 +1,4 @@
+import type { RunOptions } from './sequence/options.js'
 import type { RunnerStats } from './stats.js'
 import type { RunnerTensor } from './tensor.js'
 
@@ -31,5 +32,11 @@ export interface InferenceModel {
     success: { count: number; ns: number }
     fail: { count: number; ns: number }
   }[]
-  infer(inputs: Record<string, RunnerTensor>): Promise<Record<string, RunnerTensor>>
+  /**
+   * A stateful model (Triton's sequence batcher): every request names its sequence (the
+   * protocol's sequence_id, sequence_start, sequence_end); absent for any other model.
+   */
+  readonly sequence?: { idleTimeoutMs: number }
+  /** `options.sequence`: required by a stateful model, refused by the others. */
+  infer(inputs: Record<string, RunnerTensor>, options?: RunOptions): Promise<Record<string, RunnerTensor>>
 }

@@ -1,29 +1,35 @@
 import { BundleError } from '../errors/index.js'
-import { ModelStore, type ModelInfo } from '../store/index.js'
-import { Dispatcher, type DispatcherStats } from './batching/dispatcher.js'
+import type { ModelInfo } from '../store/index.js'
+import type { DispatcherStats } from './batching/dispatcher.js'
 import { mergeOverrides, type RunnerOverrides } from './config.js'
 import type { InferenceModel, TensorSpec } from './inference.js'
 import { bothObservers, RunnerStats } from './stats.js'
-import { isLocalPool, type Pool } from './pool/pool.js'
+import { isLocalPool } from './pool/pool.js'
 import type { RemoteTarget } from './remote/target.js'
 import type { ResponseCache } from './remote/cache.js'
 import { openResponseCache, throughCache } from './onnx/response-cache.js'
 import type { RedisLink } from './remote/link.js'
 import { autoscale } from './autoscaler.js'
-import { resolveBatching, RUNNER_DEFAULTS } from './defaults.js'
+import { RUNNER_DEFAULTS } from './defaults.js'
 import { currentCall } from './call-context.js'
 import { PooledRunner } from './pooled-runner.js'
-import { startPool } from './pool/pool.js'
 import type { RunnerVersions, VersionedRunner } from './runner.js'
 import type { RunnerTensor } from './tensor.js'
 import type { OnnxRunnerOptions } from './onnx/options.js'
 import { batchDims } from './onnx/warmup.js'
-import { startLocal, type Generation, type Request } from './onnx/generation.js'
-import { joinParts, onnxRequest, runOnnxBatch } from './onnx/batch.js'
-import { lookUpModel } from './onnx/model-lookup.js'
-import { inferenceModel, signatureOf } from './onnx/inference.js'
+import type { Generation, GenerationBatcher } from './onnx/generation.js'
+import { joinParts, onnxRequest } from './onnx/batch.js'
+import { inferenceModel } from './onnx/inference.js'
+import { effectiveConfig } from './onnx/effective-config.js'
+import { type PrepareContext, prepareGeneration } from './onnx/prepare.js'
+import type { RunnerHealth } from './metrics.js'
+import type { SequenceSpec } from './pool/protocol.js'
+import { SequenceBatcher, type SequenceStats } from './sequence/batcher.js'
+import { frameOf, frameRequest, type RunOptions, type SequenceFrame } from './sequence/options.js'
+import { refuseConflicts } from './sequence/setup.js'
 
 export type { BatchingOptions, OnnxRunnerOptions, WarmupOptions } from './onnx/options.js'
+export type { RunOptions } from './sequence/options.js'
 
 type Inputs = Record<string, RunnerTensor>
 type Outputs = Record<string, RunnerTensor>
@@ -35,14 +41,23 @@ type Outputs = Record<string, RunnerTensor>
  * @example
  * const cls = onnxRunner('ocr-cls:latest', { batching: { maxBatchSize: 32, maxLatencyMs: 50 }, workers: 1 })
  * const { 'softmax_0.tmp_0': probs } = await cls.run({ x })
+ *
+ * // A stateful model: each sequence's state stays in its worker between frames.
+ * const vad = onnxRunner('silero-vad:latest', {
+ *   sequence: { state: [{ input: 'h', output: 'hn', batchAxis: 1 }, { input: 'c', output: 'cn', batchAxis: 1 }],
+ *               constants: { sr: { dtype: 'int64', shape: [1], data: new BigInt64Array([16000n]) } } },
+ * })
+ * const { output } = await vad.run({ input: frame }, { sequence: { id: 'client-42', start: true } })
  */
 export class OnnxRunner extends PooledRunner implements VersionedRunner {
   readonly kind = 'onnx' as const
   model: ModelInfo | undefined
   readonly versions: RunnerVersions = this
-  private dispatcher: Dispatcher<Request, Request> | undefined
+  private dispatcher: GenerationBatcher | undefined
   /** What the serving generation runs with: the options it started from, its workers and warm-up. */
-  private running: { options: OnnxRunnerOptions; workers: number; warmup: unknown } | undefined
+  private running:
+    | { options: OnnxRunnerOptions; workers: number; warmup: unknown; sequence: SequenceSpec | undefined }
+    | undefined
 
   private pinned: { tag: string; digest: string } | undefined
   private lastUsed = Date.now()
@@ -57,6 +72,12 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
 
   private redis: RedisLink | undefined
   private cache: ResponseCache | undefined
+
+  /** Before start: batches on remote workers — refused for a sequence runner, whose state lives in its workers. */
+  override useRemote(target: RemoteTarget): void {
+    refuseConflicts(this.name, this.options, true)
+    super.useRemote(target)
+  }
 
   /** Before start: the server's Redis (--redis), for the response cache. */
   useRedis(link: RedisLink): void {
@@ -89,32 +110,18 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
    * start show once a load or swap applies them.
    */
   effectiveConfig(): Record<string, unknown> {
-    const { home: _home, ...options } = this.running?.options ?? this.options
-    const { maxLatencyMs: _old, ...batchingOptions } = options.batching ?? {}
-    const b = resolveBatching(options)
-    return {
+    return effectiveConfig({
       kind: this.kind,
       tag: this.tag,
-      ...(this.model ? { model: this.model.tag, digest: this.model.digest } : {}),
-      ...options,
-      timeoutMs: b.timeoutMs,
-      deadlineMs: b.deadlineMs,
-      batchesPerWorker: b.batchesPerWorker,
-      workers: this.running?.workers ?? options.minWorkers ?? options.workers ?? RUNNER_DEFAULTS.workers,
-      isolation: this.target ? 'remote' : (options.isolation ?? RUNNER_DEFAULTS.isolation),
-      batching: {
-        ...batchingOptions,
-        enabled: b.enabled,
-        maxBatchSize: b.maxBatchSize,
-        maxDelayMs: b.maxDelayMs,
-        maxQueueSize: b.maxQueueSize,
-      },
-      warmup: this.running?.warmup ?? options.warmup ?? 'auto',
-    }
+      model: this.model,
+      options: this.options,
+      running: this.running,
+      remote: this.target !== undefined,
+    })
   }
 
   /** The batcher's state: queue, batches running, the batch size it aims for, batches timed. */
-  stats(): DispatcherStats | undefined {
+  stats(): (DispatcherStats & { sequences?: SequenceStats }) | undefined {
     return this.dispatcher?.stats()
   }
 
@@ -131,6 +138,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
 
   async start(): Promise<void> {
     this.markStarted()
+    refuseConflicts(this.name, this.options, this.target !== undefined)
     this.cache = openResponseCache(this.name, this.options.cache, this.redis)
     this.apply(await this.prepare(this.pinned?.tag ?? this.tag, this.pinned))
     this.suspended = false
@@ -170,7 +178,8 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     const d = this.dispatcher
     if (this.suspended || this.resuming || d === undefined || Date.now() - this.lastUsed < after) return
     const { queuedRows, inFlight } = d.stats()
-    if (queuedRows > 0 || inFlight > 0) return
+    // Live sequences keep their state in the workers: those stay until the sequences end or are evicted.
+    if (queuedRows > 0 || inFlight > 0 || (d instanceof SequenceBatcher && d.active() > 0)) return
     this.suspended = true
     this.idleUnloads++
     const pool = this.pool
@@ -218,10 +227,13 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
 
   /** Switches to a prepared generation in one synchronous step: no request sees half of it. */
   private apply(g: Generation & { options: OnnxRunnerOptions }): void {
+    // The sequences the previous generation's workers hold do not move: their next frames say so.
+    if (this.dispatcher instanceof SequenceBatcher && g.dispatcher instanceof SequenceBatcher)
+      g.dispatcher.inherit(this.dispatcher, `the runner switched to model ${g.model.tag}`)
     this.suspended = false
     this.model = g.model
     this.signature = g.signature
-    this.running = { options: g.options, workers: g.workers, warmup: g.warmupPlan }
+    this.running = { options: g.options, workers: g.workers, warmup: g.warmupPlan, sequence: g.sequence }
     this.pool = g.pool
     this.dispatcher = g.dispatcher
   }
@@ -232,30 +244,15 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     pinned: { tag: string; digest: string } | undefined,
   ): Promise<Generation & { options: OnnxRunnerOptions }> {
     const options = this.options
-    return { ...(await this.prepareWith(options, tag, pinned)), options }
-  }
-
-  private async prepareWith(
-    options: OnnxRunnerOptions,
-    tag: string,
-    pinned: { tag: string; digest: string } | undefined,
-  ): Promise<Generation> {
-    const store = ModelStore.open(options.home ? { home: options.home } : {})
-    try {
-      const { info, onnxPath } = lookUpModel(store, this.name, tag, pinned)
-      if (this.target) return await this.prepareRemote(options, info, onnxPath, this.target)
-      const { model, files } = await store.paths(tag)
-      return await startLocal({
-        name: this.name,
-        options,
-        model,
-        onnxPath,
-        modelFile: files[onnxPath]!,
-        newDispatcher: (slots, pool, depth) => this.newDispatcher(options, slots, pool, depth),
-      })
-    } finally {
-      store.close()
+    const target = this.target
+    const ctx: PrepareContext = {
+      name: this.name,
+      dims: () => batchDims(this.options),
+      observer: () => bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()),
+      metrics: () => this.metrics,
+      remotePool: target && ((o) => this.remotePool(target, o)),
     }
+    return { ...(await prepareGeneration(ctx, options, tag, pinned)), options }
   }
 
   override ready(): boolean {
@@ -263,65 +260,18 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     return this.suspended || super.ready()
   }
 
-  /** The batcher of one generation: batches go to `pool()` (set once the pool exists). */
-  private newDispatcher(
-    options: OnnxRunnerOptions,
-    slots: number,
-    pool: () => Pool,
-    depth: number,
-  ): Dispatcher<Request, Request> {
-    const b = resolveBatching(options)
-    return new Dispatcher<Request, Request>(
-      {
-        maxBatchSize: b.maxBatchSize,
-        maxDelayMs: b.maxDelayMs,
-        deadlineMs: b.deadlineMs,
-        maxQueueSize: b.maxQueueSize,
-        slots,
-        depth,
-        batching: b.enabled,
-        observer: bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()),
-      },
-      (slices, _rows, report) => runOnnxBatch(this.name, pool(), slices, batchDims(this.options), report),
-    )
-  }
-
-  /** A generation whose batches go to remote workers: no model files or processes here. */
-  private async prepareRemote(
-    options: OnnxRunnerOptions,
-    model: ModelInfo,
-    onnxPath: string,
-    target: RemoteTarget,
-  ): Promise<Generation> {
-    // The batcher sends as many batches at once as the live workers take.
-    const dispatcher = this.newDispatcher(options, 1, () => pool, 1)
-    const pool = await startPool(
-      this.remotePool(target, {
-        timeoutMs: resolveBatching(options).timeoutMs,
-        digest: model.digest,
-        onCapacity: (slots) => dispatcher.setSlots(slots),
-      }),
-    )
-    return {
-      model,
-      signature: signatureOf(model, onnxPath),
-      warmupPlan: 'on the remote workers',
-      workers: 0,
-      pool,
-      dispatcher,
-    }
-  }
-
   /**
    * Runs the model on `inputs` (rows along the batch dimension, 0 unless configured); results
    * keep the request's rows. Every call counts in the model's /v2 statistics, whether it came
    * from a service API, an ensemble or /v2 itself.
    */
-  async run(inputs: Inputs): Promise<Outputs> {
+  async run(inputs: Inputs, options: RunOptions = {}): Promise<Outputs> {
     const started = performance.now()
     try {
-      const out =
-        this.cache && this.model
+      const frame = frameOf(this.name, this.options.sequence, options.sequence)
+      const out = frame
+        ? await this.submitFrame(inputs, frame)
+        : this.cache && this.model
           ? await throughCache(
               this.cache,
               this.model.digest,
@@ -347,6 +297,33 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     return this.dispatcher?.refusal(1, options)
   }
 
+  /** One frame of a sequence: one row, queued behind its sequence's earlier frames. */
+  private async submitFrame(inputs: Inputs, frame: Required<SequenceFrame>): Promise<Outputs> {
+    const waking = this.wake()
+    if (waking) await waking
+    const d = this.dispatcher
+    if (!(d instanceof SequenceBatcher)) throw this.notRunning()
+    const [inDim, outDim] = batchDims(this.options)
+    const { wire, key } = frameRequest(this.name, inputs, d.spec, inDim)
+    const call = currentCall()
+    call?.uses?.add(this)
+    const out = await d.submit(
+      wire,
+      key,
+      frame,
+      call
+        ? {
+            deadline: call.deadline,
+            priority: call.priority,
+            gone: call.gone,
+            timing: call.timing,
+            signal: call.signal,
+          }
+        : {},
+    )
+    return joinParts([out], outDim)
+  }
+
   private rowsOf(inputs: Inputs): number {
     return Object.values(inputs)[0]?.shape[batchDims(this.options)[0]] ?? 0
   }
@@ -355,6 +332,9 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     const waking = this.wake()
     if (waking) await waking
     if (this.dispatcher === undefined) throw this.notRunning()
+    // Unreachable (run() sends a sequence runner's calls to submitFrame, or refuses them): narrows the type.
+    if (this.dispatcher instanceof SequenceBatcher)
+      throw new BundleError('E_SEQUENCE_INVALID', `runner ${this.name} takes sequence frames only`)
     const [inDim, outDim] = batchDims(this.options)
     const { wire, rows, key } = onnxRequest(this.name, inputs, inDim)
     // The request this call serves lends its deadline and priority (and learns this runner).
@@ -363,7 +343,16 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     const parts = await this.dispatcher.submit(
       wire,
       rows,
-      call ? { key, deadline: call.deadline, priority: call.priority, gone: call.gone, timing: call.timing } : { key },
+      call
+        ? {
+            key,
+            deadline: call.deadline,
+            priority: call.priority,
+            gone: call.gone,
+            timing: call.timing,
+            signal: call.signal,
+          }
+        : { key },
     )
     return joinParts(parts, outDim)
   }
@@ -378,9 +367,16 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
       options: this.running?.options ?? this.options,
       instances: () => this.pool?.size ?? this.running?.workers ?? RUNNER_DEFAULTS.workers,
       ready: () => this.ready(),
-      run: (inputs) => this.run(inputs),
+      run: (inputs, options) => this.run(inputs, options),
       stats: this.inferenceStats,
+      sequence: this.running?.sequence,
     })
+  }
+
+  /** A sequence runner adds the sequences its workers hold (bundle_runner_sequences_active). */
+  override health(): RunnerHealth {
+    const d = this.dispatcher
+    return { ...super.health(), ...(d instanceof SequenceBatcher ? { sequences: { active: d.active() } } : {}) }
   }
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */

@@ -49,6 +49,29 @@ export const RUNNERS = {
     'Fix the step the message names (GET /v2/models/MODEL shows its inputs and outputs).',
   ),
   E_RUNNER_STOPPED: entry(503, 1, 'The runner is stopping or stopped.', 'Retry against a running server.'),
+  E_SEQUENCE_INVALID: entry(
+    400,
+    2,
+    'A call to a sequence runner (stateful model) names no sequence, a call to a plain runner names one, or the ' +
+      'sequence id, flags or frame are malformed.',
+    'Pass { sequence: { id, start, end } } to run() of runners declared with a `sequence` option only (over /v2: ' +
+      'parameters sequence_id, sequence_start, sequence_end); one row per frame.',
+  ),
+  E_SEQUENCE_UNKNOWN: entry(
+    400,
+    1,
+    'A frame continues a sequence the runner does not hold: never started, already ended, or evicted after being ' +
+      'idle longer than sequence.idleTimeoutMs.',
+    'Send the first frame of a sequence with start: true (sequence_start over /v2); raise sequence.idleTimeoutMs ' +
+      'for clients that pause longer.',
+  ),
+  E_SEQUENCE_LOST: entry(
+    410,
+    1,
+    "The worker holding the sequence's state restarted (crash, timeout) or the runner changed model version: the " +
+      'state is gone.',
+    'Start the sequence again: resend from its first frame with start: true (sequence_start over /v2).',
+  ),
   E_RUNNER_NOT_DECLARED: entry(
     500,
     1,

@@ -1,7 +1,13 @@
 import { BundleError } from '../../errors/index.js'
 import type { Slice } from '../batching/dispatcher.js'
 import type { Pool } from '../pool/pool.js'
-import { type GatheredTensor, ONNX_RUN, type OnnxRunArgs, type OnnxRunResult } from '../pool/protocol.js'
+import {
+  type GatheredTensor,
+  ONNX_RUN,
+  type OnnxRunArgs,
+  type OnnxRunResult,
+  type WireTensor,
+} from '../pool/protocol.js'
 import { concatRows, fromWire, type RunnerTensor, sliceRows, toWire } from '../tensor.js'
 import type { Request } from './generation.js'
 
@@ -65,11 +71,22 @@ export async function runOnnxBatch(
   [inDim, outDim]: readonly [number, number],
   report: (ms: number) => void,
 ): Promise<Request[]> {
+  const inputs = stackInputs(slices, inDim, pool.gathers)
+  const out = (await pool.run(ONNX_RUN, { inputs } satisfies OnnxRunArgs, report)) as OnnxRunResult
+  return splitOutputs(runner, out, slices, outDim)
+}
+
+/** One batch's inputs: each slice's rows, in order, along `inDim`. */
+export function stackInputs(
+  slices: readonly Slice<Request>[],
+  inDim: number,
+  gathers: boolean,
+): Record<string, WireTensor | GatheredTensor> {
   const names = Object.keys(slices[0]!.payload)
   // Along dimension 0 a pool that gathers gets the requests' rows as they are (a process
   // worker's are written one after another into its shared memory): no batch buffer in between.
-  const gather = inDim === 0 && pool.gathers
-  const inputs = Object.fromEntries(
+  const gather = inDim === 0 && gathers
+  return Object.fromEntries(
     names.map((n) => {
       const parts = slices.map((s) => sliceRows(s.payload[n]!, s.start, s.rows, inDim))
       if (!gather || parts[0]!.dtype === 'string') return [n, concatRows(parts, inDim)]
@@ -77,7 +94,15 @@ export async function runOnnxBatch(
       return [n, { dtype: parts[0]!.dtype, shape, parts: parts.map((p) => p.data) } satisfies GatheredTensor]
     }),
   )
-  const out = (await pool.run(ONNX_RUN, { inputs } satisfies OnnxRunArgs, report)) as OnnxRunResult
+}
+
+/** A batch's outputs split back into each slice's rows along `outDim`, in slice order. */
+export function splitOutputs(
+  runner: string,
+  out: Request,
+  slices: readonly { rows: number }[],
+  outDim: number,
+): Request[] {
   let at = 0
   return slices.map((s) => {
     const part = Object.fromEntries(

@@ -7,9 +7,10 @@ import { resolveBatching, RUNNER_DEFAULTS } from '../defaults.js'
 import { gpuDevices } from '../gpu/devices.js'
 import { placeWorkers, type GpuRequest } from '../gpu/placement.js'
 import type { TensorSpec } from '../inference.js'
-import { ONNX_RUN, type WireTensor } from '../pool/protocol.js'
+import { ONNX_RUN, SEQUENCE_RUN, type SequenceRunArgs, type SequenceSpec, type WireTensor } from '../pool/protocol.js'
 import { WorkerPool } from '../pool/worker-pool.js'
 import { startPool, type Pool } from '../pool/pool.js'
+import type { SequenceBatcher } from '../sequence/batcher.js'
 import { zeros } from '../tensor.js'
 import { signatureOf } from './inference.js'
 import type { OnnxRunnerOptions } from './options.js'
@@ -18,6 +19,9 @@ import { batchDims, warmupShapes } from './warmup.js'
 /** One request's tensors on their way to a worker. */
 export type Request = Record<string, WireTensor>
 
+/** A generation's batcher: the adaptive one, or, for a stateful model, the sequence batcher. */
+export type GenerationBatcher = Dispatcher<Request, Request> | SequenceBatcher
+
 /** One loaded model version: its workers and batcher (a swap prepares the next while this one serves). */
 export interface Generation {
   model: ModelInfo
@@ -25,7 +29,9 @@ export interface Generation {
   warmupPlan: unknown
   workers: number
   pool: Pool
-  dispatcher: Dispatcher<Request, Request>
+  dispatcher: GenerationBatcher
+  /** A stateful model's state and constants, as its workers keep them. */
+  sequence?: SequenceSpec | undefined
 }
 
 // Device discovery runs only for runners that ask for a GPU (nvidia-smi costs a process spawn).
@@ -43,7 +49,11 @@ export async function startLocal(o: {
   onnxPath: string
   /** The checked-out .onnx file. */
   modelFile: string
-  newDispatcher: (slots: number, pool: () => Pool, depth: number) => Dispatcher<Request, Request>
+  newDispatcher: (slots: number, pool: () => WorkerPool, depth: number) => GenerationBatcher
+  /** A stateful model: its workers keep each sequence's state (see runners/sequence/). */
+  sequence?: SequenceSpec | undefined
+  /** Told when a worker crashes, times out or restarts (a sequence batcher loses that worker's sequences). */
+  onWorkerEvent?: (e: { type: 'crash' | 'restart' | 'timeout'; index: number; detail: string }) => void
 }): Promise<Generation> {
   const model = o.model
   const cpu = o.options.resources?.cpu
@@ -63,7 +73,14 @@ export async function startLocal(o: {
   const [inDim] = batchDims(o.options)
   const sig = model.signatures[o.onnxPath]
   const signature = signatureOf(model, o.onnxPath)
-  const rowShapes = warmupShapes(o.name, o.options, sig?.inputs ?? [])
+  const seq = o.sequence
+  // A sequence runner's callers send neither its state nor its constants: neither is warmed as an input.
+  const fed = new Set(seq ? [...seq.state.map((s) => s.input), ...Object.keys(seq.constants)] : [])
+  const rowShapes = warmupShapes(
+    o.name,
+    o.options,
+    (sig?.inputs ?? []).filter((i) => !fed.has(i.name)),
+  )
   const sizes = batching ? batchSizes(maxBatchSize) : [1]
   const rounds = o.options.warmup === false ? 1 : (o.options.warmup?.rounds ?? 1)
   const warmupPlan = rowShapes
@@ -86,26 +103,32 @@ export async function startLocal(o: {
     runner: o.name,
     workers,
     timeoutMs: b.timeoutMs,
+    ...(o.onWorkerEvent ? { onEvent: o.onWorkerEvent } : {}),
     backend: {
       kind: 'onnx',
       modelPath: o.modelFile,
       ...(providers ? { executionProviders: providers } : {}),
       ...(threads ? { intraOpThreads: threads } : {}),
+      ...(seq ? { sequence: seq } : {}),
     },
     ...(rowShapes
       ? {
           warmup: {
-            method: ONNX_RUN,
+            method: seq ? SEQUENCE_RUN : ONNX_RUN,
             sizes,
             rounds,
-            args: (rows: number) => ({
-              inputs: Object.fromEntries(
+            args: (rows: number) => {
+              const inputs = Object.fromEntries(
                 rowShapes.map(({ name, dtype, shape }) => [
                   name,
                   zeros(dtype, [...shape.slice(0, inDim), rows, ...shape.slice(inDim)]),
                 ]),
-              ),
-            }),
+              )
+              if (!seq) return { inputs }
+              // Sequences of one frame each (start and end): they leave no state behind.
+              const frames = Array.from({ length: rows }, (_, i) => ({ id: `warm-up ${i}`, start: true, end: true }))
+              return { inputs, rows: frames } satisfies SequenceRunArgs
+            },
             // Warm-up timings seed the batcher: it starts with measured batch times.
             observe: (rows: number, ms: number) => dispatcher.model.observe(rows, ms),
             // A batch twice this size would already blow the latency bound: bigger ones
@@ -116,5 +139,5 @@ export async function startLocal(o: {
       : {}),
   })
   await startPool(pool)
-  return { model, signature, warmupPlan, workers, pool, dispatcher }
+  return { model, signature, warmupPlan, workers, pool, dispatcher, sequence: seq }
 }

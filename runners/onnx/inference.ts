@@ -5,6 +5,9 @@ import type { RunnerTensor } from '../tensor.js'
 import type { OnnxRunnerOptions } from './options.js'
 import { MAX_PRIORITY, PRIORITY } from '../batching/priority.js'
 import { resolveBatching } from '../defaults.js'
+import type { SequenceSpec } from '../pool/protocol.js'
+import { DEFAULT_SEQUENCE_IDLE_MS, frameSignature, type RunOptions } from '../sequence/options.js'
+import { sequenceBatching } from '../sequence/setup.js'
 
 /** A model file's inputs and outputs as the runner reports them. */
 export function signatureOf(model: ModelInfo, onnxPath: string): { inputs: TensorSpec[]; outputs: TensorSpec[] } {
@@ -32,18 +35,23 @@ export function inferenceModel(r: {
   /** Worker processes now (Triton's instance count). */
   instances: () => number
   ready: () => boolean
-  run: (inputs: Record<string, RunnerTensor>) => Promise<Record<string, RunnerTensor>>
+  run: (inputs: Record<string, RunnerTensor>, options?: RunOptions) => Promise<Record<string, RunnerTensor>>
   stats: RunnerStats
+  /** A stateful model's state and constants: callers neither send nor get them. */
+  sequence?: SequenceSpec | undefined
 }): InferenceModel {
   const b = resolveBatching(r.options)
   const kind = r.options.resources?.gpu ? 'KIND_GPU' : 'KIND_CPU'
+  const seq = r.sequence
+  const io = seq ? frameSignature(r.signature, seq) : r.signature
+  const idleTimeoutMs = r.options.sequence?.idleTimeoutMs ?? DEFAULT_SEQUENCE_IDLE_MS
   return {
     name: r.name,
     version: r.model.version,
     platform: 'onnxruntime_onnx',
     ready: r.ready,
-    inputs: () => r.signature.inputs,
-    outputs: () => r.signature.outputs,
+    inputs: () => io.inputs,
+    outputs: () => io.outputs,
     maxBatchSize: () => b.maxBatchSize,
     config: () => ({
       name: r.name,
@@ -51,24 +59,28 @@ export function inferenceModel(r: {
       backend: 'onnxruntime',
       max_batch_size: b.maxBatchSize,
       // Triton's names: the batch window, and the queue policy (its timeout is our deadline).
-      dynamic_batching: b.enabled
-        ? {
-            max_queue_delay_microseconds: Math.round(b.maxDelayMs * 1000),
-            preserve_ordering: true,
-            default_queue_policy: {
-              timeout_action: 'REJECT',
-              default_timeout_microseconds: Math.round(b.deadlineMs * 1000),
-              max_queue_size: b.maxQueueSize,
-            },
-            priority_levels: MAX_PRIORITY,
-            default_priority_level: PRIORITY.normal,
-          }
-        : undefined,
+      // Triton has one scheduler per model: a stateful model's is the sequence batcher.
+      ...(seq ? { sequence_batching: sequenceBatching(seq, { ...b, idleTimeoutMs }) } : {}),
+      dynamic_batching:
+        b.enabled && !seq
+          ? {
+              max_queue_delay_microseconds: Math.round(b.maxDelayMs * 1000),
+              preserve_ordering: true,
+              default_queue_policy: {
+                timeout_action: 'REJECT',
+                default_timeout_microseconds: Math.round(b.deadlineMs * 1000),
+                max_queue_size: b.maxQueueSize,
+              },
+              priority_levels: MAX_PRIORITY,
+              default_priority_level: PRIORITY.normal,
+            }
+          : undefined,
       instance_group: [{ count: r.instances(), kind }],
       model: r.model.tag,
       digest: r.model.digest,
     }),
     stats: r.stats,
+    ...(seq ? { sequence: { idleTimeoutMs } } : {}),
     infer: r.run,
   }
 }

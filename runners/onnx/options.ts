@@ -1,5 +1,6 @@
 import type { GpuRequest } from '../gpu/placement.js'
 import type { CacheOptions } from '../remote/cache.js'
+import type { SequenceOptions } from '../sequence/options.js'
 
 // What a user passes to onnxRunner(); RunnerOverrides (config.ts) is the subset an operator may
 // change without touching code.
@@ -86,6 +87,14 @@ export interface OnnxRunnerOptions {
    * answered from there, skipping the queue. `true` for the defaults.
    */
   cache?: CacheOptions | boolean
+  /**
+   * A stateful model (Triton's sequence batcher with implicit state): each call names its
+   * sequence (`run(inputs, { sequence: { id, start, end } })`), the worker that holds the
+   * sequence's state feeds it back on the sequence's next frame, and frames of different
+   * sequences share batches. Local workers only (no remote mode, response cache or autoscaling).
+   * See docs/batching.md ("Stateful models: the sequence batcher").
+   */
+  sequence?: SequenceOptions
 }
 
 export interface WarmupOptions {

@@ -11,10 +11,12 @@ import {
   type OnnxRunArgs,
   type OnnxRunResult,
   type ParentMessage,
+  type SequenceRunResult,
   type WireTensor,
   type WorkerMessage,
 } from './protocol.js'
 import { ShmChannel } from './shm.js'
+import { sequenceMethods } from '../sequence/worker-methods.js'
 
 type Methods = Record<string, (args: unknown) => unknown>
 
@@ -36,7 +38,10 @@ const send = (m: WorkerMessage): void => {
 function transfers(m: WorkerMessage): ArrayBuffer[] {
   if (m.type !== 'result' || typeof m.value !== 'object' || m.value === null) return []
   const out = new Set<ArrayBuffer>()
-  for (const t of Object.values(m.value as Record<string, unknown>)) {
+  // A sequence batch answers its tensors one level down (SequenceRunResult.outputs).
+  const value = m.value as Record<string, unknown>
+  const tensors = isSequenceResult(value) ? value.outputs : value
+  for (const t of Object.values(tensors)) {
     const data = (t as WireTensor | undefined)?.data
     if (
       data instanceof Uint8Array &&
@@ -48,6 +53,9 @@ function transfers(m: WorkerMessage): ArrayBuffer[] {
   }
   return [...out]
 }
+
+const isSequenceResult = (v: Record<string, unknown>): v is Record<string, unknown> & SequenceRunResult =>
+  Array.isArray(v.missing) && typeof v.outputs === 'object' && v.outputs !== null
 
 async function load(spec: BackendSpec): Promise<Methods> {
   if (spec.kind === 'custom') {
@@ -108,31 +116,36 @@ async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<M
     const t = fromWire(w)
     return new ort.Tensor(t.dtype as never, t.data as never, t.shape)
   }
+  const run = async (inputs: Record<string, WireTensor>, outputs?: string[]): Promise<OnnxRunResult> => {
+    const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toOrt(t)]))
+    const result = outputs ? await session.run(feeds, outputs) : await session.run(feeds)
+    return Object.fromEntries(
+      Object.entries(result).map(([k, t]): [string, WireTensor] => {
+        if (t.type === 'string')
+          return [
+            k,
+            { dtype: 'string', shape: [...t.dims], data: encodeStrings(t.data as string[]) } satisfies WireTensor,
+          ]
+        const view = t.data as ArrayBufferView
+        return [
+          k,
+          {
+            dtype: t.type,
+            shape: [...t.dims],
+            data: new Uint8Array(view.buffer, view.byteOffset, view.byteLength),
+          } satisfies WireTensor,
+        ]
+      }),
+    )
+  }
   return {
     async [ONNX_RUN](args: unknown): Promise<OnnxRunResult> {
       // A worker gets every tensor whole (gathered ones were written or joined on the way).
       const { inputs, outputs } = args as OnnxRunArgs & { inputs: Record<string, WireTensor> }
-      const feeds = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toOrt(t)]))
-      const result = outputs ? await session.run(feeds, outputs) : await session.run(feeds)
-      return Object.fromEntries(
-        Object.entries(result).map(([k, t]): [string, WireTensor] => {
-          if (t.type === 'string')
-            return [
-              k,
-              { dtype: 'string', shape: [...t.dims], data: encodeStrings(t.data as string[]) } satisfies WireTensor,
-            ]
-          const view = t.data as ArrayBufferView
-          return [
-            k,
-            {
-              dtype: t.type,
-              shape: [...t.dims],
-              data: new Uint8Array(view.buffer, view.byteOffset, view.byteLength),
-            } satisfies WireTensor,
-          ]
-        }),
-      )
+      return run(inputs, outputs)
     },
+    // A stateful model keeps each sequence's state here, between its frames.
+    ...(spec.sequence ? sequenceMethods(spec.sequence, (feeds) => run(feeds)) : {}),
     async metadata() {
       return { inputs: session.inputNames, outputs: session.outputNames }
     },

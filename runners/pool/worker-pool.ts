@@ -40,6 +40,8 @@ interface Slot {
   growing?: boolean
   /** Being removed by shrink(): takes no calls, is not restarted. */
   retiring?: boolean
+  /** Calls for this worker only (runOn), waiting for it to take one. */
+  pinned: Call[]
 }
 
 /**
@@ -68,7 +70,11 @@ export class WorkerPool implements LocalPool {
     this.backoffMin = options.backoffMs?.min ?? 100
     // Threads share this process's memory: messages move their buffers, no file in between.
     this.shmDir = this.kind === 'process' ? shmDir() : undefined
-    this.slots = Array.from({ length: options.workers }, (_, index) => ({ index, backoff: this.backoffMin }))
+    this.slots = Array.from({ length: options.workers }, (_, index) => ({
+      index,
+      backoff: this.backoffMin,
+      pinned: [],
+    }))
   }
 
   /** Starts every worker; resolves when all are ready, rejects if one cannot load its backend. */
@@ -95,6 +101,7 @@ export class WorkerPool implements LocalPool {
       index: Math.max(-1, ...this.slots.map((s) => s.index)) + 1,
       backoff: this.backoffMin,
       growing: true,
+      pinned: [],
     }
     this.slots.push(slot)
     try {
@@ -148,6 +155,17 @@ export class WorkerPool implements LocalPool {
   }
 
   private onExit(slot: Slot, worker: PoolWorker, detail: string, timedOut: boolean): void {
+    if (slot.worker === worker) {
+      // A call pinned to a worker is meant for what that worker holds (a sequence's state):
+      // its replacement holds none of it.
+      for (const call of slot.pinned.splice(0))
+        call.reject(
+          new BundleError(
+            'E_RUNNER_CRASHED',
+            `runner ${this.options.runner} worker #${slot.index} ${detail} before it ran ${call.method}`,
+          ),
+        )
+    }
     if (this.stopping || slot.retiring || slot.worker !== worker) return
     this.options.onEvent?.({ type: timedOut ? 'timeout' : 'crash', index: slot.index, detail })
     const delay = timedOut ? 0 : slot.backoff
@@ -173,8 +191,38 @@ export class WorkerPool implements LocalPool {
     })
   }
 
+  /**
+   * Runs `method` on worker `index` only, whatever the others hold: for calls that need what
+   * that worker keeps between calls (a sequence's state). While it restarts the call waits for
+   * it; calls handed to it before a crash fail with the crash (E_RUNNER_CRASHED).
+   */
+  runOn(index: number, method: string, args: unknown, timing?: (ms: number) => void): Promise<unknown> {
+    if (this.stopping)
+      return Promise.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
+    const slot = this.slots.find((s) => s.index === index && !s.retiring)
+    if (slot === undefined)
+      return Promise.reject(
+        new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} has no worker #${index}`),
+      )
+    return new Promise((resolve, reject) => {
+      slot.pinned.push({ id: this.nextId++, method, args, timing, resolve, reject })
+      this.pump()
+    })
+  }
+
+  /** Indexes of the workers that take calls now (not starting, restarting or retiring). */
+  readyWorkers(): number[] {
+    return this.slots.flatMap((s) => (s.worker?.state === 'ready' && !s.retiring ? [s.index] : []))
+  }
+
   /** Hands waiting calls to the ready workers with the fewest calls in hand, up to `depth` each. */
   private pump(): void {
+    // Pinned calls first: they can go nowhere else.
+    for (const slot of this.slots) {
+      const w = slot.worker
+      while (slot.pinned.length > 0 && w !== undefined && w.state === 'ready' && w.calls.size < this.depth)
+        w.send(slot.pinned.shift()!)
+    }
     while (this.waiting.length > 0) {
       let best: PoolWorker | undefined
       for (const slot of this.slots) {
@@ -190,7 +238,7 @@ export class WorkerPool implements LocalPool {
   /** Fails queued calls, lets running ones finish (up to graceMs), then stops every worker. */
   async stop(graceMs = 10_000): Promise<void> {
     this.stopping = true
-    for (const call of this.waiting.splice(0))
+    for (const call of [...this.waiting.splice(0), ...this.slots.flatMap((s) => s.pinned.splice(0))])
       call.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
     let timer: NodeJS.Timeout | undefined
     const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))

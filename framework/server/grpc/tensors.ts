@@ -7,7 +7,14 @@ import {
   type RunnerDType,
   type RunnerTensor,
 } from '../../../runners/index.js'
-import { DATATYPES, fromBinary, protocolType, type InferInput, type InferRequest } from '../v2/codec.js'
+import {
+  DATATYPES,
+  fromBinary,
+  protocolType,
+  sequenceParameters,
+  type InferInput,
+  type InferRequest,
+} from '../v2/codec.js'
 
 // ModelInferRequest → the protocol's request (as the HTTP codec yields it), and results →
 // ModelInferResponse. Messages are plain objects as @grpc/proto-loader gives them (keepCase,
@@ -162,6 +169,11 @@ export function parseWireRequest(msg: WireInferRequest): InferRequest {
   if (priorityValue !== undefined && typeof priorityValue !== 'number')
     throw bad('parameters.priority must be an int64 or uint64 parameter')
   const priority = priorityValue === undefined ? undefined : parseClientPriority(priorityValue, 'parameters.priority')
+  const sequence = sequenceParameters({
+    id: sequenceId(msg.parameters.sequence_id),
+    start: parameterValue(msg.parameters.sequence_start),
+    end: parameterValue(msg.parameters.sequence_end),
+  })
   return {
     ...(msg.id ? { id: msg.id } : {}),
     inputs,
@@ -169,7 +181,25 @@ export function parseWireRequest(msg: WireInferRequest): InferRequest {
     binaryOutput: true,
     ...(typeof timeout === 'number' && timeout > 0 ? { timeoutMs: timeout / 1000 } : {}),
     ...(priority !== undefined ? { priority } : {}),
+    ...(sequence ? { sequence } : {}),
   }
+}
+
+/**
+ * sequence_id as Triton's clients send it (uint64, int64 or string), kept exact: an integer past
+ * 2^53 would name another sequence as a number, so it is refused rather than rounded.
+ */
+function sequenceId(p: WireParameter | undefined): unknown {
+  const digits =
+    p?.parameter_choice === 'uint64_param'
+      ? p.uint64_param
+      : p?.parameter_choice === 'int64_param'
+        ? p.int64_param
+        : undefined
+  if (digits === undefined) return parameterValue(p)
+  const n = Number(digits)
+  if (!Number.isSafeInteger(n)) throw bad(`parameters.sequence_id ${digits} is past 2^53; send it as a string_param`)
+  return n
 }
 
 /** A tensor's raw bytes, as raw_output_contents carries them (no copy for numeric tensors). */

@@ -56,6 +56,34 @@ export interface InferRequest {
   timeoutMs?: number
   /** The protocol's `priority` parameter: 1 is the most urgent, 0 the default. */
   priority?: number
+  /** Triton's sequence parameters (sequence_id, sequence_start, sequence_end), for stateful models. */
+  sequence?: { id: string | number; start: boolean; end: boolean }
+}
+
+/**
+ * Triton's sequence parameters as the request gave them (undefined: not given). A sequence_id of
+ * 0 or "" means none, as in Triton; sequence_start and sequence_end need one.
+ */
+export function sequenceParameters(p: { id: unknown; start: unknown; end: unknown }): InferRequest['sequence'] {
+  const flag = (v: unknown, name: string): boolean => {
+    if (v === undefined) return false
+    if (typeof v !== 'boolean') throw bad(`parameters.${name} must be true or false`)
+    return v
+  }
+  const start = flag(p.start, 'sequence_start')
+  const end = flag(p.end, 'sequence_end')
+  const { id } = p
+  if (
+    id !== undefined &&
+    !(typeof id === 'string' && id.length <= 256) &&
+    !(Number.isSafeInteger(id) && (id as number) >= 0)
+  )
+    throw bad('parameters.sequence_id must be an unsigned integer below 2^53 or a string of at most 256 characters')
+  if (id === undefined || id === 0 || id === '') {
+    if (start || end) throw bad('parameters.sequence_start and sequence_end need a parameters.sequence_id')
+    return undefined
+  }
+  return { id: id as string | number, start, end }
 }
 
 const count = (shape: readonly number[]): number => shape.reduce((n, d) => n * d, 1)
@@ -223,6 +251,11 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
     throw bad('parameters.timeout must be a whole number of microseconds')
   const priority =
     params.priority === undefined ? undefined : parseClientPriority(params.priority as number, 'parameters.priority')
+  const sequence = sequenceParameters({
+    id: params.sequence_id,
+    start: params.sequence_start,
+    end: params.sequence_end,
+  })
   return {
     ...(id !== undefined ? { id } : {}),
     inputs,
@@ -230,6 +263,7 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
     binaryOutput: params.binary_data_output === true,
     ...(typeof timeout === 'number' && timeout > 0 ? { timeoutMs: timeout / 1000 } : {}),
     ...(priority !== undefined ? { priority } : {}),
+    ...(sequence ? { sequence } : {}),
   }
 }
 

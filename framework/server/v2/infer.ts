@@ -51,6 +51,18 @@ export async function runInference(req: InferRequest, call: InferCall): Promise<
         'E_INPUT_INVALID',
         `unknown output "${r.name}"; ${m.name} has ${known.map((x) => `"${x}"`).join(', ')}`,
       )
+  // Triton's sequence batcher: a stateful model needs each request's sequence, no other model takes one.
+  if (m.sequence && req.sequence === undefined)
+    throw new BundleError(
+      'E_SEQUENCE_INVALID',
+      `model "${m.name}" is stateful: send parameters.sequence_id with every request (and sequence_start: true ` +
+        'on the first of a sequence, sequence_end: true on its last)',
+    )
+  if (!m.sequence && req.sequence !== undefined)
+    throw new BundleError(
+      'E_SEQUENCE_INVALID',
+      `model "${m.name}" is not stateful: send no parameters.sequence_id (or 0) to it`,
+    )
   const target = call.versioned ? m : call.resolve()
   const deadline = requestDeadline(req.timeoutMs, call.arrived, call.deadline)
   const ctx = {
@@ -59,7 +71,10 @@ export async function runInference(req: InferRequest, call: InferCall): Promise<
     ...(call.gone ? { gone: call.gone } : {}),
   }
   const result = await withCallContext(ctx, () =>
-    target.infer(Object.fromEntries(req.inputs.map((i) => [i.name, i.tensor]))),
+    target.infer(
+      Object.fromEntries(req.inputs.map((i) => [i.name, i.tensor])),
+      req.sequence ? { sequence: req.sequence } : undefined,
+    ),
   )
   const wanted = req.outputs ?? known.map((name) => ({ name, binary: undefined }))
   return {

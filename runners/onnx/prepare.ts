@@ -1,0 +1,144 @@
+import { ModelStore, type ModelInfo } from '../../store/index.js'
+import { Dispatcher, type DispatchObserver } from '../batching/dispatcher.js'
+import { resolveBatching } from '../defaults.js'
+import type { RunnerMetrics } from '../metrics.js'
+import { startPool, type Pool } from '../pool/pool.js'
+import type { SequenceSpec } from '../pool/protocol.js'
+import type { WorkerPool } from '../pool/worker-pool.js'
+import type { RemotePool } from '../remote/remote-pool.js'
+import { SequenceBatcher } from '../sequence/batcher.js'
+import { DEFAULT_SEQUENCE_IDLE_MS, resolveSequence } from '../sequence/options.js'
+import { runOnnxBatch } from './batch.js'
+import { type Generation, type Request, startLocal } from './generation.js'
+import { signatureOf } from './inference.js'
+import { lookUpModel } from './model-lookup.js'
+import type { OnnxRunnerOptions } from './options.js'
+import { batchDims } from './warmup.js'
+
+/** What building a generation needs of its runner. */
+export interface PrepareContext {
+  name: string
+  /** The batch dimensions calls are split along now (the runner's options, as submit reads them). */
+  dims: () => [number, number]
+  /** The server's metrics, once attached, and the runner's /v2 statistics: every batcher feeds both. */
+  observer: () => DispatchObserver
+  metrics: () => RunnerMetrics | undefined
+  /** Remote mode: the pool whose batches become jobs in Redis. */
+  remotePool?:
+    | ((o: { timeoutMs: number; digest: string; onCapacity: (slots: number) => void }) => RemotePool)
+    | undefined
+}
+
+/**
+ * Loads one generation of a runner's model with `options`: its workers (local, or remote ones fed
+ * through Redis) and its batcher — the adaptive one, or a sequence batcher for a stateful model.
+ */
+export async function prepareGeneration(
+  ctx: PrepareContext,
+  options: OnnxRunnerOptions,
+  tag: string,
+  pinned: { tag: string; digest: string } | undefined,
+): Promise<Generation> {
+  const store = ModelStore.open(options.home ? { home: options.home } : {})
+  try {
+    const { info, onnxPath } = lookUpModel(store, ctx.name, tag, pinned)
+    if (ctx.remotePool) return await prepareRemote(ctx, ctx.remotePool, options, info, onnxPath)
+    const { model, files } = await store.paths(tag)
+    const sequence =
+      options.sequence && resolveSequence(ctx.name, options.sequence, signatureOf(info, onnxPath), batchDims(options))
+    let batcher: SequenceBatcher | undefined
+    const started = startLocal({
+      name: ctx.name,
+      options,
+      model,
+      onnxPath,
+      modelFile: files[onnxPath]!,
+      sequence,
+      onWorkerEvent: (e) => batcher?.workerEvent(e),
+      newDispatcher: (slots, pool, depth) =>
+        sequence
+          ? (batcher = newSequenceBatcher(ctx, options, sequence, slots, pool))
+          : newDispatcher(ctx, options, slots, pool, depth),
+    })
+    // A generation that could not start serves nothing: its batcher's eviction timer goes too.
+    return await started.catch((err: unknown) => {
+      batcher?.close()
+      throw err
+    })
+  } finally {
+    store.close()
+  }
+}
+
+/** What every batcher of a runner is set up with: its deadline, window and sizes, its metrics. */
+function batcherSettings(ctx: PrepareContext, options: OnnxRunnerOptions) {
+  const b = resolveBatching(options)
+  return {
+    maxBatchSize: b.maxBatchSize,
+    maxDelayMs: b.maxDelayMs,
+    deadlineMs: b.deadlineMs,
+    maxQueueSize: b.maxQueueSize,
+    batching: b.enabled,
+    observer: ctx.observer(),
+  }
+}
+
+/** The batcher of one generation: batches go to `pool()` (set once the pool exists). */
+function newDispatcher(
+  ctx: PrepareContext,
+  options: OnnxRunnerOptions,
+  slots: number,
+  pool: () => Pool,
+  depth: number,
+): Dispatcher<Request, Request> {
+  return new Dispatcher<Request, Request>({ ...batcherSettings(ctx, options), slots, depth }, (slices, _rows, report) =>
+    runOnnxBatch(ctx.name, pool(), slices, ctx.dims(), report),
+  )
+}
+
+/** The sequence batcher of a stateful model's generation: a batcher per worker, each sequence on one. */
+function newSequenceBatcher(
+  ctx: PrepareContext,
+  options: OnnxRunnerOptions,
+  spec: SequenceSpec,
+  workers: number,
+  pool: () => WorkerPool,
+): SequenceBatcher {
+  return new SequenceBatcher({
+    runner: ctx.name,
+    spec,
+    workers,
+    idleTimeoutMs: options.sequence?.idleTimeoutMs ?? DEFAULT_SEQUENCE_IDLE_MS,
+    dispatcher: { ...batcherSettings(ctx, options), depth: resolveBatching(options).batchesPerWorker },
+    pool,
+    onEvicted: (n) => ctx.metrics()?.sequences(ctx.name, 'evicted', n),
+    onLost: (n) => ctx.metrics()?.sequences(ctx.name, 'lost', n),
+  })
+}
+
+/** A generation whose batches go to remote workers: no model files or processes here. */
+async function prepareRemote(
+  ctx: PrepareContext,
+  remotePool: NonNullable<PrepareContext['remotePool']>,
+  options: OnnxRunnerOptions,
+  model: ModelInfo,
+  onnxPath: string,
+): Promise<Generation> {
+  // The batcher sends as many batches at once as the live workers take.
+  const dispatcher = newDispatcher(ctx, options, 1, () => pool, 1)
+  const pool = await startPool(
+    remotePool({
+      timeoutMs: resolveBatching(options).timeoutMs,
+      digest: model.digest,
+      onCapacity: (slots) => dispatcher.setSlots(slots),
+    }),
+  )
+  return {
+    model,
+    signature: signatureOf(model, onnxPath),
+    warmupPlan: 'on the remote workers',
+    workers: 0,
+    pool,
+    dispatcher,
+  }
+}
