@@ -56,4 +56,9 @@ export {
   type Runner,
   type RunnerHealth,
   type RunnerKind,
+  type RunOptions,
+  type SequenceFrame,
+  type SequenceId,
+  type SequenceOptions,
+  type SequenceStateOptions,
 } from '../runners/index.js'
