@@ -74,13 +74,18 @@ const CONTRACT: Record<string, string> = {
   ModelDynamicBatching:
     'preferred_batch_size=1 *int32, max_queue_delay_microseconds=2 uint64, preserve_ordering=3 bool, ' +
     'priority_levels=4 uint64, default_priority_level=5 uint64, default_queue_policy=6 ModelQueuePolicy',
+  'ModelSequenceBatching.StrategyOldest':
+    'max_candidate_sequences=1 int32, preferred_batch_size=2 *int32, max_queue_delay_microseconds=3 uint64',
+  'ModelSequenceBatching.State': 'input_name=1 string, output_name=2 string, data_type=3 DataType, dims=4 *int64',
+  ModelSequenceBatching: 'max_sequence_idle_microseconds=1 uint64, oldest=4 |StrategyOldest, state=5 *State',
   'ModelEnsembling.Step':
     'model_name=1 string, model_version=2 int64, input_map=3 map<string,string>, output_map=4 map<string,string>',
   ModelEnsembling: 'step=1 *Step',
   ModelParameter: 'string_value=1 string',
   ModelConfig:
     'name=1 string, platform=2 string, backend=17 string, max_batch_size=4 int32, input=5 *ModelInput, ' +
-    'output=6 *ModelOutput, dynamic_batching=11 |ModelDynamicBatching, ensemble_scheduling=15 |ModelEnsembling, ' +
+    'output=6 *ModelOutput, dynamic_batching=11 |ModelDynamicBatching, sequence_batching=13 |ModelSequenceBatching, ' +
+    'ensemble_scheduling=15 |ModelEnsembling, ' +
     'instance_group=7 *ModelInstanceGroup, parameters=14 map<string,ModelParameter>',
 }
 

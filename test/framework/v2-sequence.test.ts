@@ -77,6 +77,18 @@ describe('/v2 sequence parameters to a stateful model (HTTP and gRPC, real socke
       { input_name: 'h', output_name: 'hn', data_type: 'TYPE_FP32', dims: [2, 64], batch_axis: 1 },
       { input_name: 'c', output_name: 'cn', data_type: 'TYPE_FP32', dims: [2, 64], batch_axis: 1 },
     ])
+    // The same over gRPC, in Triton's ModelConfig message (its sequence_batching, field 13).
+    const { config: wire } = await client.call('ModelConfig', { name: 'silero-vad' })
+    assert.equal(wire.scheduling_choice, 'sequence_batching')
+    assert.equal(wire.sequence_batching.max_sequence_idle_microseconds, '30000000')
+    assert.equal(wire.sequence_batching.strategy_choice, 'oldest')
+    assert.deepEqual(
+      wire.sequence_batching.state.map((s: any) => [s.input_name, s.output_name, s.data_type, s.dims]),
+      [
+        ['h', 'hn', 'TYPE_FP32', ['2', '64']],
+        ['c', 'cn', 'TYPE_FP32', ['2', '64']],
+      ],
+    )
     const runners = (await (await fetch(`${running.url}/runners`)).json()) as any[]
     const vad = runners.find((r) => r.name === 'silero-vad')
     assert.equal(vad.config.sequence.idleTimeoutMs, 30_000)

@@ -317,6 +317,28 @@ message ModelDynamicBatching {
   ModelQueuePolicy default_queue_policy = 6;
 }
 
+message ModelSequenceBatching {
+  // Frames of different sequences batched oldest first, each sequence on one instance.
+  message StrategyOldest {
+    int32 max_candidate_sequences = 1;
+    repeated int32 preferred_batch_size = 2;
+    uint64 max_queue_delay_microseconds = 3;
+  }
+  // Implicit state: the output fed back as the input on the sequence's next request.
+  message State {
+    string input_name = 1;
+    string output_name = 2;
+    DataType data_type = 3;
+    // One sequence's state, without its batch axis.
+    repeated int64 dims = 4;
+  }
+  uint64 max_sequence_idle_microseconds = 1;
+  oneof strategy_choice {
+    StrategyOldest oldest = 4;
+  }
+  repeated State state = 5;
+}
+
 message ModelEnsembling {
   message Step {
     string model_name = 1;
@@ -343,6 +365,7 @@ message ModelConfig {
   repeated ModelOutput output = 6;
   oneof scheduling_choice {
     ModelDynamicBatching dynamic_batching = 11;
+    ModelSequenceBatching sequence_batching = 13;
     ModelEnsembling ensemble_scheduling = 15;
   }
   repeated ModelInstanceGroup instance_group = 7;
