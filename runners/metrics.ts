@@ -19,6 +19,8 @@ export interface RunnerHealth {
   remote?: { workers: number; queued: number }
   /** Sequence runners (stateful models): sequences whose state their workers hold now. */
   sequences?: { active: number }
+  /** Runners placed on GPUs: device id → its workers there. */
+  gpus?: Record<string, number>
 }
 
 /** What metrics read of a runner at scrape time: its queues and its health (every Runner is one). */

@@ -18,12 +18,12 @@ import type { RunnerTensor } from './tensor.js'
 import type { OnnxRunnerOptions } from './onnx/options.js'
 import { batchDims } from './onnx/warmup.js'
 import type { Generation, GenerationBatcher } from './onnx/generation.js'
+import { workersPerDevice } from './gpu/placement.js'
 import { joinParts, onnxRequest } from './onnx/batch.js'
 import { inferenceModel } from './onnx/inference.js'
 import { effectiveConfig } from './onnx/effective-config.js'
 import { type PrepareContext, prepareGeneration } from './onnx/prepare.js'
 import type { RunnerHealth } from './metrics.js'
-import type { SequenceSpec } from './pool/protocol.js'
 import { SequenceBatcher, type SequenceStats } from './sequence/batcher.js'
 import { frameOf, frameRequest, type RunOptions, type SequenceFrame } from './sequence/options.js'
 import { refuseConflicts } from './sequence/setup.js'
@@ -56,7 +56,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   private dispatcher: GenerationBatcher | undefined
   /** What the serving generation runs with: the options it started from, its workers and warm-up. */
   private running:
-    | { options: OnnxRunnerOptions; workers: number; warmup: unknown; sequence: SequenceSpec | undefined }
+    | (Pick<Generation, 'workers' | 'sequence' | 'gpus'> & { options: OnnxRunnerOptions; warmup: unknown })
     | undefined
 
   private pinned: { tag: string; digest: string } | undefined
@@ -233,7 +233,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     this.suspended = false
     this.model = g.model
     this.signature = g.signature
-    this.running = { options: g.options, workers: g.workers, warmup: g.warmupPlan, sequence: g.sequence }
+    this.running = { options: g.options, workers: g.workers, warmup: g.warmupPlan, sequence: g.sequence, gpus: g.gpus }
     this.pool = g.pool
     this.dispatcher = g.dispatcher
   }
@@ -376,7 +376,11 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   /** A sequence runner adds the sequences its workers hold (bundle_runner_sequences_active). */
   override health(): RunnerHealth {
     const d = this.dispatcher
-    return { ...super.health(), ...(d instanceof SequenceBatcher ? { sequences: { active: d.active() } } : {}) }
+    return {
+      ...super.health(),
+      ...(d instanceof SequenceBatcher ? { sequences: { active: d.active() } } : {}),
+      ...(this.running?.gpus && this.loaded() ? { gpus: workersPerDevice(this.running.gpus) } : {}),
+    }
   }
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */

@@ -3,7 +3,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { Hono } from 'hono'
 import pino, { type Logger } from 'pino'
 import { BundleError, isBundleError } from '../../errors/index.js'
-import { RunnerMetrics, type RedisLink, type RunnerOverrides } from '../../runners/index.js'
+import {
+  type GpuMonitor,
+  type GpuPlacement,
+  RunnerMetrics,
+  type RedisLink,
+  type RunnerOverrides,
+  startGpuMonitor,
+} from '../../runners/index.js'
 import type { ServiceDefinition } from '../service/definition.js'
 import { accessLog } from './access-log.js'
 import { isOpenPath, keyChecker } from './auth.js'
@@ -314,6 +321,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     return errorResponse(err, c.get('requestId') ?? randomUUID(), log, allow)
   })
 
+  let gpus: GpuMonitor | undefined
   // Off with CORS, whose headers only the hono middleware writes.
   const fast = options.corsOrigins?.length
     ? undefined
@@ -334,7 +342,18 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     phase: () => lifecycle.phase,
     configure: () => lifecycle.configure(),
     ...(fast ? { fastPath: fast } : {}),
-    start: () => lifecycle.start(),
+    start: async () => {
+      await lifecycle.start()
+      // GPU figures only where nvidia-smi lists a GPU: elsewhere nothing is started.
+      gpus ??= await startGpuMonitor(metrics.registry, definition.name, {
+        placements: () =>
+          [...definition.runners, ...repository.loaded()].flatMap((r): GpuPlacement[] => {
+            const on = r.health().gpus
+            return on ? [{ runner: r.name, gpus: on }] : []
+          }),
+        onError: (err) => log.warn({ err: (err as Error).message }, 'nvidia-smi could not be read for GPU metrics'),
+      })
+    },
     drain: () => {
       lifecycle.drain()
       sockets.drain()
@@ -343,6 +362,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     idle: () => pipeline.idle(),
     stop: () => {
       sockets.stop()
+      gpus?.stop()
       return lifecycle.stop()
     },
     protocol,

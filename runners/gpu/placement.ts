@@ -56,3 +56,10 @@ export function placeWorkers(
     )
   return Array.from({ length: workers }, (_, i) => [devices[Math.floor(i / perDevice)]!])
 }
+
+/** Workers per device from each worker's devices (a worker on two devices counts on both). */
+export function workersPerDevice(placement: readonly (readonly string[])[]): Record<string, number> {
+  const out: Record<string, number> = {}
+  for (const devices of placement) for (const d of devices) out[d] = (out[d] ?? 0) + 1
+  return out
+}

@@ -32,6 +32,8 @@ export interface Generation {
   dispatcher: GenerationBatcher
   /** A stateful model's state and constants, as its workers keep them. */
   sequence?: SequenceSpec | undefined
+  /** The devices each worker sees (CUDA_VISIBLE_DEVICES), for runners placed on GPUs. */
+  gpus?: string[][] | undefined
 }
 
 // Device discovery runs only for runners that ask for a GPU (nvidia-smi costs a process spawn).
@@ -139,5 +141,5 @@ export async function startLocal(o: {
       : {}),
   })
   await startPool(pool)
-  return { model, signature, warmupPlan, workers, pool, dispatcher, sequence: seq }
+  return { model, signature, warmupPlan, workers, pool, dispatcher, sequence: seq, gpus: placement }
 }
