@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
-import { api, type FileValue, io, onnxRunner, onStartup, service } from 'modelbundle'
+import { api, BundleError, type FileValue, io, onnxRunner, onStartup, service } from 'modelbundle'
 import { ModelStore } from 'modelbundle/store'
 import { z } from 'zod'
 import { cutFrames, FRAME_SAMPLES, PcmFramer } from './frames.js'
 import { segmentSpeech, SpeechSegmenter } from './segmenter.js'
-import { parseWav, toRate16k, VAD_RATE } from './wav.js'
+import { parseWav, toRate16kInSteps, VAD_RATE } from './wav.js'
 
 // Voice activity detection with Silero VAD, a stateful model: each 96 ms frame's speech
 // probability depends on the frames before it through two state tensors (h, c → hn, cn). The
@@ -29,6 +29,9 @@ const vad = onnxRunner(VAD, {
   workers: 1,
   warmup: { shapes: { input: [FRAME_SAMPLES] } },
 })
+
+/** Longest recording /segments takes (longer ones go to /stream, which holds no whole file). */
+const MAX_SECONDS = 600
 
 const Segment = z.object({ start: z.number(), end: z.number() })
 const Segments = z.object({ segments: z.array(Segment), duration: z.number() })
@@ -65,8 +68,8 @@ export class Vad {
   }
 
   /**
-   * A WAV file (PCM or float, any channels; 8–192 kHz, resampled to 16 kHz) → its speech
-   * segments in seconds.
+   * A WAV file (PCM or float, any channels; 8–192 kHz, resampled to 16 kHz; at most 10 minutes)
+   * → its speech segments in seconds.
    */
   @api({
     input: io.file({ mediaTypes: ['audio/wav', 'audio/x-wav', 'audio/wave', 'audio/vnd.wave'] }),
@@ -74,7 +77,13 @@ export class Vad {
   })
   async segments(file: FileValue) {
     const wav = parseWav(file.bytes)
-    const samples = toRate16k(wav.samples, wav.sampleRate)
+    if (wav.samples.length > MAX_SECONDS * wav.sampleRate)
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `the recording is ${(wav.samples.length / wav.sampleRate).toFixed(0)} s long; /segments takes at most ` +
+          `${MAX_SECONDS} s — split it, or stream it to /stream`,
+      )
+    const samples = await toRate16kInSteps(wav.samples, wav.sampleRate)
     const duration = samples.length / VAD_RATE
     const { frames } = cutFrames(samples)
     const id = randomUUID()

@@ -184,31 +184,58 @@ const KERNEL = (() => {
  * const frames = cutFrames(toRate16k(samples, sampleRate))
  */
 export function toRate16k(samples: Float32Array, fromRate: number): Float32Array {
+  const r = resampler(samples, fromRate)
+  if (r === undefined) return samples
+  r.fill(0, r.out.length)
+  return r.out
+}
+
+/**
+ * toRate16k in steps of one second of output, giving the event loop a turn between them: on a
+ * server, resampling minutes of 192 kHz audio at once would hold every other request for seconds.
+ */
+export async function toRate16kInSteps(samples: Float32Array, fromRate: number): Promise<Float32Array> {
+  const r = resampler(samples, fromRate)
+  if (r === undefined) return samples
+  for (let j = 0; j < r.out.length; j += VAD_RATE) {
+    r.fill(j, Math.min(r.out.length, j + VAD_RATE))
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  return r.out
+}
+
+/** The output buffer and a function that fills output samples [from, to); undefined at 16 kHz already. */
+function resampler(
+  samples: Float32Array,
+  fromRate: number,
+): { out: Float32Array; fill(from: number, to: number): void } | undefined {
   if (!(fromRate >= MIN_RATE && fromRate <= MAX_RATE))
     throw invalid(
       `audio at ${fromRate} Hz is outside the supported ${MIN_RATE}–${MAX_RATE} Hz; resample it first, e.g. ` +
         '`sox in.wav -r 16000 out.wav`',
     )
-  if (fromRate === VAD_RATE) return samples
+  if (fromRate === VAD_RATE) return undefined
   const step = fromRate / VAD_RATE // input samples per output sample
   // Cut-off in cycles per input sample: the lower of the two Nyquist frequencies.
   const cutoff = 0.5 * Math.min(1, VAD_RATE / fromRate) * ROLLOFF
   const scale = 2 * cutoff // kernel units (zero crossings) per input sample, and its DC gain
   const reach = ZEROS / scale // kernel half-width in input samples
   const out = new Float32Array(Math.round(samples.length / step))
-  for (let j = 0; j < out.length; j++) {
-    const t = j * step
-    const first = Math.max(0, Math.ceil(t - reach))
-    const last = Math.min(samples.length - 1, Math.floor(t + reach))
-    let acc = 0
-    for (let k = first; k <= last; k++) {
-      const pos = Math.abs(t - k) * scale * RES
-      const i = Math.floor(pos)
-      if (i >= ZEROS * RES) continue
-      const frac = pos - i
-      acc += samples[k]! * (KERNEL[i]! + (KERNEL[i + 1]! - KERNEL[i]!) * frac)
+  const fill = (from: number, to: number): void => {
+    for (let j = from; j < to; j++) {
+      const t = j * step
+      const first = Math.max(0, Math.ceil(t - reach))
+      const last = Math.min(samples.length - 1, Math.floor(t + reach))
+      let acc = 0
+      for (let k = first; k <= last; k++) {
+        const pos = Math.abs(t - k) * scale * RES
+        const i = Math.floor(pos)
+        if (i >= ZEROS * RES) continue
+        const frac = pos - i
+        acc += samples[k]! * (KERNEL[i]! + (KERNEL[i + 1]! - KERNEL[i]!) * frac)
+      }
+      out[j] = acc * scale
     }
-    out[j] = acc * scale
   }
-  return out
+  return { out, fill }
 }

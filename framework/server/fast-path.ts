@@ -72,7 +72,7 @@ export function fastPath(o: FastPathOptions): (req: IncomingMessage, res: Server
         res.writeHead(answer.status, answer.headers)
         res.flushHeaders()
       }
-      void body.pump(nodeSink(res))
+      void body.pump(nodeSink(res, () => body.cancel()))
       void body.finished.then((status) =>
         logAccess?.('POST', path, status, Math.round((performance.now() - started) * 100) / 100, requestId),
       )

@@ -90,7 +90,8 @@ export function openapiDocument(def: ServiceDefinition, version = '0.0.0'): Reco
           summary: a.description ?? a.name,
           description:
             'WebSocket: send one message per input item, receive one per output item. The server closes with ' +
-            '1000 when done, or 4000 + the HTTP status of a coded error (sent as a last {"error": …} message).',
+            '1000 when done, or 4000 + the HTTP status of a coded error (sent as a last {"error": …} message). ' +
+            'An upgrade refused before the socket opens gets its status and headers (Retry-After) without a body.',
           tags: ['websockets'],
           'x-websocket': { messagesIn: schemaOf(a.input), messagesOut: schemaOf(a.output) },
           responses: {

@@ -44,9 +44,13 @@ export class StreamAnswer {
     },
   ) {
     this.finished = new Promise((resolve) => (this.settle = resolve))
-    o.outgoing?.once('close', () => {
-      if (!o.outgoing!.writableFinished) this.cancel()
-    })
+    // The client may have gone while the method ran, before this answer existed: its 'close'
+    // has fired already, and would never reach the listener below.
+    if (o.outgoing?.destroyed) this.cancel()
+    else
+      o.outgoing?.once('close', () => {
+        if (!o.outgoing!.writableFinished) this.cancel()
+      })
   }
 
   /** The client went away: stop the method and write nothing more. */
@@ -131,11 +135,18 @@ export class StreamAnswer {
   }
 }
 
-/** A sink on node's response: each chunk written as it comes, waiting for the socket to drain. */
-export function nodeSink(res: ServerResponse): ChunkSink {
+/**
+ * A sink on node's response: each chunk written as it comes, waiting for the socket to drain.
+ * A response already destroyed takes nothing: `gone` stops the stream.
+ */
+export function nodeSink(res: ServerResponse, gone: () => void): ChunkSink {
   return {
-    write: (chunk) =>
-      res.destroyed || res.write(chunk)
+    write: (chunk) => {
+      if (res.destroyed) {
+        gone()
+        return Promise.resolve()
+      }
+      return res.write(chunk)
         ? Promise.resolve()
         : new Promise<void>((resolve) => {
             const go = () => {
@@ -143,7 +154,8 @@ export function nodeSink(res: ServerResponse): ChunkSink {
               resolve()
             }
             res.on('drain', go).on('close', go)
-          }),
+          })
+    },
     end: () => {
       if (!res.destroyed) res.end()
     },

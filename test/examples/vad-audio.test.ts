@@ -6,7 +6,7 @@ import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 import { cutFrames, FRAME_SAMPLES, PcmFramer } from '../../examples/vad/frames.js'
 import { segmentSpeech, SpeechSegmenter, type SpeechEvent } from '../../examples/vad/segmenter.js'
-import { parseWav, toRate16k } from '../../examples/vad/wav.js'
+import { parseWav, toRate16k, toRate16kInSteps } from '../../examples/vad/wav.js'
 import { sox, soxSamples, speechPcm, speechTools, speechWav } from '../utils/speech.js'
 import { tempDir } from '../utils/tmp.js'
 
@@ -227,6 +227,12 @@ describe('examples/vad: resampling to 16 kHz', () => {
     const r = rms(y, 400, y.length - 400)
     // Plain decimation would fold it to a 4 kHz tone at full strength (RMS 0.35).
     assert.ok(r < 0.005, `12 kHz leaked through: RMS ${r}`)
+  })
+
+  it('in steps of a second (a server’s way) gives exactly the same samples', async () => {
+    const x = new Float32Array(44100 * 3 + 123).map((_, i) => Math.sin(i / 7) * 0.5)
+    assert.deepEqual(await toRate16kInSteps(x, 44100), toRate16k(x, 44100))
+    assert.equal(await toRate16kInSteps(x, 16000), x)
   })
 
   it('matches sox’s own resampler on a real tone', { skip }, async () => {

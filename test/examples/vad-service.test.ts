@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import WebSocket from 'ws'
 import { serveReady, type Served } from '../utils/serve.js'
-import { type SpeechSegment, speechPcm, speechTools, speechWav } from '../utils/speech.js'
+import { type SpeechSegment, sox, speechPcm, speechTools, speechWav } from '../utils/speech.js'
 import { tempDir } from '../utils/tmp.js'
 
 // examples/vad served as users run it, on a fresh store (it imports Silero VAD from
@@ -109,6 +110,16 @@ describe('examples/vad', { skip: speechTools() }, () => {
     const { error } = (await r.json()) as { error: { code: string; message: string } }
     assert.equal(error.code, 'E_INPUT_INVALID')
     assert.equal((await fetch(`${served.url}/segments`, { method: 'POST', body: 'x' })).status, 415)
+    // Past ten minutes: refused with where to send it instead.
+    const long = `${dir}/long.wav`
+    await sox('-n', '-r', '8000', '-c', '1', '-b', '8', long, 'trim', '0', '601')
+    const tooLong = await fetch(`${served.url}/segments`, {
+      method: 'POST',
+      headers: { 'content-type': 'audio/wav' },
+      body: readFileSync(long),
+    })
+    assert.equal(tooLong.status, 400)
+    assert.match(((await tooLong.json()) as { error: { message: string } }).error.message, /at most 600 s.*\/stream/)
   })
 
   it('WebSocket /stream sends speech_start and speech_end as PCM arrives in chunks of any size', {

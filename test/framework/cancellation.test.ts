@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { type ClientRequest, request } from 'node:http'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -10,8 +10,9 @@ import { tempDir } from '../utils/tmp.js'
 import { until } from '../utils/until.js'
 
 // Request cancellation (Triton's): a request whose client has gone before its batch runs is
-// dropped from the queue and never run, and counted. A slow runner (one worker, one request a
-// batch) holds the queue; its worker logs every batch it really ran.
+// dropped from the queue and never run, and counted. A runner with one worker and one request a
+// batch holds the queue with a batch that waits for the test's go-ahead (a file); its worker logs
+// every batch it really started and ran.
 
 describe('a request whose client has gone is never run', () => {
   const dir = tempDir()
@@ -32,7 +33,7 @@ describe('a request whose client has gone is never run', () => {
     },
   )
   const queued = () => sleepy.queueDepth().sleepy ?? 0
-  const Job = z.object({ id: z.string(), ms: z.number().int().min(0).max(5_000) })
+  const Job = z.object({ id: z.string(), ms: z.number().int().min(0).max(5_000), hold: z.string().optional() })
   const def = defineService({
     name: 'cancel',
     traffic: { timeoutMs: 30_000, maxConcurrency: 16 },
@@ -91,6 +92,12 @@ describe('a request whose client has gone is never run', () => {
     return { req, answer }
   }
 
+  const openConnections = async (): Promise<number> => {
+    const text = await (await fetch(`${running.url}/metrics`, { headers: { connection: 'close' } })).text()
+    // Less this scrape's own connection.
+    return Number(/^bundle_http_connections_open\{[^}]*\} (\S+)$/m.exec(text)?.[1] ?? Number.NaN) - 1
+  }
+
   const cancelled = async (): Promise<number> => {
     const text = await (await fetch(`${running.url}/metrics`)).text()
     return Number(/^bundle_runner_cancelled_total\{[^}]*runner="sleepy"[^}]*\} (\S+)$/m.exec(text)?.[1] ?? Number.NaN)
@@ -98,7 +105,8 @@ describe('a request whose client has gone is never run', () => {
 
   it('drops queued requests whose clients hung up, runs the rest, and counts them', async () => {
     const before = await cancelled()
-    const a = send('/sleep', { id: 'A', ms: 1500 })
+    const release = join(dir, 'release-A')
+    const a = send('/sleep', { id: 'A', ms: 0, hold: release })
     await until('A is running', () => started().includes('A'))
     const b = send('/sleep', { id: 'B', ms: 10 })
     const c = send('/sleep', { id: 'C', ms: 10 })
@@ -106,6 +114,9 @@ describe('a request whose client has gone is never run', () => {
     await until('B, C and D are queued behind A', () => queued() === 3)
     b.req.destroy()
     c.req.destroy()
+    // The server has seen B and C go (their connections closed) before A lets the queue move.
+    await until('B and C disconnected', async () => (await openConnections()) === 2)
+    writeFileSync(release, '')
     assert.deepEqual(JSON.parse(await a.answer), { ran: 'A' })
     assert.deepEqual(JSON.parse(await d.answer), { ran: 'D' })
     assert.deepEqual(ran(), ['A', 'D'])
@@ -115,7 +126,8 @@ describe('a request whose client has gone is never run', () => {
 
   it('a stream whose client goes leaves the queue at once, before its turn comes', async () => {
     const before = await cancelled()
-    const a = send('/sleep', { id: 'E', ms: 2000 })
+    const release = join(dir, 'release-E')
+    const a = send('/sleep', { id: 'E', ms: 0, hold: release })
     await until('E is running', () => started().includes('E'))
     const s = send('/ticks', { id: 'S', n: 3 })
     await until('the stream’s first call is queued behind E', () => queued() === 1)
@@ -123,6 +135,7 @@ describe('a request whose client has gone is never run', () => {
     // Gone from the queue while E still runs: the signal removed it, not its turn.
     await until('the stream’s call left the queue', () => queued() === 0)
     assert.ok(!ran().includes('E'), 'E was still running')
+    writeFileSync(release, '')
     assert.deepEqual(JSON.parse(await a.answer), { ran: 'E' })
     assert.ok(!started().some((id) => id.startsWith('S-')), `started: ${started().join(',')}`)
     assert.equal((await cancelled()) - before, 1)

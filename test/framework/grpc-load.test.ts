@@ -75,12 +75,16 @@ describe('gRPC under load and faults (ocr-rec)', () => {
     const batchMs = Number(stats.inference_stats.compute_infer.ns) / Number(stats.execution_count) / 1e6
     // Six or more batches queued ahead; the deadline gives it a third of that time. The server
     // refuses it on arrival: long before the client's own timer would end the call.
-    const blockers = Array.from({ length: 8 }, (_, i) => client.call('ModelInfer', recRequest(`blocker${i}`)))
+    // Ten blockers (two run, eight wait: the queue holds ten, so the late one still fits), so
+    // that six are queued even where a busy machine sends them slowly.
+    const blockers = Array.from({ length: 10 }, (_, i) => client.call('ModelInfer', recRequest(`blocker${i}`)))
+    let queued = 0
     await until('the blockers are queued', async () => {
       const [r] = (await (await fetch(`${running.url}/runners`)).json()) as { batcher: { queuedRequests: number } }[]
-      return r!.batcher.queuedRequests >= 6
+      queued = r!.batcher.queuedRequests
+      return queued >= 6
     })
-    const deadlineMs = Math.max(200, Math.round((batchMs * 6) / 3))
+    const deadlineMs = Math.max(200, Math.round((batchMs * queued) / 3))
     const started = performance.now()
     const err = await grpcError(client.call('ModelInfer', recRequest('late'), { deadlineMs }), Status.DEADLINE_EXCEEDED)
     assert.equal(err.metadata.get('error-code')[0], 'E_RUNNER_OVERLOADED', `the server refused it: ${err.details}`)

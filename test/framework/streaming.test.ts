@@ -27,6 +27,8 @@ function newGate() {
   const wait = new Promise<void>((r) => (open = r))
   return { open, wait }
 }
+let lateGate = newGate()
+let lateItems = 0
 /** Set when a generator's `finally` ran. */
 const finished: string[] = []
 
@@ -79,6 +81,21 @@ const def = defineService({
       handler: async function* () {
         yield { n: 0, word: 'ok' }
         yield { n: 'one', word: 2 } as unknown as z.infer<typeof Item>
+      },
+    }),
+    /** Waits for lateGate, then answers with a stream that never ends by itself. */
+    late: defineApi({
+      input: io.json(z.object({})),
+      output: io.stream(io.json(Item)),
+      handler: async () => {
+        await lateGate.wait
+        return (async function* () {
+          for (let n = 0; ; n++) {
+            lateItems++
+            yield { n, word: 'again' }
+            await new Promise((r) => setImmediate(r))
+          }
+        })()
       },
     }),
     silent: defineApi({
@@ -233,6 +250,24 @@ describe('io.stream answers over a socket', () => {
     await until('the generator finished', () => finished.includes('gone-client'), 10_000)
     // The request no longer counts as in flight.
     await until('no request in flight', () => running.service.inFlight() === 0)
+  })
+
+  it('a client gone before the method returned its stream gets no stream run for it', async () => {
+    lateGate = newGate()
+    lateItems = 0
+    const req = request(`${running.url}/late`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      agent: false,
+    })
+    req.on('error', () => undefined)
+    req.end('{}')
+    await until('the method is running', () => running.service.inFlight() === 1)
+    req.destroy()
+    await new Promise((r) => setTimeout(r, 50))
+    lateGate.open()
+    await until('the request ended', () => running.service.inFlight() === 0)
+    assert.ok(lateItems <= 1, `${lateItems} items made for a client that had gone`)
   })
 
   it('ends a stream that sends nothing for the timeout with an E_HTTP_TIMEOUT event', async () => {

@@ -12,10 +12,28 @@ import { until } from '../utils/until.js'
 
 const finished: string[] = []
 
-const def = defineService({
+let floodItems = 0
+
+const defOptions = {
   name: 'sockets',
   traffic: { timeoutMs: 10_000, maxConcurrency: 8 },
   apis: {
+    /** Sends 64 KiB messages as fast as the socket takes them, for ever. */
+    flood: defineApi({
+      input: io.stream(io.json(z.object({}))),
+      output: io.stream(io.text()),
+      handler: async function* () {
+        const big = 'x'.repeat(64 * 1024)
+        try {
+          for (;;) {
+            floodItems++
+            yield big
+          }
+        } finally {
+          finished.push('flood')
+        }
+      },
+    }),
     double: defineApi({
       input: io.stream(io.json(z.object({ n: z.number() }))),
       output: io.stream(io.json(z.object({ double: z.number() }))),
@@ -48,7 +66,8 @@ const def = defineService({
       handler: async () => ({ ok: true }),
     }),
   },
-})
+}
+const def = defineService(defOptions)
 
 interface Session {
   ws: WebSocket
@@ -59,7 +78,14 @@ interface Session {
 function open(url: string, path: string, headers: Record<string, string> = {}): Promise<Session> {
   const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${path}`, { headers })
   const messages: unknown[] = []
-  ws.on('message', (data, binary) => messages.push(binary ? data : JSON.parse(String(data))))
+  const parse = (text: string) => {
+    try {
+      return JSON.parse(text)
+    } catch {
+      return text
+    }
+  }
+  ws.on('message', (data, binary) => messages.push(binary ? data : parse(String(data))))
   const closed = new Promise<{ code: number; reason: string }>((resolve) =>
     ws.on('close', (code, reason) => resolve({ code, reason: String(reason) })),
   )
@@ -156,8 +182,8 @@ describe('WebSocket routes', () => {
   })
 })
 
-describe('WebSocket routes: key, idle timeout, shutdown', () => {
-  it('needs the key, closes idle sessions with 4408 and open ones with 1001 on shutdown', async () => {
+describe('WebSocket routes: key, idle timeout, back-pressure, the concurrency cap, shutdown', () => {
+  it('needs the key and closes idle sessions with 4408', async () => {
     const running = await serve(def, {
       port: 0,
       handleSignals: false,
@@ -167,20 +193,65 @@ describe('WebSocket routes: key, idle timeout, shutdown', () => {
     })
     try {
       await assert.rejects(open(running.url, '/double'), (err: { status?: number }) => err.status === 401)
-      const auth = { authorization: 'Bearer sesame' }
-      const idle = await open(running.url, '/double', auth)
+      const idle = await open(running.url, '/double', { authorization: 'Bearer sesame' })
       const { code } = await idle.closed
       assert.equal(code, 4408)
       assert.equal((idle.messages[0] as { error: { code: string } }).error.code, 'E_HTTP_REQUEST_TIMEOUT')
-      const live = await open(running.url, '/double', auth)
-      live.ws.send(JSON.stringify({ n: 5 }))
-      await until('an answer', () => live.messages.length === 1)
-      const stopping = running.close()
-      // Draining ends the session's input; the method finishes and the socket closes with 1001.
-      assert.equal((await live.closed).code, 1001)
-      await stopping
     } finally {
       await running.close()
     }
+  })
+
+  it('a client that stops reading holds the method, not the server’s memory, and is dropped when idle', async () => {
+    const running = await serve(def, {
+      port: 0,
+      handleSignals: false,
+      logger: silent,
+      websocket: { idleTimeoutMs: 1_000 },
+    })
+    try {
+      floodItems = 0
+      const s = await open(running.url, '/flood')
+      // The client reads nothing more: its socket's buffers fill, then the server's.
+      ;(s.ws as unknown as { _socket: { pause(): void } })._socket.pause()
+      await until('the method stopped', () => finished.includes('flood'), 20_000)
+      // 64 KiB items: the server's 1 MiB high-water mark and the sockets' buffers hold a few dozen.
+      assert.ok(floodItems < 400, `${floodItems} items made for a client that read none of them`)
+      s.ws.terminate()
+    } finally {
+      await running.close()
+    }
+  })
+
+  it('sessions are capped at traffic.maxConcurrency apart from HTTP requests', async () => {
+    const capped = defineService({ ...defOptions, name: 'capped', traffic: { timeoutMs: 10_000, maxConcurrency: 2 } })
+    const running = await serve(capped, { port: 0, handleSignals: false, logger: silent })
+    try {
+      const a = await open(running.url, '/double')
+      const b = await open(running.url, '/double')
+      // Two open sessions take no HTTP request's place…
+      const r = await fetch(`${running.url}/plain`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      })
+      assert.equal(r.status, 200)
+      // …but a third session is refused before the upgrade.
+      await assert.rejects(open(running.url, '/double'), (err: { status?: number }) => err.status === 429)
+      a.ws.close()
+      b.ws.close()
+    } finally {
+      await running.close()
+    }
+  })
+
+  it('shutdown ends each session’s input and closes it with 1001 once its method has finished', async () => {
+    const running = await serve(def, { port: 0, handleSignals: false, logger: silent })
+    const live = await open(running.url, '/double')
+    live.ws.send(JSON.stringify({ n: 5 }))
+    await until('an answer', () => live.messages.length === 1)
+    const stopping = running.close()
+    assert.equal((await live.closed).code, 1001)
+    await stopping
   })
 })

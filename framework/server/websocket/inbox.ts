@@ -13,7 +13,7 @@ export class Inbox<T> implements AsyncIterable<T> {
 
   constructor(
     private readonly highWater: number,
-    private readonly flow: { pause(): void; resume(): void },
+    private readonly flow: { pause(): void; resume(): void; taken?(): void },
   ) {}
 
   push(item: T): void {
@@ -21,6 +21,7 @@ export class Inbox<T> implements AsyncIterable<T> {
     if (this.waiter) {
       const w = this.waiter
       this.waiter = this.failWaiter = undefined
+      this.flow.taken?.()
       w({ value: item, done: false })
       return
     }
@@ -62,6 +63,7 @@ export class Inbox<T> implements AsyncIterable<T> {
       next: () => {
         if (this.items.length > 0) {
           const value = this.items.shift()!
+          this.flow.taken?.()
           if (this.paused && this.items.length <= this.highWater / 2) {
             this.paused = false
             this.flow.resume()

@@ -36,14 +36,17 @@ export function wsLimits(given: Partial<WsLimits> | undefined, timeoutMs: number
 /**
  * The WebSocket routes of a service (hono's WebSocket helper for Node; serve() attaches the
  * `ws` server it needs). A session passes the same gates as an HTTP request before the
- * upgrade — the key (the app's middleware), readiness, the concurrency cap (open sessions count
- * against traffic.maxConcurrency on their own) — and keeps the request's priority for its
- * runner calls. While the server drains, sessions get no more input and close when their
- * method finishes; stop() ends any still open.
+ * upgrade — the key (the app's middleware), readiness, a cap of traffic.maxConcurrency open
+ * sessions (counted apart from HTTP requests, which long sessions must not lock out) — and
+ * keeps the request's priority for its runner calls. While the server drains, sessions get no
+ * more input and close when their method finishes; stop() ends any still open. A refused
+ * upgrade is answered with its status and headers only: node-server's upgrade path drops the
+ * body.
  */
 export class WebSocketRoutes {
   private readonly sessions = new Set<WsSession>()
   private readonly sockets = new Set<{ terminate?: () => void }>()
+  private readonly idleWaiters: (() => void)[] = []
 
   readonly limits: WsLimits
 
@@ -54,8 +57,6 @@ export class WebSocketRoutes {
       log: Logger
       registry: Registry
       readonly limits: WsLimits
-      /** Counts a session as in flight, so shutdown waits for it (the pipeline's track). */
-      track: (done: () => Promise<void>) => Promise<void>
     },
   ) {
     this.limits = o.limits
@@ -106,12 +107,11 @@ export class WebSocketRoutes {
             })
             const s = session
             this.sessions.add(s)
-            void this.o
-              .track(() => s.done)
-              .finally(() => {
-                this.sessions.delete(s)
-                if (raw) this.sockets.delete(raw)
-              })
+            void s.done.finally(() => {
+              this.sessions.delete(s)
+              if (raw) this.sockets.delete(raw)
+              if (this.sessions.size === 0) for (const w of this.idleWaiters.splice(0)) w()
+            })
           },
           onMessage: (event) => session?.message(event.data as string | ArrayBuffer),
           onClose: (event) => {
@@ -134,6 +134,16 @@ export class WebSocketRoutes {
         throw new BundleError('E_HTTP_METHOD_NOT_ALLOWED', `${a.route} is a WebSocket route: GET with Upgrade`)
       })
     }
+  }
+
+  /** Open sessions (shutdown waits for them, as for requests in flight). */
+  count(): number {
+    return this.sessions.size
+  }
+
+  /** Resolves when no session is open. */
+  idle(): Promise<void> {
+    return this.sessions.size === 0 ? Promise.resolve() : new Promise((resolve) => this.idleWaiters.push(resolve))
   }
 
   /** Draining: sessions take no more input and close once their method has finished. */

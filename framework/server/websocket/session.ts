@@ -35,6 +35,9 @@ export interface SessionSocket {
 
 type Stream = StreamDescriptor<IODescriptor<any, any>>
 
+/** Bytes sent but not yet taken by the client past which the method waits (1 MiB). */
+const HIGH_WATER = 1024 * 1024
+
 /**
  * One WebSocket session of a stream-input API: the client's messages, decoded by the input's
  * item descriptor, feed the method's AsyncIterable argument; each item the method yields goes
@@ -70,7 +73,13 @@ export class WsSession {
   ) {
     this.tokens = o.limits.maxMessagesPerSecond
     const raw = ws.raw as { pause?: () => void; resume?: () => void } | undefined
-    this.inbox = new Inbox(64, { pause: () => raw?.pause?.(), resume: () => raw?.resume?.() })
+    // The method taking a message is progress too: a backlog it is working through is not idleness.
+    this.inbox = new Inbox(64, {
+      pause: () => raw?.pause?.(),
+      resume: () => raw?.resume?.(),
+      taken: () => this.touch(),
+    })
+    this.stopped = new Promise((resolve) => (this.wakeStopped = resolve))
     this.ctx = new RequestContext(o.requestId, o.headers, undefined)
     this.done = new Promise((resolve) => (this.finish = resolve))
     o.metrics.opened(a.name)
@@ -127,7 +136,26 @@ export class WsSession {
     return this.closed
   }
 
+  /** Settles once the session is stopped (a send waiting for the client to read gives up then). */
+  private readonly stopped: Promise<void>
+  private wakeStopped: () => void = () => undefined
+
+  /**
+   * Sends one message. Past HIGH_WATER bytes the client has not taken yet, waits until this one
+   * has gone out to the socket: a client that stops reading holds the method, not the server's
+   * memory (and its session then ends on the idle timeout).
+   */
+  private async send(message: string | Uint8Array): Promise<void> {
+    const raw = this.ws.raw as
+      | { bufferedAmount?: number; send?(data: string | Uint8Array, cb: (err?: Error) => void): void }
+      | undefined
+    if (raw?.send === undefined) return this.ws.send(message)
+    const flushed = new Promise<void>((resolve) => raw.send!(message, () => resolve()))
+    if ((raw.bufferedAmount ?? 0) > HIGH_WATER) await Promise.race([flushed, this.stopped])
+  }
+
   private stop(reason: BundleError): void {
+    this.wakeStopped()
     clearTimeout(this.idle)
     this.ctx.abort(reason)
     this.inbox.fail(reason)
@@ -155,8 +183,13 @@ export class WsSession {
     this.closed = true
     this.stop(e)
     try {
-      this.ws.send(JSON.stringify({ error: { code: e.code, message: e.message, requestId: this.o.requestId } }))
-      this.ws.close(closeCodeOf(e.status), e.code)
+      const raw = this.ws.raw as { bufferedAmount?: number; terminate?(): void } | undefined
+      // A client that stopped reading would not read the error or the close either.
+      if ((raw?.bufferedAmount ?? 0) > HIGH_WATER && raw?.terminate) raw.terminate()
+      else {
+        this.ws.send(JSON.stringify({ error: { code: e.code, message: e.message, requestId: this.o.requestId } }))
+        this.ws.close(closeCodeOf(e.status), e.code)
+      }
     } catch {
       // the socket is already gone
     }
@@ -181,7 +214,8 @@ export class WsSession {
         if (next.done || this.closed) break
         const message = await output.toMessage(next.value)
         if (this.closed) break
-        this.ws.send(message)
+        await this.send(message)
+        if (this.closed) break
         this.o.metrics.message(this.a.name, 'out')
         this.touch()
       }
