@@ -57,5 +57,12 @@ export { isConnectionError, isTransportError, pack, unpack, type Packed } from '
 export { startedQueue } from './remote/started-queue.js'
 export { CounterFamily, GaugeFamily, HistogramFamily, HistogramSeries, type CounterSeries } from './series.js'
 export { realClock, type Clock } from './batching/clock.js'
-export { GpuMonitor, hasGpu, startGpuMonitor, type GpuMonitorOptions, type GpuPlacement } from './gpu/monitor.js'
+export {
+  GpuMonitor,
+  gpuMetricsInterval,
+  hasGpu,
+  startGpuMonitor,
+  type GpuMonitorOptions,
+  type GpuPlacement,
+} from './gpu/monitor.js'
 export { parseGpuQuery, queryGpus, type GpuSample } from './gpu/query.js'

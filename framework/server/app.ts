@@ -10,6 +10,7 @@ import {
   type RedisLink,
   type RunnerOverrides,
   startGpuMonitor,
+  gpuMetricsInterval,
 } from '../../runners/index.js'
 import type { ServiceDefinition } from '../service/definition.js'
 import { accessLog } from './access-log.js'
@@ -184,7 +185,6 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     log,
     registry: metrics.registry,
     limits: wsLimits(options.websocket, definition.traffic.timeoutMs),
-    track: (done) => pipeline.track(done),
   })
 
   app.use('*', async (c, next) => {
@@ -340,7 +340,10 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     metrics,
     log,
     phase: () => lifecycle.phase,
-    configure: () => lifecycle.configure(),
+    configure: () => {
+      lifecycle.configure()
+      gpuMetricsInterval()
+    },
     ...(fast ? { fastPath: fast } : {}),
     start: async () => {
       await lifecycle.start()
@@ -358,8 +361,10 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       lifecycle.drain()
       sockets.drain()
     },
-    inFlight: () => pipeline.count(),
-    idle: () => pipeline.idle(),
+    inFlight: () => pipeline.count() + sockets.count(),
+    idle: async () => {
+      await Promise.all([pipeline.idle(), sockets.idle()])
+    },
     stop: () => {
       sockets.stop()
       gpus?.stop()

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process'
 import { Counter, Gauge, type Registry } from 'prom-client'
+import { BundleError } from '../../errors/index.js'
 import { parseNvidiaSmi } from './devices.js'
 import { type GpuSample, queryGpus } from './query.js'
 
@@ -137,13 +138,25 @@ export async function startGpuMonitor(
   o: GpuMonitorOptions,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<GpuMonitor | undefined> {
+  const interval = gpuMetricsInterval(env)
   if (env.BUNDLE_GPU_METRICS === '0' || !(await hasGpu())) return undefined
-  const interval =
-    env.BUNDLE_GPU_METRICS_INTERVAL_MS === undefined ? undefined : Number(env.BUNDLE_GPU_METRICS_INTERVAL_MS)
   const monitor = new GpuMonitor(registry, service, {
     ...o,
-    ...(interval !== undefined && interval > 0 ? { intervalMs: interval } : {}),
+    ...(interval !== undefined ? { intervalMs: interval } : {}),
   })
   await monitor.start()
   return monitor
+}
+
+/** BUNDLE_GPU_METRICS_INTERVAL_MS, checked (the server checks it before it listens). */
+export function gpuMetricsInterval(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const raw = env.BUNDLE_GPU_METRICS_INTERVAL_MS
+  if (raw === undefined) return undefined
+  const ms = Number(raw)
+  if (raw.trim() === '' || !Number.isFinite(ms) || ms < 100)
+    throw new BundleError(
+      'E_SERVE_CONFIG_INVALID',
+      `BUNDLE_GPU_METRICS_INTERVAL_MS must be a number of milliseconds of at least 100, got ${JSON.stringify(raw)}`,
+    )
+  return ms
 }

@@ -3,7 +3,13 @@ import { delimiter } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { Registry } from 'prom-client'
-import { GpuMonitor, type GpuPlacement, hasGpu, startGpuMonitor } from '../../runners/gpu/monitor.js'
+import {
+  GpuMonitor,
+  type GpuPlacement,
+  gpuMetricsInterval,
+  hasGpu,
+  startGpuMonitor,
+} from '../../runners/gpu/monitor.js'
 import { parseGpuQuery, queryGpus } from '../../runners/gpu/query.js'
 import { readFileSync } from 'node:fs'
 import pino from 'pino'
@@ -153,6 +159,15 @@ describe('GPU metrics from nvidia-smi (stand-in device tables)', () => {
     assert.ok(on)
     on.stop()
     assert.equal(on.samples()[0]!.name, 'NVIDIA H200')
+  })
+
+  it('refuses a sampling interval that is not a number of milliseconds', async () => {
+    assert.equal(gpuMetricsInterval({ BUNDLE_GPU_METRICS_INTERVAL_MS: '2000' }), 2000)
+    for (const bad of ['', 'soon', '-5', '10'])
+      assert.throws(
+        () => gpuMetricsInterval({ BUNDLE_GPU_METRICS_INTERVAL_MS: bad }),
+        (e: { code?: string }) => e.code === 'E_SERVE_CONFIG_INVALID',
+      )
   })
 
   it('parses only whole lines of the fields it asked for', () => {
