@@ -50,12 +50,12 @@ series=$(grep -c '^bundle_gpu_memory_total_bytes{' "$OUT/metrics.txt")
 [ "$series" = "$gpus" ] && pass "one memory series per GPU ($gpus)" || fail "$series memory series for $gpus GPUs"
 while IFS=', ' read -r index total limit; do
   want=$((total * 1024 * 1024))
-  got=$(grep "^bundle_gpu_memory_total_bytes{service=\"gpu-check\",gpu=\"$index\"," "$OUT/metrics.txt" | awk '{print $2}')
+  got=$(grep "^bundle_gpu_memory_total_bytes{service=\"gpu-check\",gpu=\"$index\"," "$OUT/metrics.txt" | awk '{print $NF}')
   [ "$(printf '%.0f' "${got:-0}")" = "$want" ] && pass "gpu $index memory total $want" || fail "gpu $index memory total $got, nvidia-smi $want"
-  util=$(grep "^bundle_gpu_utilization_ratio{service=\"gpu-check\",gpu=\"$index\"," "$OUT/metrics.txt" | awk '{print $2}')
+  util=$(grep "^bundle_gpu_utilization_ratio{service=\"gpu-check\",gpu=\"$index\"," "$OUT/metrics.txt" | awk '{print $NF}')
   awk -v u="${util:-x}" 'BEGIN { exit !(u != "x" && u >= 0 && u <= 1) }' && pass "gpu $index utilisation $util" \
     || echo "NOTE gpu $index gives no utilisation (MIG?): '$util'"
-  power=$(grep "^bundle_gpu_power_watts{service=\"gpu-check\",gpu=\"$index\"," "$OUT/metrics.txt" | awk '{print $2}')
+  power=$(grep "^bundle_gpu_power_watts{service=\"gpu-check\",gpu=\"$index\"," "$OUT/metrics.txt" | awk '{print $NF}')
   awk -v p="${power:-x}" -v l="$limit" 'BEGIN { exit !(p != "x" && p > 0 && p <= l * 1.2) }' \
     && pass "gpu $index power $power W (limit $limit)" || echo "NOTE gpu $index power '$power' (limit $limit)"
 done < <(nvidia-smi --query-gpu=index,memory.total,power.limit --format=csv,noheader,nounits)

@@ -346,8 +346,8 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     },
     ...(fast ? { fastPath: fast } : {}),
     start: async () => {
-      await lifecycle.start()
-      // GPU figures only where nvidia-smi lists a GPU: elsewhere nothing is started.
+      // GPU figures only where nvidia-smi lists a GPU (elsewhere nothing is started); the first
+      // sample is taken before the runners start, so /metrics has them once /readyz says ready.
       gpus ??= await startGpuMonitor(metrics.registry, definition.name, {
         placements: () =>
           [...definition.runners, ...repository.loaded()].flatMap((r): GpuPlacement[] => {
@@ -356,6 +356,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
           }),
         onError: (err) => log.warn({ err: (err as Error).message }, 'nvidia-smi could not be read for GPU metrics'),
       })
+      await lifecycle.start()
     },
     drain: () => {
       lifecycle.drain()

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { delimiter, join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { Ajv } from 'ajv'
@@ -8,6 +9,7 @@ import { parsePrometheus } from '../utils/prom.js'
 import { monitoring, startPrometheus, type Series } from '../utils/prometheus.js'
 import { serveReady, type Served } from '../utils/serve.js'
 import { until } from '../utils/remote.js'
+import { tempDir } from '../utils/tmp.js'
 
 /* biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's placeholder for the chosen data source,
    not a template */
@@ -20,6 +22,7 @@ const DATASOURCE = '${datasource}'
 // BUNDLE_REQUIRE_MONITORING_TESTS=1, as in prometheus.test.ts).
 
 const QUICKSTART = fileURLToPath(new URL('../../examples/quickstart/service.ts', import.meta.url))
+const STAND_IN = fileURLToPath(new URL('../fixtures/nvidia-smi/', import.meta.url))
 const read = (rel: string) => JSON.parse(readFileSync(new URL(rel, import.meta.url), 'utf8')) as unknown
 const dashboard = read('../../docker/grafana/modelbundle-dashboard.json') as Dashboard
 const schema = read('../fixtures/grafana/dashboard.jsonschema.json') as object
@@ -190,6 +193,11 @@ describe('the Grafana dashboard (docker/grafana/modelbundle-dashboard.json)', ()
       'bundle_runner_rejected_total',
       'bundle_runner_workers',
       'bundle_runner_worker_restarts',
+      'bundle_runner_batch_size_sum',
+      'bundle_gpu_utilization_ratio',
+      'bundle_gpu_memory_used_bytes',
+      'bundle_gpu_power_watts',
+      'bundle_gpu_runner_workers',
     ])
       assert.ok(used.has(name), `no panel shows ${name}`)
     // 429/503 are the server's shed responses; they come from the request counter.
@@ -201,8 +209,22 @@ describe('the Grafana dashboard (docker/grafana/modelbundle-dashboard.json)', ()
 
   describe('against a running bundle serve', () => {
     let server: Served | undefined
-    // With gRPC on, so its series (named by an alert) are exported too.
-    const serve = async () => (server ??= await serveReady(QUICKSTART, [], { GRPC_PORT: '0' }))
+    // With gRPC on, so its series (named by an alert) are exported too; on a stand-in GPU
+    // machine (nvidia-smi answering from a recorded two-GPU table), with the classifier's worker
+    // placed on half a GPU (onnxruntime still runs it on the CPU), so the GPU panels have data.
+    const serve = async () => {
+      if (server) return server
+      const dir = tempDir()
+      const config = join(dir, 'gpu.yaml')
+      writeFileSync(config, 'runners:\n  ocr-cls:\n    resources: { gpu: 0.5 }\n    executionProviders: [cpu]\n')
+      server = await serveReady(QUICKSTART, ['--config', config], {
+        GRPC_PORT: '0',
+        PATH: `${STAND_IN}${delimiter}${process.env.PATH}`,
+        NVIDIA_SMI_FIXTURE: join(STAND_IN, 'two'),
+        BUNDLE_GPU_METRICS_INTERVAL_MS: '1000',
+      })
+      return server
+    }
     const png = readFileSync(new URL('../fixtures/images/hello-0.png', import.meta.url))
     const traffic = async (url: string) => {
       for (let i = 0; i < 5; i++)
