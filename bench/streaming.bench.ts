@@ -2,13 +2,13 @@
 // answer: the OCR example's POST /readStream (one event per line, as soon as it is read) and
 // POST /read (the page once every line is), on the rendered page (4 lines) and the same page
 // stacked three times (12 lines), one request at a time and 4 at once.
-import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import sharp from 'sharp'
 import { fmt, machine, median, writeSection } from './results.js'
+import { startServer, waitReady } from './server.js'
 
 const BIN = fileURLToPath(new URL('../bin/bundle', import.meta.url))
 const SERVICE = fileURLToPath(new URL('../examples/ocr/service.ts', import.meta.url))
@@ -54,17 +54,14 @@ async function whole(body: Buffer): Promise<number> {
   return performance.now() - t0
 }
 
-const child = spawn(process.execPath, [BIN, 'serve', SERVICE, '--port', String(port)], {
-  env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' },
-  stdio: 'ignore',
-})
+const { child } = await startServer(
+  [BIN, 'serve', SERVICE, '--port', String(port)],
+  { BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' },
+  'ignore',
+)
 const exited = new Promise((r) => child.on('exit', r))
 try {
-  const t0 = performance.now()
-  while ((await fetch(`${base}/readyz`).catch(() => undefined))?.status !== 200) {
-    if (performance.now() - t0 > 120_000) throw new Error('the OCR service never became ready')
-    await new Promise((r) => setTimeout(r, 50))
-  }
+  await waitReady(base)
   const rows: string[] = []
   for (const [name, body] of [
     ['page (4 lines)', PAGE],

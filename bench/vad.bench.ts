@@ -5,7 +5,6 @@
 //   one process (batch 1: what a per-stream loop does; batch 64: the model's own best);
 // - live: N streams each send 100 ms of audio every 100 ms; how long after its moment in the
 //   audio each speech_start arrives (the segmenter itself waits 3 frames, 288 ms, to confirm).
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -14,6 +13,7 @@ import ort from 'onnxruntime-node'
 import WebSocket from 'ws'
 import { speechPcm } from '../test/utils/speech.js'
 import { fmt, machine, median, writeSection } from './results.js'
+import { startServer, waitReady } from './server.js'
 
 const BIN = fileURLToPath(new URL('../bin/bundle', import.meta.url))
 const SERVICE = fileURLToPath(new URL('../examples/vad/service.ts', import.meta.url))
@@ -96,17 +96,14 @@ const framesPerStream = Math.ceil(pcm.length / 2 / 1536)
 const hand1 = await byHand(1, 2000)
 const hand64 = await byHand(64, 8000)
 
-const child = spawn(process.execPath, [BIN, 'serve', SERVICE, '--port', String(port)], {
-  env: { ...process.env, BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' },
-  stdio: 'ignore',
-})
+const { child } = await startServer(
+  [BIN, 'serve', SERVICE, '--port', String(port)],
+  { BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0' },
+  'ignore',
+)
 const exited = new Promise((r) => child.on('exit', r))
 try {
-  const t0 = performance.now()
-  while ((await fetch(`${base}/readyz`).catch(() => undefined))?.status !== 200) {
-    if (performance.now() - t0 > 120_000) throw new Error('the VAD service never became ready')
-    await new Promise((r) => setTimeout(r, 50))
-  }
+  await waitReady(base)
   await stream(pcm, 0) // warm-up
   const fastRows: string[] = []
   for (const n of [1, 8, 32, 64]) {

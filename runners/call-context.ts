@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
-import type { StageTimes } from './batching/dispatcher.js'
+import type { StageTimes, SubmitOptions } from './batching/dispatcher.js'
 
 export type { StageTimes }
 
@@ -42,4 +42,10 @@ export function withCallContext<T>(ctx: CallContext, fn: () => T): T {
 /** The context of the request this code runs for, if any. */
 export function currentCall(): CallContext | undefined {
   return storage.getStore()
+}
+
+/** What a runner hands its batcher from the request's context (its deadline, priority, whether its client went). */
+export function submitOptionsOf(call: CallContext | undefined): SubmitOptions {
+  if (call === undefined) return {}
+  return { deadline: call.deadline, priority: call.priority, gone: call.gone, timing: call.timing, signal: call.signal }
 }

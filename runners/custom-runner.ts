@@ -3,7 +3,7 @@ import { BundleError } from '../errors/index.js'
 import { Dispatcher, type DispatcherStats } from './batching/dispatcher.js'
 import { mergeOverrides, type RunnerOverrides } from './config.js'
 import { WorkerPool } from './pool/worker-pool.js'
-import { currentCall } from './call-context.js'
+import { currentCall, submitOptionsOf } from './call-context.js'
 import { PooledRunner } from './pooled-runner.js'
 import { startPool } from './pool/pool.js'
 import {
@@ -137,21 +137,7 @@ export class CustomRunner extends PooledRunner {
     const call = currentCall()
     // The server asks this method's batcher, not the whole runner, before it reads the next body.
     call?.uses?.add(this.refusers.get(method)!)
-    return (
-      (await d.submit(
-        items,
-        items.length,
-        call
-          ? {
-              deadline: call.deadline,
-              priority: call.priority,
-              gone: call.gone,
-              timing: call.timing,
-              signal: call.signal,
-            }
-          : {},
-      )) as O[][]
-    ).flat()
+    return ((await d.submit(items, items.length, submitOptionsOf(call))) as O[][]).flat()
   }
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */

@@ -11,7 +11,7 @@ import { openResponseCache, throughCache } from './onnx/response-cache.js'
 import type { RedisLink } from './remote/link.js'
 import { autoscale } from './autoscaler.js'
 import { RUNNER_DEFAULTS } from './defaults.js'
-import { currentCall } from './call-context.js'
+import { currentCall, submitOptionsOf } from './call-context.js'
 import { PooledRunner } from './pooled-runner.js'
 import type { RunnerVersions, VersionedRunner } from './runner.js'
 import type { RunnerTensor } from './tensor.js'
@@ -307,20 +307,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     const { wire, key } = frameRequest(this.name, inputs, d.spec, inDim)
     const call = currentCall()
     call?.uses?.add(this)
-    const out = await d.submit(
-      wire,
-      key,
-      frame,
-      call
-        ? {
-            deadline: call.deadline,
-            priority: call.priority,
-            gone: call.gone,
-            timing: call.timing,
-            signal: call.signal,
-          }
-        : {},
-    )
+    const out = await d.submit(wire, key, frame, submitOptionsOf(call))
     return joinParts([out], outDim)
   }
 
@@ -340,20 +327,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     // The request this call serves lends its deadline and priority (and learns this runner).
     const call = currentCall()
     call?.uses?.add(this)
-    const parts = await this.dispatcher.submit(
-      wire,
-      rows,
-      call
-        ? {
-            key,
-            deadline: call.deadline,
-            priority: call.priority,
-            gone: call.gone,
-            timing: call.timing,
-            signal: call.signal,
-          }
-        : { key },
-    )
+    const parts = await this.dispatcher.submit(wire, rows, { ...submitOptionsOf(call), key })
     return joinParts(parts, outDim)
   }
 
