@@ -27,7 +27,6 @@ function newGate() {
   const wait = new Promise<void>((r) => (open = r))
   return { open, wait }
 }
-let lateGate = newGate()
 let lateItems = 0
 /** Set when a generator's `finally` ran. */
 const finished: string[] = []
@@ -83,12 +82,12 @@ const def = defineService({
         yield { n: 'one', word: 2 } as unknown as z.infer<typeof Item>
       },
     }),
-    /** Waits for lateGate, then answers with a stream that never ends by itself. */
+    /** Returns its stream only once the server has seen its client go: a stream nobody will read. */
     late: defineApi({
       input: io.json(z.object({})),
       output: io.stream(io.json(Item)),
-      handler: async () => {
-        await lateGate.wait
+      handler: async (_input, ctx) => {
+        await new Promise((r) => ctx.signal.addEventListener('abort', r, { once: true }))
         return (async function* () {
           for (let n = 0; ; n++) {
             lateItems++
@@ -253,7 +252,6 @@ describe('io.stream answers over a socket', () => {
   })
 
   it('a client gone before the method returned its stream gets no stream run for it', async () => {
-    lateGate = newGate()
     lateItems = 0
     const req = request(`${running.url}/late`, {
       method: 'POST',
@@ -264,8 +262,6 @@ describe('io.stream answers over a socket', () => {
     req.end('{}')
     await until('the method is running', () => running.service.inFlight() === 1)
     req.destroy()
-    await new Promise((r) => setTimeout(r, 50))
-    lateGate.open()
     await until('the request ended', () => running.service.inFlight() === 0)
     assert.ok(lateItems <= 1, `${lateItems} items made for a client that had gone`)
   })
