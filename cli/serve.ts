@@ -110,6 +110,7 @@ interface ServeFlags {
   runners: string
   redis?: string
   remoteGrace?: string
+  otelEndpoint?: string
 }
 
 /** An origin as browsers send it (scheme://host[:port]), or `*`. */
@@ -219,6 +220,11 @@ export function serveCommand(): Command {
       'remote runners: while no worker is live, how long a batch waits for one before 503 E_REMOTE_NO_WORKERS ' +
         '(default $BUNDLE_REMOTE_GRACE_MS or 2000; 0 = at once)',
     )
+    .option(
+      '--otel-endpoint <url>',
+      'send OpenTelemetry traces over OTLP/HTTP to this collector (e.g. http://localhost:4318; default ' +
+        '$OTEL_EXPORTER_OTLP_ENDPOINT; off when neither is set)',
+    )
     .action(async (entry: string, opts: ServeFlags) => {
       if (opts.reload) {
         followParentUnderNpm()
@@ -256,6 +262,7 @@ export function serveCommand(): Command {
         ...(apiKey ? { apiKey } : {}),
         ...limits,
         ...(opts.accessLog === false ? { accessLog: false } : {}),
+        ...(opts.otelEndpoint !== undefined ? { otelEndpoint: opts.otelEndpoint } : {}),
         ...(runnerConfig ? { runnerConfig } : {}),
         ...(link ? { redis: link, scope } : {}),
         ...(link && opts.runners === 'remote'

@@ -26,69 +26,92 @@ export function workerCommand(): Command {
     .option('--runner <name>', 'run only this runner (repeatable; default: all of them)', collect, [])
     .option('--concurrency <n>', "batches taken at once per runner (default: the runner's worker processes)")
     .option('--redis <url>', 'Redis the API servers use (default $BUNDLE_REDIS_URL)')
-    .action(async (entry: string, opts: { runner: string[]; concurrency?: string; redis?: string }) => {
-      const url = redisUrl(opts.redis, 'bundle worker')
-      let concurrency: number | undefined
-      if (opts.concurrency !== undefined) {
-        concurrency = Number(opts.concurrency)
-        if (!Number.isInteger(concurrency) || concurrency < 1)
-          throw new BundleError('E_CLI_USAGE', `--concurrency "${opts.concurrency}" must be a whole number ≥ 1`)
-      }
-      const { definition, scope } = await resolveEntry(entry)
-      // Runners that can run batches for others (not ensembles: their steps' runners do).
-      const runnable = definition.runners.filter((r) => r.remote !== undefined)
-      for (const name of opts.runner) {
-        if (!runnable.some((r) => r.name === name))
-          throw new BundleError(
-            'E_CLI_USAGE',
-            `--runner ${name}: ${definition.name} has no such runner (runners: ` +
-              `${runnable.map((r) => r.name).join(', ') || 'none'})`,
-          )
-      }
-      const chosen = opts.runner.length ? runnable.filter((r) => opts.runner.includes(r.name)) : runnable
-      if (chosen.length === 0) throw new BundleError('E_CLI_USAGE', `${definition.name} has no runners to serve`)
-      const { envOverrides, mergeOverrides, queueName, RedisLink, serveQueue } = await import('../runners/index.js')
-      const { default: pino } = await import('pino')
-      const log = pino({ base: { service: definition.name, role: 'worker' } })
-      const link = new RedisLink(url)
-      const served: { close(): Promise<void> }[] = []
-      const stop = async (code: number) => {
-        await Promise.all(served.map((s) => s.close().catch(() => undefined)))
-        await Promise.all(chosen.map((r) => r.stop().catch(() => undefined)))
-        await link.close()
-        process.exit(code)
-      }
-      for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void stop(0))
-      followParentUnderNpm()
-      try {
-        // Start-up hooks prepare what the service needs, e.g. its models in a fresh store.
-        const instance = definition.create()
-        for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
-        for (const r of chosen) {
-          const remote = r.remote
-          if (remote === undefined) continue
-          r.configure(mergeOverrides({}, envOverrides(r.name)))
-          r.useRedis?.(link)
-          await r.start()
-          const workers = r.health().workers || 1
-          const queue = queueName(scope, r.name)
-          served.push(
-            await serveQueue({
-              link,
-              queue,
-              runner: { name: r.name, execute: (m, a) => remote.execute(m, a), digest: () => remote.digest() },
-              concurrency: concurrency ?? workers,
-            }),
-          )
-          log.info({ runner: r.name, queue, concurrency: concurrency ?? workers }, 'serving remote batches')
+    .option(
+      '--otel-endpoint <url>',
+      "send this worker's OpenTelemetry spans over OTLP/HTTP to this collector (default $OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
+    .action(
+      async (
+        entry: string,
+        opts: { runner: string[]; concurrency?: string; redis?: string; otelEndpoint?: string },
+      ) => {
+        const url = redisUrl(opts.redis, 'bundle worker')
+        let concurrency: number | undefined
+        if (opts.concurrency !== undefined) {
+          concurrency = Number(opts.concurrency)
+          if (!Number.isInteger(concurrency) || concurrency < 1)
+            throw new BundleError('E_CLI_USAGE', `--concurrency "${opts.concurrency}" must be a whole number ≥ 1`)
         }
-      } catch (err) {
-        // A worker that cannot serve everything it was asked to exits, so an orchestrator restarts it.
-        await Promise.all(served.map((s) => s.close().catch(() => undefined)))
-        await Promise.all(chosen.map((r) => r.stop().catch(() => undefined)))
-        await link.close()
-        throw err
-      }
-      log.info({ runners: chosen.map((r) => r.name), redis: link.shown }, 'worker ready')
-    })
+        const { definition, scope } = await resolveEntry(entry)
+        // Runners that can run batches for others (not ensembles: their steps' runners do).
+        const runnable = definition.runners.filter((r) => r.remote !== undefined)
+        for (const name of opts.runner) {
+          if (!runnable.some((r) => r.name === name))
+            throw new BundleError(
+              'E_CLI_USAGE',
+              `--runner ${name}: ${definition.name} has no such runner (runners: ` +
+                `${runnable.map((r) => r.name).join(', ') || 'none'})`,
+            )
+        }
+        const chosen = opts.runner.length ? runnable.filter((r) => opts.runner.includes(r.name)) : runnable
+        if (chosen.length === 0) throw new BundleError('E_CLI_USAGE', `${definition.name} has no runners to serve`)
+        const {
+          envOverrides,
+          mergeOverrides,
+          queueName,
+          RedisLink,
+          serveQueue,
+          startTracing,
+          stopTracing,
+          tracingSettings,
+        } = await import('../runners/index.js')
+        const tracing = tracingSettings({ endpoint: opts.otelEndpoint, serviceName: definition.name })
+        const { default: pino } = await import('pino')
+        const log = pino({ base: { service: definition.name, role: 'worker' } })
+        const link = new RedisLink(url)
+        const served: { close(): Promise<void> }[] = []
+        const stop = async (code: number) => {
+          await Promise.all(served.map((s) => s.close().catch(() => undefined)))
+          await Promise.all(chosen.map((r) => r.stop().catch(() => undefined)))
+          await link.close()
+          await stopTracing()
+          process.exit(code)
+        }
+        for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void stop(0))
+        followParentUnderNpm()
+        try {
+          // Before the runners start: their worker processes trace too, as children of this one's spans.
+          if (tracing) await startTracing(tracing, { 'bundle.process': 'remote-worker' })
+          // Start-up hooks prepare what the service needs, e.g. its models in a fresh store.
+          const instance = definition.create()
+          for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
+          for (const r of chosen) {
+            const remote = r.remote
+            if (remote === undefined) continue
+            r.configure(mergeOverrides({}, envOverrides(r.name)))
+            r.useRedis?.(link)
+            await r.start()
+            const workers = r.health().workers || 1
+            const queue = queueName(scope, r.name)
+            served.push(
+              await serveQueue({
+                link,
+                queue,
+                runner: { name: r.name, execute: (m, a, t) => remote.execute(m, a, t), digest: () => remote.digest() },
+                concurrency: concurrency ?? workers,
+              }),
+            )
+            log.info({ runner: r.name, queue, concurrency: concurrency ?? workers }, 'serving remote batches')
+          }
+        } catch (err) {
+          // A worker that cannot serve everything it was asked to exits, so an orchestrator restarts it.
+          await Promise.all(served.map((s) => s.close().catch(() => undefined)))
+          await Promise.all(chosen.map((r) => r.stop().catch(() => undefined)))
+          await link.close()
+          await stopTracing()
+          throw err
+        }
+        log.info({ runners: chosen.map((r) => r.name), redis: link.shown }, 'worker ready')
+      },
+    )
 }

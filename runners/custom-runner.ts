@@ -5,6 +5,8 @@ import { mergeOverrides, type RunnerOverrides } from './config.js'
 import { WorkerPool } from './pool/worker-pool.js'
 import { currentCall, submitOptionsOf } from './call-context.js'
 import { PooledRunner } from './pooled-runner.js'
+import { tracesOf } from './onnx/batch.js'
+import { CallTrace, directCallSpan, endSpan, traced } from './tracing/index.js'
 import { startPool } from './pool/pool.js'
 import {
   customSettings,
@@ -106,7 +108,7 @@ export class CustomRunner extends PooledRunner {
       { ...batching, slots, depth, ...(observer ? { observer } : {}) },
       async (slices, _rows, report) => {
         const items = slices.flatMap((s) => s.payload.slice(s.start, s.start + s.rows))
-        const out = (await this.livePool().run(method, items, report)) as unknown[]
+        const out = (await this.livePool().run(method, items, report, tracesOf(slices))) as unknown[]
         if (!Array.isArray(out) || out.length !== items.length)
           throw new BundleError(
             'E_INTERNAL',
@@ -121,7 +123,16 @@ export class CustomRunner extends PooledRunner {
 
   /** Calls a method once with `args` (no batching). */
   async call<T = unknown>(method: string, args?: unknown): Promise<T> {
-    return (await this.livePool().run(method, args)) as T
+    const span = directCallSpan(this.name, method)
+    if (span === undefined) return (await this.livePool().run(method, args)) as T
+    try {
+      const out = (await this.livePool().run(method, args, undefined, [span.carrier])) as T
+      endSpan(span.span)
+      return out
+    } catch (err) {
+      endSpan(span.span, err)
+      throw err
+    }
   }
 
   /** Sends `items` through a batchable method; concurrent calls are merged into batches. */
@@ -137,7 +148,8 @@ export class CustomRunner extends PooledRunner {
     const call = currentCall()
     // The server asks this method's batcher, not the whole runner, before it reads the next body.
     call?.uses?.add(this.refusers.get(method)!)
-    return ((await d.submit(items, items.length, submitOptionsOf(call))) as O[][]).flat()
+    const trace = CallTrace.start(this.name, method, items.length)
+    return ((await traced(trace, d.submit(items, items.length, { ...submitOptionsOf(call), trace }))) as O[][]).flat()
   }
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */

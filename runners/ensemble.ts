@@ -3,6 +3,7 @@ import type { InferenceModel, TensorSpec } from './inference.js'
 import type { Runner, RunnerHealth } from './runner.js'
 import { RunnerStats } from './stats.js'
 import type { RunnerTensor } from './tensor.js'
+import { endSpan, spanAround } from './tracing/index.js'
 
 /** One model call of an ensemble: which model, and how its tensors connect to the ensemble's. */
 export interface EnsembleStep {
@@ -295,16 +296,23 @@ export class Ensemble implements Runner {
         const m = resolve(s.model, s.version)
         st.model_version = m.version
         const started = performance.now()
+        // A traced request shows each step as a span, its model's runner call inside it.
+        const span = spanAround(`step ${i + 1} ${s.model}`, {
+          'bundle.ensemble': this.name,
+          'bundle.model': s.model,
+          'bundle.model.version': m.version,
+        })
+        const feeds = Object.fromEntries(Object.entries(s.inputMap).map(([k, t]) => [k, tensors.get(t)!]))
         try {
-          const out = await m.infer(
-            Object.fromEntries(Object.entries(s.inputMap).map(([k, t]) => [k, tensors.get(t)!])),
-          )
+          const out = await (span ? span.within(() => m.infer(feeds)) : m.infer(feeds))
           for (const [k, t] of Object.entries(s.outputMap)) tensors.set(t, out[k]!)
           st.success.count++
           st.success.ns += Math.round((performance.now() - started) * 1e6)
+          if (span) endSpan(span.span)
         } catch (err) {
           st.fail.count++
           st.fail.ns += Math.round((performance.now() - started) * 1e6)
+          if (span) endSpan(span.span, err)
           throw err
         }
       })

@@ -12,6 +12,7 @@ import type { RedisLink } from './remote/link.js'
 import { autoscale } from './autoscaler.js'
 import { RUNNER_DEFAULTS } from './defaults.js'
 import { currentCall, submitOptionsOf } from './call-context.js'
+import { CallTrace, traced } from './tracing/index.js'
 import { PooledRunner } from './pooled-runner.js'
 import type { RunnerVersions, VersionedRunner } from './runner.js'
 import type { RunnerTensor } from './tensor.js'
@@ -307,7 +308,8 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     const { wire, key } = frameRequest(this.name, inputs, d.spec, inDim)
     const call = currentCall()
     call?.uses?.add(this)
-    const out = await d.submit(wire, key, frame, submitOptionsOf(call))
+    const trace = CallTrace.start(this.name, 'run', 1)
+    const out = await traced(trace, d.submit(wire, key, frame, { ...submitOptionsOf(call), trace }))
     return joinParts([out], outDim)
   }
 
@@ -327,7 +329,8 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     // The request this call serves lends its deadline and priority (and learns this runner).
     const call = currentCall()
     call?.uses?.add(this)
-    const parts = await this.dispatcher.submit(wire, rows, { ...submitOptionsOf(call), key })
+    const trace = CallTrace.start(this.name, 'run', rows)
+    const parts = await traced(trace, this.dispatcher.submit(wire, rows, { ...submitOptionsOf(call), key, trace }))
     return joinParts(parts, outDim)
   }
 

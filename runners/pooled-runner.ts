@@ -7,6 +7,7 @@ import { RemotePool } from './remote/remote-pool.js'
 import type { RemoteTarget } from './remote/target.js'
 import { notRunning, trackRunner } from './registry.js'
 import type { Runner, RunnerHealth, RunnerRemote } from './runner.js'
+import type { TraceCarrier } from './tracing/index.js'
 
 /**
  * The life every runner with workers shares, whatever runs in them (onnx, custom TypeScript):
@@ -48,10 +49,10 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
    * Runs one call (a formed batch for batchable methods) on this runner's own workers: what a remote worker does with a
    * job.
    */
-  async execute(method: string, args: unknown): Promise<unknown> {
+  async execute(method: string, args: unknown, trace?: TraceCarrier[]): Promise<unknown> {
     const waking = this.wake()
     if (waking) await waking
-    return this.livePool().run(method, args)
+    return this.livePool().run(method, args, undefined, trace)
   }
 
   /** The content digest of the model it serves (remote workers check batches against it). */

@@ -4,6 +4,7 @@ import type { RunnerOverrides } from './config.js'
 import type { InferenceModel } from './inference.js'
 import type { RunnerHealth, RunnerMetrics } from './metrics.js'
 import type { RedisLink } from './remote/link.js'
+import type { TraceCarrier } from './tracing/index.js'
 import type { RemoteTarget } from './remote/target.js'
 
 export type RunnerKind = 'onnx' | 'custom' | 'ensemble'
@@ -26,7 +27,7 @@ export interface RunnerRemote {
   /** Before start: send batches to remote workers through Redis. */
   useRemote(target: RemoteTarget): void
   /** Runs one formed batch on this runner's own workers: what `bundle worker` does with a job. */
-  execute(method: string, args: unknown): Promise<unknown>
+  execute(method: string, args: unknown, trace?: TraceCarrier[]): Promise<unknown>
   /** The content digest of the model it serves, when it has one (workers check batches against it). */
   digest(): string | undefined
 }

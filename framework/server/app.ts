@@ -27,6 +27,7 @@ import { LogSink } from './log-sink.js'
 import { createMetrics, type ServerMetrics } from './metrics.js'
 import { openapiDocument } from './openapi.js'
 import { RequestPipeline } from './pipeline.js'
+import { traceFields } from './request-span.js'
 import { frameworkVersion, headerOf, SANE_REQUEST_ID } from './request.js'
 import { readableOf, StreamAnswer } from './streaming.js'
 import { TaskService } from './tasks/queue.js'
@@ -126,7 +127,12 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   // line costs more than handling a small request. serve() flushes after lifecycle lines and at shutdown.
   const sink = options.logger ? undefined : new LogSink(1)
   const log =
-    options.logger ?? pino({ level: process.env.BUNDLE_LOG_LEVEL ?? 'info', base: { service: definition.name } }, sink)
+    options.logger ??
+    pino(
+      // Lines logged inside a traced request carry its trace_id and span_id.
+      { level: process.env.BUNDLE_LOG_LEVEL ?? 'info', base: { service: definition.name }, mixin: traceFields },
+      sink,
+    )
   const accessLogOn = options.accessLog ?? process.env.BUNDLE_ACCESS_LOG !== '0'
   const logAccess = accessLogOn ? accessLog(log, sink, definition.name) : undefined
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
@@ -178,7 +184,9 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     maxBodyBytes: maxBody,
     serverTiming,
   })
-  const app = new Hono<{ Variables: { requestId: string; headed?: boolean } }>()
+  const app = new Hono<{
+    Variables: { requestId: string; headed?: boolean; trace?: { traceId: string; spanId: string } }
+  }>()
   const sockets = new WebSocketRoutes({
     definition,
     lifecycle,
@@ -204,6 +212,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       c.res.status,
       Math.round((performance.now() - started) * 100) / 100,
       requestId,
+      c.get('trace'),
     )
   })
 
@@ -294,6 +303,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
       )
       // Plain header objects: a Headers instance costs node-server a sort and a copy.
       c.set('headed', true)
+      if (answer.trace) c.set('trace', answer.trace)
       const body = answer.body instanceof StreamAnswer ? readableOf(answer.body) : answer.body
       return c.body(body as Uint8Array<ArrayBuffer> | string, answer.status as 200, answer.headers)
     })

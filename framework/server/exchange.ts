@@ -27,6 +27,8 @@ export interface Answer {
   headers: Record<string, string>
   /** A StreamAnswer (io.stream): the writer pumps its chunks to the client as they come. */
   body: string | Uint8Array | StreamAnswer
+  /** The request's server span, when traced: its access-log line names it. */
+  trace?: { traceId: string; spanId: string }
 }
 
 /** An exchange's headers as descriptors and API methods read them (any case). */

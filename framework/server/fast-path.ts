@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
 import type { ApiDefinition } from '../service/definition.js'
+import type { AccessLog } from './access-log.js'
 import { errorAnswer } from './error-response.js'
 import { nodeExchange, type Answer } from './exchange.js'
 import type { Lifecycle } from './lifecycle.js'
@@ -18,7 +19,7 @@ export interface FastPathOptions {
   log: Logger
   checkKey: ((authorization: string | undefined) => void) | undefined
   /** The access line, when access logging is on. */
-  logAccess: ((method: string, path: string, status: number, ms: number, requestId: string) => void) | undefined
+  logAccess: AccessLog | undefined
 }
 
 /**
@@ -59,7 +60,14 @@ export function fastPath(o: FastPathOptions): (req: IncomingMessage, res: Server
           res.writeHead(answer.status, headers)
           res.end(answer.body as string | Uint8Array)
         }
-        logAccess?.('POST', path, answer.status, Math.round((performance.now() - started) * 100) / 100, requestId)
+        logAccess?.(
+          'POST',
+          path,
+          answer.status,
+          Math.round((performance.now() - started) * 100) / 100,
+          requestId,
+          answer.trace,
+        )
       } catch (err) {
         log.error({ err, requestId }, 'could not write the response')
         res.destroy()
@@ -74,7 +82,14 @@ export function fastPath(o: FastPathOptions): (req: IncomingMessage, res: Server
       }
       void body.pump(nodeSink(res, () => body.cancel()))
       void body.finished.then((status) =>
-        logAccess?.('POST', path, status, Math.round((performance.now() - started) * 100) / 100, requestId),
+        logAccess?.(
+          'POST',
+          path,
+          status,
+          Math.round((performance.now() - started) * 100) / 100,
+          requestId,
+          answer.trace,
+        ),
       )
     }
     if (checkKey) {

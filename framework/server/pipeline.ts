@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import { BundleError } from '../../errors/index.js'
-import { withCallContext, type StageTimes } from '../../runners/index.js'
+import { activeTracer, endSpan, withCallContext, type StageTimes } from '../../runners/index.js'
 import { isStreamBody, mediaTypeMatches, type HeaderReader } from '../io/types.js'
 import type { ApiDefinition, ServiceDefinition } from '../service/definition.js'
 import { callOptions, refusalDue, refuseEarly } from './call-options.js'
@@ -11,6 +11,7 @@ import type { Lifecycle } from './lifecycle.js'
 import type { ServerMetrics } from './metrics.js'
 import { RequestContext } from './request.js'
 import { StreamAnswer } from './streaming.js'
+import { RequestSpan } from './request-span.js'
 import { decodeBody } from './v2/encoding.js'
 
 /**
@@ -136,7 +137,37 @@ export class RequestPipeline {
    * (and shutdown waits for it) until it really ends, so timeouts cannot pile up unbounded
    * work. Settles when the method has ended.
    */
-  async handle(ex: Exchange, a: ApiDefinition, requestId: string, respond: (answer: Answer) => void): Promise<void> {
+  handle(ex: Exchange, a: ApiDefinition, requestId: string, respond: (answer: Answer) => void): Promise<void> {
+    // Tracing off: one check, no span and no context switch.
+    if (activeTracer() === undefined) return this.serve(ex, a, requestId, respond, undefined)
+    const rs = RequestSpan.start(
+      `POST ${a.route}`,
+      { 'http.request.method': 'POST', 'http.route': a.route, 'url.path': a.route, 'bundle.request_id': requestId },
+      (name) => ex.header(name),
+    )!
+    const ids = rs.ids()
+    const settled = rs.within(() =>
+      this.serve(
+        ex,
+        a,
+        requestId,
+        (x) => {
+          rs.status(x.status)
+          respond({ ...x, trace: ids })
+        },
+        rs,
+      ),
+    )
+    return settled.finally(() => rs.end())
+  }
+
+  private async serve(
+    ex: Exchange,
+    a: ApiDefinition,
+    requestId: string,
+    respond: (answer: Answer) => void,
+    rs: RequestSpan | undefined,
+  ): Promise<void> {
     const { definition, lifecycle, log, deadlines, serverTiming } = this.o
     const started = performance.now()
     const m = this.o.metrics.endpoint(a.name)
@@ -172,8 +203,16 @@ export class RequestPipeline {
       const read = serverTiming ? performance.now() : 0
       // Awaited only when the descriptor needs it: each promise hop shows on a small call.
       const headers = new ExchangeHeaders(ex)
-      let input = this.decodeInput(headers, a, body)
-      if (input instanceof Promise) input = await input
+      const decoding = rs?.child('decode', { 'bundle.body_bytes': body.bytes.byteLength })
+      let input: unknown
+      try {
+        input = this.decodeInput(headers, a, body)
+        if (input instanceof Promise) input = await input
+      } catch (err) {
+        if (decoding) endSpan(decoding, err)
+        throw err
+      }
+      decoding?.end()
       const decoded = serverTiming ? performance.now() : 0
       const method = instance[a.name] as (input: unknown, ctx: unknown) => unknown
       const ctx = new RequestContext(requestId, headers, ex.outgoing)

@@ -9,6 +9,7 @@ import { BundleError, isBundleError } from '../../errors/index.js'
 import { createServiceApp, type AppOptions, type ServiceApp } from './app.js'
 import { startGrpcServer, type GrpcServer } from './grpc/server.js'
 import { lingerOnClose } from './linger.js'
+import { startTracing, stopTracing, tracingSettings } from '../../runners/index.js'
 import type { ServiceDefinition } from '../service/definition.js'
 
 export interface ServeOptions extends AppOptions {
@@ -37,6 +38,12 @@ export interface ServeOptions extends AppOptions {
    * same host. Default: off.
    */
   grpcPort?: number
+  /**
+   * Send OpenTelemetry traces to this OTLP/HTTP collector (its base URL, e.g.
+   * http://localhost:4318). Without it, OTEL_EXPORTER_OTLP_ENDPOINT (and the other OTEL_*
+   * variables) decide; with neither, tracing is off. See docs/operations.md "Traces".
+   */
+  otelEndpoint?: string
 }
 
 export interface RunningServer {
@@ -112,6 +119,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   // Settings are checked before the socket opens: a bad one fails the start with one coded
   // line, never after a "listening" line.
   service.configure()
+  const tracing = tracingSettings({ endpoint: options.otelEndpoint, serviceName: definition.name })
   // Slow clients: a client gets 15 s to send its headers and 60 s for the whole request, so
   // trickling connections cannot pile up; idle keep-alive sockets close after 5 s. Node checks
   // these deadlines every connectionsCheckingInterval, so keep it well below them.
@@ -321,6 +329,8 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
         server.closeAllConnections()
         clearInterval(sweep)
         await closed
+        // The last requests' spans (the workers sent theirs as they stopped).
+        await stopTracing()
         service.log.info('stopped')
         await new Promise<void>((resolve) => service.log.flush(() => resolve()))
       }
@@ -348,6 +358,11 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   }
 
   try {
+    // Before the runners start: their workers are told to trace too.
+    if (tracing) {
+      await startTracing(tracing, { 'bundle.process': 'api-server' })
+      service.log.info({ url: tracing.url, protocol: tracing.protocol }, 'sending traces')
+    }
     await service.start()
     service.log.flush()
   } catch (err) {

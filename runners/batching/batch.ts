@@ -1,4 +1,5 @@
 import { BundleError } from '../../errors/index.js'
+import type { TraceCarrier, TracedPart } from '../tracing/index.js'
 import type { Clock } from './clock.js'
 import type { LatencyModel } from './latency-model.js'
 import type { Settings } from './options.js'
@@ -14,6 +15,8 @@ export interface Slice<P> {
   payload: P
   start: number
   rows: number
+  /** Where the request's trace continues inside the worker (its batch span), when it is traced. */
+  trace?: TraceCarrier
 }
 
 /**
@@ -97,6 +100,7 @@ export class BatchRunner<P, R> {
     const { clock, model, settings } = this.d
     const started = clock.now()
     const waited = owners.map((o) => started - o.arrived)
+    const traced = owners.some((o) => o.trace !== undefined) ? this.traceBatch(slices, owners, taken) : undefined
     let compute: number | undefined
     let result: Promise<R[]>
     try {
@@ -119,11 +123,13 @@ export class BatchRunner<P, R> {
               item.timing.computeMs += compute ?? total
               item.timing.transferMs += compute === undefined ? 0 : total - compute
             }
+            traced?.[i]?.end()
             partDone(item, s.start, results[i]!)
           })
         },
         (err) => {
           settings.observer?.batch(taken, waited, clock.now() - started, false)
+          for (const part of traced ?? []) part?.end(err)
           for (const item of owners) {
             item.outstanding--
             // The rest of a split request must not run for nothing.
@@ -136,5 +142,15 @@ export class BatchRunner<P, R> {
         this.d.workers.returned(worker, clock.now())
         this.d.settled()
       })
+  }
+
+  /** Traced requests' batch spans (their queue wait ends here); each slice carries its own to the worker. */
+  private traceBatch(slices: Slice<P>[], owners: Pending<P, R>[], taken: number): (TracedPart | undefined)[] {
+    const traces = owners.map((o) => o.trace)
+    return slices.map((s, i) => {
+      const part = traces[i]?.joined(s.rows, taken, traces)
+      if (part) s.trace = part.carrier
+      return part
+    })
   }
 }

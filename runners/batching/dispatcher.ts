@@ -177,6 +177,7 @@ export class Dispatcher<P, R> {
         reject,
         gone: o.gone,
         timing: o.timing,
+        trace: o.trace,
       }
       if (o.signal) {
         const signal = o.signal

@@ -1,3 +1,4 @@
+import type { CallTrace } from '../tracing/call-trace.js'
 import type { Waiting } from './queue.js'
 
 /**
@@ -28,6 +29,8 @@ export interface SubmitOptions {
   gone?: (() => boolean) | undefined
   /** Where this request's queue, compute and transfer times are added (see StageTimes). */
   timing?: StageTimes | undefined
+  /** The call's spans, when its request is traced: queue wait and batches are recorded on it. */
+  trace?: CallTrace | undefined
 }
 
 /**
@@ -38,6 +41,7 @@ export interface Pending<P, R> extends Waiting {
   payload: P
   gone?: (() => boolean) | undefined
   timing?: StageTimes | undefined
+  trace?: CallTrace | undefined
   parts: { start: number; result: R }[]
   outstanding: number
   failed: boolean

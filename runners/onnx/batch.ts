@@ -1,6 +1,7 @@
 import { BundleError } from '../../errors/index.js'
 import type { Slice } from '../batching/dispatcher.js'
 import type { Pool } from '../pool/pool.js'
+import type { TraceCarrier } from '../tracing/index.js'
 import {
   type GatheredTensor,
   ONNX_RUN,
@@ -72,8 +73,15 @@ export async function runOnnxBatch(
   report: (ms: number) => void,
 ): Promise<Request[]> {
   const inputs = stackInputs(slices, inDim, pool.gathers)
-  const out = (await pool.run(ONNX_RUN, { inputs } satisfies OnnxRunArgs, report)) as OnnxRunResult
+  const out = (await pool.run(ONNX_RUN, { inputs } satisfies OnnxRunArgs, report, tracesOf(slices))) as OnnxRunResult
   return splitOutputs(runner, out, slices, outDim)
+}
+
+/** The traced requests' carriers in a batch (undefined when none is traced: the usual case costs a scan). */
+export function tracesOf(slices: readonly Slice<unknown>[]): TraceCarrier[] | undefined {
+  let out: TraceCarrier[] | undefined
+  for (const s of slices) if (s.trace) (out ??= []).push(s.trace)
+  return out
 }
 
 /** One batch's inputs: each slice's rows, in order, along `inDim`. */

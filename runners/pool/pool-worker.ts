@@ -7,6 +7,7 @@ import {
   type ShmSlot,
   type WorkerMessage,
 } from './protocol.js'
+import { activeTracing, type TraceCarrier } from '../tracing/index.js'
 import { ShmChannel } from './shm.js'
 import type { Transport } from './transport.js'
 
@@ -17,6 +18,8 @@ export interface Call {
   args: unknown
   /** Told how long the call ran inside the worker. */
   timing?: ((ms: number) => void) | undefined
+  /** The traced requests it serves (see ParentMessage 'run'). */
+  trace?: TraceCarrier[] | undefined
   /** The part of the worker's shared-memory file its tensors use (one per call in flight). */
   region?: number
   resolve: (v: unknown) => void
@@ -84,12 +87,14 @@ export class PoolWorker {
     this.exited = new Promise((resolve) => (this.gone = (detail) => resolve(this.onExit(detail, file))))
     this.t.onExit((detail) => this.gone(detail))
     this.t.onMessage((m) => this.onMessage(m, file))
+    const tracing = activeTracing()
     const msg: ParentMessage = {
       type: 'init',
       runner: o.runner,
       index: o.index,
       backend: o.backend,
       ...(file ? { shm: file.path } : {}),
+      ...(tracing ? { tracing: tracing.settings } : {}),
     }
     this.t.send(msg)
   }
@@ -234,7 +239,15 @@ export class PoolWorker {
       shm = []
     }
     this.t.send(
-      { type: 'run', id: call.id, method: call.method, args, region, ...(shm.length ? { shm } : {}) },
+      {
+        type: 'run',
+        id: call.id,
+        method: call.method,
+        args,
+        region,
+        ...(shm.length ? { shm } : {}),
+        ...(call.trace ? { trace: call.trace } : {}),
+      },
       transfer,
     )
   }

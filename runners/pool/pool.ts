@@ -1,3 +1,5 @@
+import type { TraceCarrier } from '../tracing/index.js'
+
 /**
  * What a runner hands its batches to. A pool runs calls somewhere — worker processes on this
  * machine (WorkerPool), worker threads in this process (isolation: 'thread'), or workers on
@@ -19,8 +21,9 @@ export interface Pool {
   /**
    * Runs one call; args and results may hold typed arrays. `timing`, where the pool can tell,
    * is told how long the call ran inside its worker (compute, without the trip there and back).
+   * `trace`: the traced requests the call serves; the worker's spans join their traces.
    */
-  run(method: string, args: unknown, timing?: (ms: number) => void): Promise<unknown>
+  run(method: string, args: unknown, timing?: (ms: number) => void, trace?: TraceCarrier[]): Promise<unknown>
   /**
    * Whether args may hold GatheredTensors (a batch's rows as separate pieces, written straight
    * into the worker's memory); a pool that cannot take them gets tensors joined.

@@ -1,4 +1,5 @@
 import type { WireError } from '../../errors/index.js'
+import type { TraceCarrier, TracingSettings } from '../tracing/index.js'
 
 /**
  * The messages between the API process and a runner worker, as one typed union each way
@@ -133,12 +134,29 @@ export type BackendSpec =
 
 export type ParentMessage =
   /** `shm`: the shared-memory file tensor bytes travel through (see shm.ts); absent: all inline. */
-  | { type: 'init'; runner: string; index: number; backend: BackendSpec; shm?: string }
+  | {
+      type: 'init'
+      runner: string
+      index: number
+      backend: BackendSpec
+      shm?: string
+      /** Tracing is on in the API process: the worker exports its own spans there too. */
+      tracing?: TracingSettings
+    }
   /**
    * `region`: where in the shared-memory file this call's tensors go (one region per call in
    * flight); `shm`: the tensors of `args` whose bytes are there.
    */
-  | { type: 'run'; id: number; method: string; args: unknown; region?: number; shm?: ShmSlot[] }
+  | {
+      type: 'run'
+      id: number
+      method: string
+      args: unknown
+      region?: number
+      shm?: ShmSlot[]
+      /** The traced requests in this call (their batch spans): the worker's execute spans join their traces. */
+      trace?: TraceCarrier[]
+    }
   | { type: 'shutdown' }
 
 export type WorkerMessage =

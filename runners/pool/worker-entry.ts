@@ -17,6 +17,7 @@ import {
 } from './protocol.js'
 import { ShmChannel } from './shm.js'
 import { sequenceMethods } from '../sequence/worker-methods.js'
+import { executeSpans, type ExecuteSpans, flushTracing, startTracing } from '../tracing/index.js'
 
 type Methods = Record<string, (args: unknown) => unknown>
 
@@ -157,6 +158,8 @@ let methods: Methods | undefined
 let turn: Promise<unknown> = Promise.resolve()
 let shm: ShmChannel | undefined
 let reuseInputs = false
+/** Which worker this is (span attributes). */
+let worker = { runner: '', index: 0 }
 
 function onMessage(msg: ParentMessage): void {
   if (msg.type === 'init') {
@@ -170,13 +173,24 @@ function onMessage(msg: ParentMessage): void {
       }
     }
     reuseInputs = msg.backend.kind === 'onnx'
-    load(msg.backend).then(
-      (m) => {
-        methods = m
-        send({ type: 'ready', methods: Object.keys(m), shm: shm !== undefined })
-      },
-      (err: unknown) => send({ type: 'init-error', ...errorToWire(err) }),
-    )
+    // Tracing first (the SDK loads on demand): a worker that cannot trace still serves.
+    const tracing = msg.tracing
+      ? startTracing(msg.tracing, {
+          'bundle.process': 'runner-worker',
+          'bundle.runner': msg.runner,
+          'bundle.worker.index': msg.index,
+        }).catch(() => undefined)
+      : Promise.resolve()
+    worker = { runner: msg.runner, index: msg.index }
+    tracing
+      .then(() => load(msg.backend))
+      .then(
+        (m) => {
+          methods = m
+          send({ type: 'ready', methods: Object.keys(m), shm: shm !== undefined })
+        },
+        (err: unknown) => send({ type: 'init-error', ...errorToWire(err) }),
+      )
   } else if (msg.type === 'run') {
     const fn = methods?.[msg.method]
     if (fn === undefined) {
@@ -184,6 +198,7 @@ function onMessage(msg: ParentMessage): void {
       return
     }
     let started = 0
+    let traced: ExecuteSpans | undefined
     // Calls run one after the other, in arrival order, even when the pool hands over the next
     // before this one is answered (its depth): a method never runs beside itself.
     turn = turn
@@ -191,21 +206,34 @@ function onMessage(msg: ParentMessage): void {
       .then(() => {
         const args = shm ? shm.decode(msg.args, msg.shm, reuseInputs) : msg.args
         started = performance.now()
+        // Each traced request in the call gets an execute span here, a child of its batch span.
+        if (msg.trace)
+          traced = executeSpans(msg.trace, `execute ${msg.method}`, {
+            'bundle.runner': worker.runner,
+            'bundle.worker.index': worker.index,
+          })
         return fn(args)
       })
       .then(
         (value) => {
           const ms = performance.now() - started
+          traced?.end()
           if (shm === undefined) return send({ type: 'result', id: msg.id, value, ms })
           const out = shm.encode(value, msg.region ?? 0)
           send({ type: 'result', id: msg.id, value: out.value, ms, ...(out.slots.length ? { shm: out.slots } : {}) })
         },
-        (err: unknown) => send({ type: 'error', id: msg.id, ...errorToWire(err) }),
+        (err: unknown) => {
+          traced?.end(err)
+          send({ type: 'error', id: msg.id, ...errorToWire(err) })
+        },
       )
   } else if (msg.type === 'shutdown') {
-    // In a thread, process.exit ends the thread only.
-    if (!inThread) process.disconnect?.()
-    process.exit(0)
+    // Spans still buffered go first (bounded: the pool kills a worker that does not exit).
+    void flushTracing().then(() => {
+      // In a thread, process.exit ends the thread only.
+      if (!inThread) process.disconnect?.()
+      process.exit(0)
+    })
   }
 }
 

@@ -4,6 +4,7 @@ import { shmDir } from './shm.js'
 import type { LocalPool } from './pool.js'
 import { PoolWorker, type Call, type Warmup } from './pool-worker.js'
 import { transportFor, type Isolation } from './transport.js'
+import type { TraceCarrier } from '../tracing/index.js'
 
 export type { Warmup } from './pool-worker.js'
 
@@ -182,11 +183,11 @@ export class WorkerPool implements LocalPool {
    * Runs `method` on a ready worker; args and results may hold typed arrays (sent as bytes).
    * `timing` is told how long the call ran inside the worker.
    */
-  run(method: string, args: unknown, timing?: (ms: number) => void): Promise<unknown> {
+  run(method: string, args: unknown, timing?: (ms: number) => void, trace?: TraceCarrier[]): Promise<unknown> {
     if (this.stopping)
       return Promise.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
     return new Promise((resolve, reject) => {
-      this.waiting.push({ id: this.nextId++, method, args, timing, resolve, reject })
+      this.waiting.push({ id: this.nextId++, method, args, timing, trace, resolve, reject })
       this.pump()
     })
   }
@@ -196,7 +197,13 @@ export class WorkerPool implements LocalPool {
    * that worker keeps between calls (a sequence's state). While it restarts the call waits for
    * it; calls handed to it before a crash fail with the crash (E_RUNNER_CRASHED).
    */
-  runOn(index: number, method: string, args: unknown, timing?: (ms: number) => void): Promise<unknown> {
+  runOn(
+    index: number,
+    method: string,
+    args: unknown,
+    timing?: (ms: number) => void,
+    trace?: TraceCarrier[],
+  ): Promise<unknown> {
     if (this.stopping)
       return Promise.reject(new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} is stopping`))
     const slot = this.slots.find((s) => s.index === index && !s.retiring)
@@ -205,7 +212,7 @@ export class WorkerPool implements LocalPool {
         new BundleError('E_RUNNER_STOPPED', `runner ${this.options.runner} has no worker #${index}`),
       )
     return new Promise((resolve, reject) => {
-      slot.pinned.push({ id: this.nextId++, method, args, timing, resolve, reject })
+      slot.pinned.push({ id: this.nextId++, method, args, timing, trace, resolve, reject })
       this.pump()
     })
   }

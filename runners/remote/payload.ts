@@ -1,5 +1,6 @@
 import { deserialize, serialize } from 'node:v8'
 import { BundleError, type WireError } from '../../errors/index.js'
+import type { TraceCarrier } from '../tracing/index.js'
 import type { RedisLink } from './link.js'
 
 // A runner call as it travels between an API server and a remote worker: Node's structured
@@ -22,6 +23,8 @@ export interface JobData {
   deadline: number
   /** The model the API server serves (content digest): a worker running another refuses the batch. */
   digest?: string
+  /** The traced requests in the batch (W3C trace context): the worker's spans join their traces. */
+  trace?: TraceCarrier[]
 }
 
 /**

@@ -6,6 +6,7 @@ import type { RedisLink } from './link.js'
 import { pack, TRANSPORT_FAILURE, unpack, type JobData, type JobResult } from './payload.js'
 import { startedQueue } from './started-queue.js'
 import type { RemoteLikePool } from '../pool/pool.js'
+import type { TraceCarrier } from '../tracing/index.js'
 
 /** How long a batch waits for a worker while none is live (serve --remote-grace). */
 export const DEFAULT_REMOTE_GRACE_MS = 2_000
@@ -234,7 +235,7 @@ export class RemotePool implements RemoteLikePool {
     return this.live.workers
   }
 
-  async run(method: string, args: unknown): Promise<unknown> {
+  async run(method: string, args: unknown, _timing?: unknown, trace?: TraceCarrier[]): Promise<unknown> {
     this.o.link.check()
     const current = this.queue
     if (current === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.o.runner} is not started`)
@@ -273,6 +274,7 @@ export class RemotePool implements RemoteLikePool {
         args: await pack(this.o.link, this.payloadKey(jobId), args, this.o.timeoutMs + 5_000),
         deadline,
         ...(this.o.digest ? { digest: this.o.digest } : {}),
+        ...(trace ? { trace } : {}),
       }
       // Retried at once (no backoff) when a worker lost Redis while moving it.
       await queue.add(method, data, { jobId, removeOnComplete: true, removeOnFail: true, attempts: ATTEMPTS })

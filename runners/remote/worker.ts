@@ -3,12 +3,14 @@ import { Worker } from 'bullmq'
 import { errorToWire } from '../../errors/index.js'
 import { announce } from './capacity.js'
 import type { RedisLink } from './link.js'
+import { executeSpans, type TraceCarrier } from '../tracing/index.js'
 import { isTransportError, pack, TRANSPORT_FAILURE, unpack, type JobData, type JobResult } from './payload.js'
 
 /** A started runner as a remote worker uses it: runs one formed batch on its own worker processes. */
 export interface Executor {
   readonly name: string
-  execute(method: string, args: unknown): Promise<unknown>
+  /** `trace`: the batch's traced requests, as this worker's spans carry them on to its own workers. */
+  execute(method: string, args: unknown, trace?: TraceCarrier[]): Promise<unknown>
   /** The content digest of the model it runs (onnx runners), checked against the batch's. */
   digest?(): string | undefined
 }
@@ -119,9 +121,15 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
         return failed(err)
       }
       let out: unknown
+      const traced = executeSpans(d.trace, `remote ${d.method}`, {
+        'bundle.runner': o.runner.name,
+        'bundle.remote.host': hostname(),
+      })
       try {
-        out = await o.runner.execute(d.method, args)
+        out = await o.runner.execute(d.method, args, traced.carriers)
+        traced.end()
       } catch (err) {
+        traced.end(err)
         // The model's or the user's error: answered as it is, never retried.
         return answer(err)
       }

@@ -1,6 +1,7 @@
 import type { Slice } from '../batching/dispatcher.js'
-import { splitOutputs, stackInputs } from '../onnx/batch.js'
+import { splitOutputs, stackInputs, tracesOf } from '../onnx/batch.js'
 import { SEQUENCE_RUN, type SequenceRunArgs, type SequenceRunResult, type WireTensor } from '../pool/protocol.js'
+import type { TraceCarrier } from '../tracing/index.js'
 import type { Frame } from './frame.js'
 
 type Request = Record<string, WireTensor>
@@ -8,7 +9,13 @@ type Request = Record<string, WireTensor>
 /** What a sequence batch needs of its pool: calls to one given worker, and which workers take calls now. */
 export interface PinnedPool {
   readonly gathers: boolean
-  runOn(index: number, method: string, args: unknown, timing?: (ms: number) => void): Promise<unknown>
+  runOn(
+    index: number,
+    method: string,
+    args: unknown,
+    timing?: (ms: number) => void,
+    trace?: TraceCarrier[],
+  ): Promise<unknown>
   readyWorkers(): number[]
 }
 
@@ -48,6 +55,7 @@ export async function runSequenceBatch(
     SEQUENCE_RUN,
     { inputs, rows } satisfies SequenceRunArgs,
     report,
+    tracesOf(live),
   )) as SequenceRunResult
   const missing = new Set(out.missing)
   const ran = live.filter((_, i) => !missing.has(i))

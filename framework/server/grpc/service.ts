@@ -9,6 +9,7 @@ import type {
 import { status as Status } from '@grpc/grpc-js'
 import { BundleError } from '../../../errors/index.js'
 import type { InferenceModel } from '../../../runners/index.js'
+import { withServerSpan } from '../request-span.js'
 import { SANE_REQUEST_ID } from '../request.js'
 import { requestDeadline, runInference } from '../v2/infer.js'
 import { config, loadParameters, metadata, stats } from '../v2/models.js'
@@ -138,27 +139,48 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
    */
   const infer = (
     msg: WireInferRequest,
-    call: { getDeadline(): Date | number; cancelled: boolean },
+    call: { getDeadline(): Date | number; cancelled: boolean; metadata: Metadata },
     bound: Deadline,
+    rpc: 'ModelInfer' | 'ModelStreamInfer',
   ) => {
     const arrived = performance.now()
     const m = find(msg.model_name, msg.model_version)
     if (!o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
-    return o.track(async () => {
-      const req = parseWireRequest(msg)
-      const given = deadlineOf(call)
-      const deadline = requestDeadline(req.timeoutMs, arrived, given)
-      if (deadline !== undefined) Object.assign(bound, { at: deadline, arrived, model: m })
-      const { model, outputs } = await runInference(req, {
-        model: m,
-        resolve: () => find(msg.model_name, ''),
-        versioned: msg.model_version !== '',
-        arrived,
-        ...(given !== undefined ? { deadline: given } : {}),
-        gone: () => call.cancelled,
-      })
-      return wireResponse(model, req.id, outputs)
+    return o.track(() =>
+      withServerSpan(
+        `inference.GRPCInferenceService/${rpc}`,
+        {
+          'rpc.system': 'grpc',
+          'rpc.service': 'inference.GRPCInferenceService',
+          'rpc.method': rpc,
+          'bundle.model': m.name,
+        },
+        (name) => first(call.metadata, name),
+        () => run(msg, call, bound, m, arrived),
+      ),
+    )
+  }
+
+  const run = async (
+    msg: WireInferRequest,
+    call: { getDeadline(): Date | number; cancelled: boolean },
+    bound: Deadline,
+    m: InferenceModel,
+    arrived: number,
+  ) => {
+    const req = parseWireRequest(msg)
+    const given = deadlineOf(call)
+    const deadline = requestDeadline(req.timeoutMs, arrived, given)
+    if (deadline !== undefined) Object.assign(bound, { at: deadline, arrived, model: m })
+    const { model, outputs } = await runInference(req, {
+      model: m,
+      resolve: () => find(msg.model_name, ''),
+      versioned: msg.model_version !== '',
+      arrived,
+      ...(given !== undefined ? { deadline: given } : {}),
+      gone: () => call.cancelled,
     })
+    return wireResponse(model, req.id, outputs)
   }
 
   const stream = (call: ServerDuplexStream<WireInferRequest, unknown>): void => {
@@ -188,7 +210,7 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
       const bound: Deadline = {}
       const requestId = msg.id && SANE_REQUEST_ID.test(msg.id) ? `${streamId}/${msg.id}` : randomUUID()
       Promise.resolve()
-        .then(() => infer(msg, call, bound))
+        .then(() => infer(msg, call, bound, 'ModelStreamInfer'))
         .then(
           (response) => {
             o.metrics.done('ModelStreamInfer', Status.OK, (performance.now() - started) / 1e3)
@@ -246,7 +268,7 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
     ModelStatistics: unary('ModelStatistics', false, (r) => ({
       model_stats: r.name ? [stats(find(r.name, r.version))] : o.repository.models().map(stats),
     })),
-    ModelInfer: unary('ModelInfer', true, (r, call, bound) => infer(r, call, bound)),
+    ModelInfer: unary('ModelInfer', true, (r, call, bound) => infer(r, call, bound, 'ModelInfer')),
     ModelStreamInfer: stream as never,
     RepositoryIndex: unary('RepositoryIndex', true, (r) => ({
       models: o.repository.index().filter((m) => !r.ready || m.state === 'READY'),

@@ -2,14 +2,18 @@ import { randomUUID } from 'node:crypto'
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq'
 import type { Logger } from 'pino'
 import { BundleError, isBundleError } from '../../../errors/index.js'
+import { SpanKind } from '@opentelemetry/api'
 import {
+  endSpan,
   isTransportError,
   pack,
+  spanAround,
   RUN_RETRY_MS,
   startedQueue,
   unpack,
   type Packed,
   type RedisLink,
+  type TraceCarrier,
 } from '../../../runners/index.js'
 import { wholeBody } from '../../io/types.js'
 import type { ApiDefinition } from '../../service/definition.js'
@@ -27,6 +31,8 @@ type Status = 'pending' | 'running' | 'success' | 'failure' | 'cancelled'
 
 interface TaskData {
   input: Packed
+  /** The submitter's trace context (W3C traceparent), when it sent one. */
+  trace?: TraceCarrier
 }
 
 interface TaskResult {
@@ -144,6 +150,25 @@ export class TaskService {
   }
 
   private async process(a: ApiDefinition, instance: Record<string, unknown>, job: Job): Promise<TaskResult> {
+    // Each run of a task is a span: in its submitter's trace when it sent a traceparent, else a trace of its own.
+    const data = job.data as TaskData
+    const span = spanAround(
+      `task ${a.name}`,
+      { 'bundle.task.id': job.id!, 'bundle.task.api': a.name, 'bundle.task.attempt': job.attemptsMade + 1 },
+      { parent: data.trace ?? {}, kind: SpanKind.CONSUMER },
+    )
+    if (span === undefined) return this.run(a, instance, job)
+    try {
+      const out = await span.within(() => this.run(a, instance, job))
+      endSpan(span.span)
+      return out
+    } catch (err) {
+      endSpan(span.span, err)
+      throw err
+    }
+  }
+
+  private async run(a: ApiDefinition, instance: Record<string, unknown>, job: Job): Promise<TaskResult> {
     const id = job.id!
     const data = job.data as TaskData
     // Registered before anything else, so a cancel published from now on reaches it; the key
@@ -204,11 +229,12 @@ export class TaskService {
     }
   }
 
-  async submit(a: ApiDefinition, input: unknown): Promise<string> {
+  async submit(a: ApiDefinition, input: unknown, trace?: TraceCarrier): Promise<string> {
     this.o.link.check()
     const id = randomUUID()
     const data: TaskData = {
       input: await pack(this.o.link, `${this.o.link.prefix}:task-input:${id}`, input, KEEP_FAILED_S * 1000),
+      ...(trace ? { trace } : {}),
     }
     await (await this.queue(a)).add(a.name, data, {
       jobId: id,

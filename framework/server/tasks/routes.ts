@@ -36,7 +36,9 @@ export function mountTaskRoutes(app: Hono<any>, tasks: TaskService, h: TaskRoute
     app.post(
       `${a.route}/submit`,
       route(async (c) => {
-        const id = await tasks.submit(a, await h.decode(c, a))
+        // A caller's trace context goes with the task: its run joins the caller's trace.
+        const traceparent = c.req.header('traceparent')
+        const id = await tasks.submit(a, await h.decode(c, a), traceparent ? { traceparent } : undefined)
         return c.json({ taskId: id, status: 'pending' }, 202)
       }),
     )

@@ -8,6 +8,7 @@ import { clientFacing, errorHeaders } from '../error-response.js'
 import { encodeInferResponse, parseInferRequest } from './codec.js'
 import { decodeBody, encodeBody, pickEncoding } from './encoding.js'
 import { runInference } from './infer.js'
+import { withServerSpan } from '../request-span.js'
 import { config, loadRequest, metadata, parseJson, stats } from './models.js'
 import type { ModelRepository } from './repository.js'
 
@@ -116,34 +117,46 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
         const arrived = performance.now()
         const m = find(c)
         if (!o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
-        return o.track(async () => {
-          const headers = c.req.raw.headers
-          const raw = await readBody(
-            headers.get('content-length') ?? undefined,
-            () => c.req.arrayBuffer(),
-            () => c.req.raw.body,
-            o.maxBodyBytes,
-          )
-          const body = await decodeBody(raw, headers.get('content-encoding') ?? undefined, o.maxBodyBytes)
-          const req = parseInferRequest(body, headers.get('inference-header-content-length') ?? undefined)
-          const { model: target, outputs: results } = await runInference(req, {
-            model: m,
-            resolve: () => find(c),
-            versioned: c.req.param('version') !== undefined,
-            arrived,
-          })
-          const outputs = results.map((r) => ({ ...r, binary: r.binary ?? req.binaryOutput }))
-          const { body: out, headers: h } = encodeInferResponse(target, req.id, outputs)
-          const enc = pickEncoding(headers.get('accept-encoding') ?? undefined)
-          if (enc === undefined) return c.body(out as never, 200, h)
-          // Inference-Header-Content-Length still counts the uncompressed JSON, as clients expect.
-          return c.body((await encodeBody(out, enc)) as never, 200, {
-            ...h,
-            'content-encoding': enc,
-            vary: 'accept-encoding',
-          })
-        })
+        const headers = c.req.raw.headers
+        const path = c.req.path
+        return o.track(() =>
+          withServerSpan(
+            `POST ${base}/infer`,
+            { 'http.request.method': 'POST', 'http.route': `${base}/infer`, 'url.path': path, 'bundle.model': m.name },
+            (name) => headers.get(name) ?? undefined,
+            () => infer(c, m, headers, arrived),
+            { statusOf: (res) => res.status },
+          ),
+        )
       }),
     )
+  }
+
+  /** One /v2 inference request, from its body to the answer. */
+  async function infer(c: Context, m: InferenceModel, headers: Headers, arrived: number): Promise<Response> {
+    const raw = await readBody(
+      headers.get('content-length') ?? undefined,
+      () => c.req.arrayBuffer(),
+      () => c.req.raw.body,
+      o.maxBodyBytes,
+    )
+    const body = await decodeBody(raw, headers.get('content-encoding') ?? undefined, o.maxBodyBytes)
+    const req = parseInferRequest(body, headers.get('inference-header-content-length') ?? undefined)
+    const { model: target, outputs: results } = await runInference(req, {
+      model: m,
+      resolve: () => find(c),
+      versioned: c.req.param('version') !== undefined,
+      arrived,
+    })
+    const outputs = results.map((r) => ({ ...r, binary: r.binary ?? req.binaryOutput }))
+    const { body: out, headers: h } = encodeInferResponse(target, req.id, outputs)
+    const enc = pickEncoding(headers.get('accept-encoding') ?? undefined)
+    if (enc === undefined) return c.body(out as never, 200, h)
+    // Inference-Header-Content-Length still counts the uncompressed JSON, as clients expect.
+    return c.body((await encodeBody(out, enc)) as never, 200, {
+      ...h,
+      'content-encoding': enc,
+      vary: 'accept-encoding',
+    })
   }
 }

@@ -1,0 +1,135 @@
+import {
+  type Attributes,
+  context,
+  type Link,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Tracer,
+} from '@opentelemetry/api'
+import { carrierOf, contextOf, recordingSpan, type TraceCarrier } from './carrier.js'
+import { activeTracer } from './state.js'
+
+/** A span's end: failed with `err`, or fine. */
+export function endSpan(span: Span, err?: unknown): void {
+  if (err !== undefined) {
+    span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.message ?? String(err) })
+    const code = (err as { code?: unknown })?.code
+    if (typeof code === 'string') span.setAttribute('error.type', code)
+  }
+  span.end()
+}
+
+/** One batch a traced request's rows went into: what its worker joins its span to, and its end. */
+export interface TracedPart {
+  readonly carrier: TraceCarrier
+  end(err?: unknown): void
+}
+
+/**
+ * The spans of one runner call inside a traced request: the call itself (submit to answer), the
+ * `queue` wait until its rows go into a batch, and each `batch` they join — its size, and links
+ * to the other requests that shared it. The worker's `execute` span is a child of the batch
+ * (its context crosses over in the run message). Made only while the request's span records:
+ * tracing off or the request not sampled costs one check.
+ */
+export class CallTrace {
+  private queue: Span | undefined
+  private readonly ctx
+
+  private constructor(
+    private readonly tracer: Tracer,
+    readonly span: Span,
+  ) {
+    this.ctx = trace.setSpan(context.active(), span)
+    this.queue = tracer.startSpan('queue', { kind: SpanKind.INTERNAL }, this.ctx)
+  }
+
+  /** A call's spans, if the request it serves is traced (else undefined: nothing is made). */
+  static start(runner: string, method: string, rows: number): CallTrace | undefined {
+    const tracer = activeTracer()
+    if (tracer === undefined || recordingSpan() === undefined) return undefined
+    const span = tracer.startSpan(`${runner}.${method}`, {
+      kind: SpanKind.INTERNAL,
+      attributes: { 'bundle.runner': runner, 'bundle.runner.method': method, 'bundle.rows': rows },
+    })
+    return new CallTrace(tracer, span)
+  }
+
+  /**
+   * `rows` of this call go into a batch of `batchRows` rows from `peers.length` requests (this
+   * one among them): the queue wait ends, a batch span begins, linked to the other traced requests.
+   */
+  joined(rows: number, batchRows: number, peers: readonly (CallTrace | undefined)[]): TracedPart {
+    this.queue?.end()
+    this.queue = undefined
+    const links: Link[] = []
+    for (const p of peers) if (p !== undefined && p !== this) links.push({ context: p.span.spanContext() })
+    const span = this.tracer.startSpan(
+      'batch',
+      {
+        kind: SpanKind.INTERNAL,
+        attributes: { 'bundle.batch.size': batchRows, 'bundle.batch.requests': peers.length, 'bundle.rows': rows },
+        links,
+      },
+      this.ctx,
+    )
+    return { carrier: carrierOf(span), end: (err) => endSpan(span, err) }
+  }
+
+  /** The call answered (or failed: refused, shed, its client gone, the batch failed). */
+  end(err?: unknown): void {
+    if (this.queue) endSpan(this.queue, err)
+    this.queue = undefined
+    endSpan(this.span, err)
+  }
+}
+
+/**
+ * A call made straight to a pool (a custom runner's unbatched method): one span, whose carrier
+ * the worker joins. Undefined when the request is not traced.
+ */
+export function directCallSpan(runner: string, method: string): { carrier: TraceCarrier; span: Span } | undefined {
+  const tracer = activeTracer()
+  if (tracer === undefined || recordingSpan() === undefined) return undefined
+  const span = tracer.startSpan(`${runner}.${method}`, {
+    kind: SpanKind.INTERNAL,
+    attributes: { 'bundle.runner': runner, 'bundle.runner.method': method },
+  })
+  return { carrier: carrierOf(span), span }
+}
+
+/** `p`, ending `t` when it settles (failed or not); `p` itself when the call is not traced. */
+export function traced<T>(t: CallTrace | undefined, p: Promise<T>): Promise<T> {
+  if (t === undefined) return p
+  return p.then(
+    (v) => {
+      t.end()
+      return v
+    },
+    (err: unknown) => {
+      t.end(err)
+      throw err
+    },
+  )
+}
+
+/**
+ * A span around a piece of a traced request (an ensemble step, a task run) and a way to run
+ * code inside it; undefined when tracing is off or, without `parent`, when no recording span
+ * is active. `parent`: a carrier the span continues (a task submitted by a traced request).
+ */
+export function spanAround(
+  name: string,
+  attributes: Attributes,
+  o: { parent?: TraceCarrier | undefined; kind?: SpanKind } = {},
+): { span: Span; within<T>(fn: () => T): T } | undefined {
+  const tracer = activeTracer()
+  if (tracer === undefined) return undefined
+  const parent = o.parent ? contextOf(o.parent) : recordingSpan() ? context.active() : undefined
+  if (parent === undefined) return undefined
+  const span = tracer.startSpan(name, { kind: o.kind ?? SpanKind.INTERNAL, attributes }, parent)
+  const ctx = trace.setSpan(parent, span)
+  return { span, within: (fn) => context.with(ctx, fn) }
+}
