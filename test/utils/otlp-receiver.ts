@@ -66,7 +66,10 @@ function spansOf(body: Any, encoding: ReceivedSpan['encoding']): ReceivedSpan[] 
           start: ms(s.startTimeUnixNano),
           end: ms(s.endTimeUnixNano),
           attributes: attrs(s.attributes),
-          links: ((s.links as Any[] | undefined) ?? []).map((l) => ({ traceId: hex(l.traceId), spanId: hex(l.spanId) })),
+          links: ((s.links as Any[] | undefined) ?? []).map((l) => ({
+            traceId: hex(l.traceId),
+            spanId: hex(l.spanId),
+          })),
           status: { code: Number(status.code ?? 0), message: (status.message as string | undefined) ?? '' },
           resource,
           encoding,
