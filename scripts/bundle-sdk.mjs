@@ -16,7 +16,9 @@ await build({
   external: ['@opentelemetry/api'],
   // The SDK's CommonJS modules require node's built-ins (http, zlib …): give the ESM bundle a require.
   banner: {
-    js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);",
+    js:
+      "import { createRequire as __bundleRequire } from 'node:module'; " +
+      'const require = __bundleRequire(import.meta.url);',
   },
   legalComments: 'eof',
   logLevel: 'warning',

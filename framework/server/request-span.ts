@@ -65,7 +65,10 @@ export class RequestSpan {
     return { traceId: c.traceId, spanId: c.spanId }
   }
 
-  /** The HTTP status answered (5xx marks the span failed; 4xx is the client's, as OpenTelemetry's HTTP conventions say). */
+  /**
+   * The HTTP status answered: 5xx marks the span failed; 4xx is the client's doing, as
+   * OpenTelemetry's HTTP conventions have it.
+   */
   status(code: number, err?: unknown): void {
     this.span.setAttribute('http.response.status_code', code)
     if (code >= 500)

@@ -26,7 +26,8 @@ function checkedUrl(url: string, from: string): string {
     u = new URL(url)
   } catch {
     throw invalid(
-      `${from} is not a URL: ${JSON.stringify(url)}; give the collector's OTLP/HTTP address, e.g. http://localhost:4318`,
+      `${from} is not a URL: ${JSON.stringify(url)}; give the collector's OTLP/HTTP address, ` +
+        'e.g. http://localhost:4318',
     )
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:')
