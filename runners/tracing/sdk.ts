@@ -29,9 +29,13 @@ export interface Sdk {
 export function startSdk(settings: TracingSettings, attributes: Record<string, string | number>): Sdk {
   const Exporter = settings.protocol === 'http/json' ? JsonExporter : ProtobufExporter
   const exporter = new Exporter({ url: settings.url })
-  const resource = resourceFromAttributes({ 'service.name': settings.serviceName, ...attributes }).merge(
-    detectResources({ detectors: [envDetector] }),
-  )
+  // process.pid tells the processes of one server apart; not the process detector, whose
+  // command line would carry secrets given as flags (--api-key).
+  const resource = resourceFromAttributes({
+    'service.name': settings.serviceName,
+    'process.pid': process.pid,
+    ...attributes,
+  }).merge(detectResources({ detectors: [envDetector] }))
   const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] })
   provider.register()
   return {

@@ -31,7 +31,10 @@ function checkedUrl(url: string, from: string): string {
     )
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:')
-    throw invalid(`${from} must be an http:// or https:// URL (OTLP over HTTP), got ${u.protocol}`)
+    throw invalid(
+      `${from} must be an http:// or https:// URL (OTLP over HTTP, e.g. http://localhost:4318), got ` +
+        JSON.stringify(url),
+    )
   return url
 }
 
