@@ -18,7 +18,7 @@ describe('tracing settings', () => {
     assert.equal(tracingSettings(svc, { OTEL_SERVICE_NAME: 'x', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }), undefined)
   })
 
-  it('take the base endpoint from the flag, then OTEL_EXPORTER_OTLP_ENDPOINT; the traces variable is a full URL', () => {
+  it('take the base endpoint from the flag, then OTEL_EXPORTER_OTLP_ENDPOINT; the traces one is a full URL', () => {
     const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' }
     assert.deepEqual(tracingSettings(svc, env), {
       url: 'http://collector:4318/v1/traces',
