@@ -12,6 +12,8 @@ export interface CallOptions {
   /** grpc-timeout, in ms from now. */
   deadlineMs?: number
   key?: string
+  /** More request metadata (e.g. traceparent). */
+  metadata?: Record<string, string>
 }
 
 export type Grpc = ReturnType<typeof inferenceClient>
@@ -27,6 +29,7 @@ export function inferenceClient(url: string) {
   const md = (o: CallOptions): Metadata => {
     const m = new Metadata()
     if (o.key) m.set('authorization', `Bearer ${o.key}`)
+    for (const [k, v] of Object.entries(o.metadata ?? {})) m.set(k, v)
     return m
   }
   const deadline = (o: CallOptions) => (o.deadlineMs === undefined ? {} : { deadline: Date.now() + o.deadlineMs })
