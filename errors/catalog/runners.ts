@@ -32,8 +32,8 @@ export const RUNNERS = {
   E_SERVE_CONFIG_INVALID: entry(
     400,
     2,
-    'A serve config file or BUNDLE_RUNNER_* variable has an unknown key, a bad value, or names no runner.',
-    'Fix the key the message names; see README "Tuning runners" for every option.',
+    'A serve config file, BUNDLE_RUNNER_* or OTEL_* variable has an unknown key, a bad value, or names no runner.',
+    'Fix the key the message names; see README "Tuning runners" (runners) and "Traces" (OTEL_*).',
   ),
   E_RUNNER_BATCH_DIM: entry(
     500,

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import { BundleError } from '../../errors/index.js'
-import { activeTracer, endSpan, withCallContext, type StageTimes } from '../../runners/index.js'
+import { activeTracer, type CallContext, endSpan, withCallContext, type StageTimes } from '../../runners/index.js'
 import { isStreamBody, mediaTypeMatches, type HeaderReader } from '../io/types.js'
 import type { ApiDefinition, ServiceDefinition } from '../service/definition.js'
 import { callOptions, refusalDue, refuseEarly } from './call-options.js'
@@ -13,6 +13,14 @@ import { RequestContext } from './request.js'
 import { StreamAnswer } from './streaming.js'
 import { RequestSpan } from './request-span.js'
 import { decodeBody } from './v2/encoding.js'
+
+/** How a stream's generator steps run: inside the request's call context and span, where it has them. */
+function streamContext(call: CallContext | undefined, rs: RequestSpan | undefined): { within?: <T>(fn: () => T) => T } {
+  if (call && rs) return { within: (fn) => rs.within(() => withCallContext(call, fn)) }
+  if (call) return { within: (fn) => withCallContext(call, fn) }
+  if (rs) return { within: (fn) => rs.within(fn) }
+  return {}
+}
 
 /**
  * Server-Timing (W3C): read = receiving the body, decode = turning it into the API's input,
@@ -145,6 +153,9 @@ export class RequestPipeline {
       { 'http.request.method': 'POST', 'http.route': a.route, 'url.path': a.route, 'bundle.request_id': requestId },
       (name) => ex.header(name),
     )!
+    // Not sampled: nothing below it records either, so the request runs outside any span
+    // context (entering one costs more than the rest of a small request).
+    if (!rs.span.isRecording()) return this.serve(ex, a, requestId, respond, undefined)
     const ids = rs.ids()
     const settled = rs.within(() =>
       this.serve(
@@ -260,8 +271,9 @@ export class RequestPipeline {
           log,
           requestId,
           outgoing: ex.outgoing,
-          // A generator's body runs on each next(): its runner calls get the request's context there.
-          ...(callCtx ? { within: <T>(fn: () => T) => withCallContext(callCtx, fn) } : {}),
+          // A generator's body runs on each next(): its runner calls get the request's context
+          // (and its span, when traced) there.
+          ...streamContext(callCtx, rs),
         })
         answered = true
         respond({

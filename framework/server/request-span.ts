@@ -95,7 +95,8 @@ export async function withServerSpan<T>(
   http?: { statusOf: (value: T) => number },
 ): Promise<T> {
   const rs = RequestSpan.start(name, attributes, header)
-  if (rs === undefined) return fn()
+  // Off, or not sampled (nothing below it would record): no span context to enter.
+  if (rs === undefined || !rs.span.isRecording()) return fn()
   try {
     const value = await rs.within(fn)
     if (http) rs.status(http.statusOf(value))

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import pino from 'pino'
-import { ensemble, onnxRunner, type RunningServer, serve } from '../../framework/index.js'
+import { defineApi, defineService, ensemble, io, onnxRunner, type RunningServer, serve } from '../../framework/index.js'
 import { ModelStore } from '../../store/index.js'
 import { f32, inferenceClient, readF32 } from '../utils/grpc.js'
 import { writeOnnxModel } from '../utils/onnx-builder.js'
@@ -12,7 +12,7 @@ import { OtlpReceiver, type ReceivedSpan } from '../utils/otlp-receiver.js'
 import { type PrivateRedis, usePrivateRedis } from '../utils/remote.js'
 import { serveReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
-import { runnersService } from '../utils/v2-models.js'
+import { z } from 'zod'
 
 // Traces of what a request fans out to: an ensemble's steps (over /v2 HTTP and gRPC, served in
 // this process with its runners' workers exporting their own spans) and a durable task's run.
@@ -27,7 +27,7 @@ const caller = () => {
 const vec = (name: string) => ({ name, dtype: 'float32' as const, dims: ['n', 4] })
 const named = (spans: ReceivedSpan[], name: string) => spans.filter((s) => s.name === name)
 
-describe('traces: ensemble steps, over /v2 HTTP and gRPC', () => {
+describe('traces: ensemble steps over /v2 HTTP and gRPC, and streamed answers', () => {
   let rx: OtlpReceiver
   let running: RunningServer
   const home = join(tempDir(), 'home')
@@ -56,7 +56,24 @@ describe('traces: ensemble steps, over /v2 HTTP and gRPC', () => {
       ],
       outputs: ['out'],
     })
-    running = await serve(runnersService('trace-ensemble', [neg, exp, pipe]), {
+    const def = defineService({
+      name: 'trace-ensemble',
+      runners: [neg, exp, pipe],
+      apis: {
+        // A streamed answer whose items each call a runner from inside the generator.
+        negate: defineApi({
+          input: io.json(z.object({ xs: z.array(z.number()) })),
+          output: io.stream(io.json(z.object({ y: z.number() }))),
+          handler: async function* ({ xs }) {
+            for (const x of xs) {
+              const out = await neg.run({ x: { dtype: 'float32', shape: [1, 4], data: new Float32Array(4).fill(x) } })
+              yield { y: (out.y!.data as Float32Array)[0]! }
+            }
+          },
+        }),
+      },
+    })
+    running = await serve(def, {
       port: 0,
       grpcPort: 0,
       logger: pino({ level: 'silent' }),
@@ -138,6 +155,31 @@ describe('traces: ensemble steps, over /v2 HTTP and gRPC', () => {
     } finally {
       client.close()
     }
+  })
+
+  it('runner calls made while a stream is written are children of its server span', { timeout: 60_000 }, async () => {
+    const c = caller()
+    const r = await fetch(`${running.url}/negate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/x-ndjson', traceparent: c.header },
+      body: JSON.stringify({ xs: [1, 2, 3] }),
+    })
+    assert.equal(r.status, 200)
+    const items = (await r.text())
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { y: number })
+    assert.deepEqual(items, [{ y: -1 }, { y: -2 }, { y: -3 }])
+    await rx.waitFor(
+      (spans) => spans.some((s) => s.traceId === c.traceId && s.name === 'POST /negate'),
+      "the stream's server span",
+    )
+    const spans = rx.trace(c.traceId)
+    const [server] = named(spans, 'POST /negate')
+    const calls = named(spans, 'neg.run')
+    assert.equal(calls.length, 3, 'one runner call per item')
+    for (const call of calls) assert.equal(call.parentSpanId, server!.spanId)
+    assert.ok(server!.end >= Math.max(...calls.map((x) => x.end)) - 0.5, 'the server span lasts to the last item')
   })
 })
 

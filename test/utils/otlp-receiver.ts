@@ -90,13 +90,19 @@ export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = []
   /** Export requests by encoding. */
   readonly requests = { protobuf: 0, json: 0 }
+  /** Bytes of export bodies received. */
+  bytes = 0
   private waiters: { test: (s: ReceivedSpan[]) => boolean; resolve: () => void }[] = []
   private constructor(
     private readonly server: Server,
     readonly url: string,
   ) {}
 
-  static async start(): Promise<OtlpReceiver> {
+  /**
+   * `decode: false`: bodies are counted (requests, bytes) and dropped, as a collector on another
+   * machine would cost the server nothing to decode (benchmarks on a small machine).
+   */
+  static async start(o: { decode?: boolean } = {}): Promise<OtlpReceiver> {
     let self: OtlpReceiver | undefined
     const server = createServer((req, res) => {
       const chunks: Buffer[] = []
@@ -108,6 +114,12 @@ export class OtlpReceiver {
         }
         const body = Buffer.concat(chunks)
         const type = req.headers['content-type'] ?? ''
+        self!.bytes += body.byteLength
+        if (o.decode === false) {
+          self!.requests[type.startsWith('application/json') ? 'json' : 'protobuf']++
+          res.writeHead(200).end()
+          return
+        }
         try {
           if (type.startsWith('application/x-protobuf')) {
             const msg = Request.toObject(Request.decode(body), { longs: String, defaults: false }) as Any
