@@ -122,8 +122,9 @@ describe('bundle containerize (podman)', { skip }, () => {
         [],
         'no source maps or type declarations',
       )
-      // 90 MB until gRPC: @grpc/grpc-js, protobufjs and @grpc/proto-loader's dependencies add 3.3 MB
-      // (measured: 92.7 MB over the base); what runs is all that is in it.
+      // 90 MB until gRPC: @grpc/grpc-js, protobufjs and @grpc/proto-loader's dependencies add 3.3 MB,
+      // tracing 1.2 MB (@opentelemetry/api, the SDK bundled into one file; measured: 93.9 MB over the
+      // base); what runs is all that is in it.
       assert.ok(
         size - baseSize <= 95e6,
         `image ${mb(size)} is ${mb(size - baseSize)} over its base (target ≤ 95 MB); largest: ${top}`,
