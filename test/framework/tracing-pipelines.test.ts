@@ -107,7 +107,8 @@ describe('traces: ensemble steps over /v2 HTTP and gRPC, and streamed answers', 
       assert.ok(exec, `step ${i + 1} ran in a worker process that joined the trace`)
       assert.equal(exec.resource['bundle.process'], 'runner-worker')
     }
-    assert.ok(steps[1]!.start >= steps[0]!.end - 0.5, 'step 2 starts after step 1 ends')
+    // Spans are placed on Date.now() at their start: up to a millisecond apart in one process.
+    assert.ok(steps[1]!.start >= steps[0]!.end - 1.5, 'step 2 starts after step 1 ends')
   }
 
   it('an ensemble over /v2 HTTP: a span per step, its runner call inside it', { timeout: 60_000 }, async () => {
@@ -179,7 +180,7 @@ describe('traces: ensemble steps over /v2 HTTP and gRPC, and streamed answers', 
     const calls = named(spans, 'neg.run')
     assert.equal(calls.length, 3, 'one runner call per item')
     for (const call of calls) assert.equal(call.parentSpanId, server!.spanId)
-    assert.ok(server!.end >= Math.max(...calls.map((x) => x.end)) - 0.5, 'the server span lasts to the last item')
+    assert.ok(server!.end >= Math.max(...calls.map((x) => x.end)) - 1.5, 'the server span lasts to the last item')
   })
 })
 
