@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -9,7 +10,7 @@ import { ModelStore } from '../../store/index.js'
 import { f32, inferenceClient, readF32 } from '../utils/grpc.js'
 import { writeOnnxModel } from '../utils/onnx-builder.js'
 import { OtlpReceiver, type ReceivedSpan } from '../utils/otlp-receiver.js'
-import { type PrivateRedis, usePrivateRedis } from '../utils/remote.js'
+import { type PrivateRedis, until, usePrivateRedis } from '../utils/remote.js'
 import { serveReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
 import { z } from 'zod'
@@ -191,8 +192,10 @@ describe('traces: durable tasks', () => {
 
   it("a task's run joins the trace of the request that submitted it", { timeout: 60_000 }, async () => {
     const rx = await OtlpReceiver.start()
+    const failFile = join(tempDir(), 'fail')
     const server = await serveReady(SERVICE, ['--redis', redis.url, '--otel-endpoint', rx.url], {
       OTEL_BSP_SCHEDULE_DELAY: '50',
+      TASK_FAIL_FILE: failFile,
     })
     try {
       const c = caller()
@@ -210,6 +213,27 @@ describe('traces: durable tasks', () => {
       assert.equal(task!.kind, 5) // CONSUMER
       assert.equal(task!.attributes['bundle.task.id'], taskId)
       assert.equal(task!.status.code, 0, 'it succeeded')
+
+      // A failing run: its span says so, and the server's log line about it carries the trace.
+      writeFileSync(failFile, '')
+      const f = caller()
+      const failing = await fetch(`${server.url}/render/submit`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', traceparent: f.header },
+        body: JSON.stringify({ ms: 10, tag: 'doomed' }),
+      })
+      assert.equal(failing.status, 202)
+      await rx.waitFor((spans) => spans.some((s) => s.traceId === f.traceId), 'the failed task span')
+      const [failed] = rx.trace(f.traceId)
+      assert.equal(failed!.name, 'task render')
+      assert.equal(failed!.status.code, 2, 'marked failed')
+      await until('the log line of the failure', () => server.output().includes(`"trace_id":"${f.traceId}"`), 10_000)
+      const line = server
+        .output()
+        .split('\n')
+        .find((l) => l.includes(`"trace_id":"${f.traceId}"`))!
+      assert.match(line, /task failed/)
+      assert.match(line, new RegExp(`"span_id":"${failed!.spanId}"`))
     } finally {
       await server.stop('SIGTERM')
       await rx.close()
