@@ -148,8 +148,10 @@ export class CustomRunner extends PooledRunner {
     const call = currentCall()
     // The server asks this method's batcher, not the whole runner, before it reads the next body.
     call?.uses?.add(this.refusers.get(method)!)
+    const options = submitOptionsOf(call)
     const trace = CallTrace.start(this.name, method, items.length)
-    return ((await traced(trace, d.submit(items, items.length, { ...submitOptionsOf(call), trace }))) as O[][]).flat()
+    if (trace) options.trace = trace
+    return ((await traced(trace, d.submit(items, items.length, options))) as O[][]).flat()
   }
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */

@@ -108,6 +108,7 @@ export function errorAnswer(
       ...errorHeaders(e.code),
     },
     body: JSON.stringify(body),
+    error: { code: e.code, message: e.message },
   }
 }
 

@@ -29,6 +29,8 @@ export interface Answer {
   body: string | Uint8Array | StreamAnswer
   /** The request's server span, when traced: its access-log line names it. */
   trace?: { traceId: string; spanId: string }
+  /** An error answer's code and message (as the client reads them): its span records them. */
+  error?: { code: string; message: string }
 }
 
 /** An exchange's headers as descriptors and API methods read them (any case). */

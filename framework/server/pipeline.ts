@@ -150,26 +150,29 @@ export class RequestPipeline {
     if (activeTracer() === undefined) return this.serve(ex, a, requestId, respond, undefined)
     const rs = RequestSpan.start(
       `POST ${a.route}`,
-      { 'http.request.method': 'POST', 'http.route': a.route, 'url.path': a.route, 'bundle.request_id': requestId },
+      { 'http.request.method': 'POST', 'http.route': a.route, 'bundle.request_id': requestId },
       (name) => ex.header(name),
     )!
     // Not sampled: nothing below it records either, so the request runs outside any span
     // context (entering one costs more than the rest of a small request).
-    if (!rs.span.isRecording()) return this.serve(ex, a, requestId, respond, undefined)
+    if (!rs.recording()) return this.serve(ex, a, requestId, respond, undefined)
     const ids = rs.ids()
-    const settled = rs.within(() =>
+    return rs.within(() =>
       this.serve(
         ex,
         a,
         requestId,
         (x) => {
-          rs.status(x.status)
+          rs.status(x.status, x.error)
+          // The span covers the request to its answer: a stream's ends with its last item
+          // (serve() records how it ended), a timed-out one's at the 504, whatever the method
+          // goes on doing.
+          if (!(x.body instanceof StreamAnswer)) rs.end()
           respond({ ...x, trace: ids })
         },
         rs,
       ),
     )
-    return settled.finally(() => rs.end())
   }
 
   private async serve(
@@ -281,7 +284,15 @@ export class RequestPipeline {
           headers: { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers },
           body: stream,
         })
-        m.end(await stream.finished, (performance.now() - started) / 1000)
+        const ended = await stream.finished
+        m.end(ended, (performance.now() - started) / 1000)
+        if (rs) {
+          // How the stream really ended (its head said 200): 499 its client left, 500 the
+          // generator threw, 504 an item took too long.
+          rs.span.setAttribute('bundle.stream.status', ended)
+          rs.failed(ended)
+          rs.end()
+        }
         return
       }
       const ok: Answer = {

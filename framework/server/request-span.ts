@@ -7,8 +7,9 @@ import {
   SpanKind,
   SpanStatusCode,
   trace,
+  type Tracer,
 } from '@opentelemetry/api'
-import { activeTracer, contextOf, endSpan } from '../../runners/index.js'
+import { activeTracer, contextOf } from '../../runners/index.js'
 
 /**
  * trace_id and span_id of the span active where a log line is written, for pino's mixin (none
@@ -22,16 +23,27 @@ export function traceFields(): Record<string, string> {
   return { trace_id: c.traceId, span_id: c.spanId }
 }
 
+/** A coded error as a span records it: the code as `error.type`, the message as the status's. */
+export interface SpanError {
+  code?: unknown
+  message?: unknown
+  status?: unknown
+}
+
 /**
  * The server span of one inference request (an API call, /v2 infer, a gRPC ModelInfer): a child
- * of the caller's span when the request carries W3C `traceparent`, else a new trace. The request
- * is handled within it, so its runner calls, ensemble steps and log lines join it. Made only while
- * tracing is on (start() is undefined otherwise).
+ * of the caller's span when the request carries W3C `traceparent` (else of the span active here,
+ * when the process has instrumentation of its own), else a new trace. The request is handled
+ * within it, so its runner calls, ensemble steps and log lines join it. Made only while tracing is
+ * on (start() is undefined otherwise).
  */
 export class RequestSpan {
+  private ended = false
+
   private constructor(
     readonly span: Span,
     private readonly ctx: Context,
+    private readonly tracer: Tracer,
   ) {}
 
   static start(
@@ -44,9 +56,18 @@ export class RequestSpan {
     if (tracer === undefined) return undefined
     const traceparent = header('traceparent')
     const tracestate = header('tracestate')
-    const parent = traceparent ? contextOf({ traceparent, ...(tracestate ? { tracestate } : {}) }) : ROOT_CONTEXT
+    const parent = traceparent
+      ? contextOf({ traceparent, ...(tracestate ? { tracestate } : {}) })
+      : trace.getSpan(context.active())
+        ? context.active()
+        : ROOT_CONTEXT
     const span = tracer.startSpan(name, { kind, attributes }, parent)
-    return new RequestSpan(span, trace.setSpan(parent, span))
+    return new RequestSpan(span, trace.setSpan(parent, span), tracer)
+  }
+
+  /** Whether it records (sampled): an unsampled request need not run inside it. */
+  recording(): boolean {
+    return this.span.isRecording()
   }
 
   /** Runs `fn` (and all it starts, awaited or not) with this span active. */
@@ -54,9 +75,9 @@ export class RequestSpan {
     return context.with(this.ctx, fn)
   }
 
-  /** A child span (decode, encode, an ensemble step) that starts now. */
+  /** A child span (decode) that starts now; the tracer is the one the request began with. */
   child(name: string, attributes?: Attributes): Span {
-    return activeTracer()!.startSpan(name, { kind: SpanKind.INTERNAL, ...(attributes ? { attributes } : {}) }, this.ctx)
+    return this.tracer.startSpan(name, { kind: SpanKind.INTERNAL, ...(attributes ? { attributes } : {}) }, this.ctx)
   }
 
   /** The trace and span ids, for the request's access-log line. */
@@ -66,47 +87,63 @@ export class RequestSpan {
   }
 
   /**
-   * The HTTP status answered: 5xx marks the span failed; 4xx is the client's doing, as
-   * OpenTelemetry's HTTP conventions have it.
+   * The HTTP status answered, and the error answered with, if any: its code goes in `error.type`.
+   * Only 5xx marks the span failed; 4xx is the client's doing, as OpenTelemetry's HTTP
+   * conventions have it.
    */
-  status(code: number, err?: unknown): void {
+  status(code: number, err?: SpanError): void {
     this.span.setAttribute('http.response.status_code', code)
-    if (code >= 500)
-      this.span.setStatus({ code: SpanStatusCode.ERROR, ...(err ? { message: (err as Error).message } : {}) })
-    const type = (err as { code?: unknown } | undefined)?.code
-    if (typeof type === 'string') this.span.setAttribute('error.type', type)
+    this.failed(code, err)
   }
 
-  end(err?: unknown): void {
-    endSpan(this.span, err)
+  /** A failure with no HTTP status to record (gRPC): `error.type`, and a failed span if the server's. */
+  failed(code: number, err?: SpanError): void {
+    if (typeof err?.code === 'string') this.span.setAttribute('error.type', err.code)
+    if (code >= 500)
+      this.span.setStatus({
+        code: SpanStatusCode.ERROR,
+        ...(typeof err?.message === 'string' ? { message: err.message } : {}),
+      })
+  }
+
+  /** Ends it, once (a timed-out request's answer ends it; the method's late end does not again). */
+  end(): void {
+    if (this.ended) return
+    this.ended = true
+    this.span.end()
   }
 }
 
 /**
- * `fn` inside a server span named `name` when tracing is on. `http`: the span is an HTTP one, its
- * status the answer's (statusOf) or the error's; else (gRPC) only a failure marks it, when the
- * error is the server's (5xx in the catalog).
+ * `fn` inside a server span when tracing is on (`describe` names it: called only then). `http`:
+ * the span is an HTTP one, its status the answer's (statusOf) or the error's; else (gRPC) an
+ * error records its code, and marks the span failed when it is the server's (5xx in the catalog).
+ * Off, or not sampled (nothing below would record), `fn` runs as it is: no span context to enter.
  */
-export async function withServerSpan<T>(
-  name: string,
-  attributes: Attributes,
+export function withServerSpan<T>(
+  describe: () => { name: string; attributes: Attributes },
   header: (name: string) => string | undefined,
   fn: () => Promise<T>,
-  http?: { statusOf: (value: T) => number },
+  o: { statusOf?: (value: T) => number; started?: (rs: RequestSpan) => void } = {},
 ): Promise<T> {
-  const rs = RequestSpan.start(name, attributes, header)
-  // Off, or not sampled (nothing below it would record): no span context to enter.
-  if (rs === undefined || !rs.span.isRecording()) return fn()
-  try {
-    const value = await rs.within(fn)
-    if (http) rs.status(http.statusOf(value))
-    rs.end()
-    return value
-  } catch (err) {
-    const status = (err as { status?: unknown }).status
-    const code = typeof status === 'number' ? status : 500
-    if (http) rs.status(code, err)
-    rs.end(code >= 500 ? err : undefined)
-    throw err
-  }
+  if (activeTracer() === undefined) return fn()
+  const { name, attributes } = describe()
+  const rs = RequestSpan.start(name, attributes, header)!
+  if (!rs.recording()) return fn()
+  o.started?.(rs)
+  return rs.within(fn).then(
+    (value) => {
+      if (o.statusOf) rs.status(o.statusOf(value))
+      rs.end()
+      return value
+    },
+    (err: unknown) => {
+      const e = err as SpanError
+      const code = typeof e?.status === 'number' ? e.status : 500
+      if (o.statusOf) rs.status(code, e)
+      else rs.failed(code, e)
+      rs.end()
+      throw err
+    },
+  )
 }

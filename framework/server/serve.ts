@@ -41,7 +41,8 @@ export interface ServeOptions extends AppOptions {
   /**
    * Send OpenTelemetry traces to this OTLP/HTTP collector (its base URL, e.g.
    * http://localhost:4318). Without it, OTEL_EXPORTER_OTLP_ENDPOINT (and the other OTEL_*
-   * variables) decide; with neither, tracing is off. See docs/operations.md "Traces".
+   * variables) decide; with neither, tracing is off. See docs/operations.md "Traces". Tracing
+   * is process-wide: the first server of a process to start it sets it up, and its close stops it.
    */
   otelEndpoint?: string
 }
@@ -91,6 +92,15 @@ function stalled(
 }
 
 /** Why the socket could not open, as a coded error naming the address. */
+/** A URL as the log shows it: no user, password or query (where tokens go). */
+function shownUrl(url: string): string {
+  const u = new URL(url)
+  u.username = ''
+  u.password = ''
+  u.search = ''
+  return u.href
+}
+
 function listenError(err: NodeJS.ErrnoException, host: string, port: number): Error {
   if (err.code === 'EADDRINUSE')
     return new BundleError(
@@ -361,7 +371,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
     // Before the runners start: their workers are told to trace too.
     if (tracing) {
       await startTracing(tracing, { 'bundle.process': 'api-server' })
-      service.log.info({ url: tracing.url, protocol: tracing.protocol }, 'sending traces')
+      service.log.info({ url: shownUrl(tracing.url), protocol: tracing.protocol }, 'sending traces')
     }
     await service.start()
     service.log.flush()

@@ -91,6 +91,7 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
     recover()
     throw new Error(`${TRANSPORT_FAILURE}: runner ${o.runner.name}: a worker lost Redis while moving the batch`)
   }
+  const host = hostname()
   const worker = new Worker(
     o.queue,
     async (job): Promise<JobResult> => {
@@ -123,7 +124,7 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
       let out: unknown
       const traced = executeSpans(d.trace, `remote ${d.method}`, {
         'bundle.runner': o.runner.name,
-        'bundle.remote.host': hostname(),
+        'bundle.remote.host': host,
       })
       try {
         out = await o.runner.execute(d.method, args, traced.carriers)

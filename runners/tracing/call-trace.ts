@@ -21,6 +21,13 @@ export function endSpan(span: Span, err?: unknown): void {
   span.end()
 }
 
+/**
+ * Links from a batch span to the other requests in its batch, at most: each of n traced requests
+ * links to the others, so a batch costs n² links without a cap (bundle.batch.requests still
+ * counts them all).
+ */
+export const MAX_LINKS = 32
+
 /** One batch a traced request's rows went into: what its worker joins its span to, and its end. */
 export interface TracedPart {
   readonly carrier: TraceCarrier
@@ -65,7 +72,10 @@ export class CallTrace {
     this.queue?.end()
     this.queue = undefined
     const links: Link[] = []
-    for (const p of peers) if (p !== undefined && p !== this) links.push({ context: p.span.spanContext() })
+    for (const p of peers) {
+      if (links.length === MAX_LINKS) break
+      if (p !== undefined && p !== this) links.push({ context: p.span.spanContext() })
+    }
     const span = this.tracer.startSpan(
       'batch',
       {

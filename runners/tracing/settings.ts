@@ -47,15 +47,17 @@ function checkedUrl(url: string, from: string): string {
  */
 export function tracingSettings(
   o: { endpoint?: string | undefined; serviceName: string },
-  env: NodeJS.ProcessEnv = process.env,
+  processEnv: NodeJS.ProcessEnv = process.env,
 ): TracingSettings | undefined {
-  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return undefined
-  const exporter = env.OTEL_TRACES_EXPORTER?.trim().toLowerCase()
+  // A variable set to nothing counts as unset, as the OpenTelemetry specification has it.
+  const env = (name: string): string | undefined => processEnv[name]?.trim() || undefined
+  if (env('OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return undefined
+  const exporter = env('OTEL_TRACES_EXPORTER')?.toLowerCase()
   if (exporter === 'none') return undefined
-  if (exporter !== undefined && exporter !== '' && exporter !== 'otlp')
+  if (exporter !== undefined && exporter !== 'otlp')
     throw invalid(`OTEL_TRACES_EXPORTER=${exporter} is not supported; use otlp (or none to turn tracing off)`)
-  const tracesUrl = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-  const base = o.endpoint ?? env.OTEL_EXPORTER_OTLP_ENDPOINT
+  const tracesUrl = env('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT')
+  const base = o.endpoint ?? env('OTEL_EXPORTER_OTLP_ENDPOINT')
   // The flag wins over both variables; the signal-specific variable is a full URL, the others a base.
   const url =
     o.endpoint !== undefined
@@ -66,16 +68,16 @@ export function tracingSettings(
           ? `${checkedUrl(base, 'OTEL_EXPORTER_OTLP_ENDPOINT').replace(/\/+$/, '')}/v1/traces`
           : undefined
   if (url === undefined) return undefined
-  const protocol = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf').trim()
+  const protocol = env('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ?? env('OTEL_EXPORTER_OTLP_PROTOCOL') ?? 'http/protobuf'
   if (protocol !== 'http/protobuf' && protocol !== 'http/json')
     throw invalid(
       `OTLP protocol ${JSON.stringify(protocol)} is not supported; set OTEL_EXPORTER_OTLP_PROTOCOL to http/protobuf ` +
         '(the default; collectors listen on port 4318) or http/json',
     )
-  const sampler = env.OTEL_TRACES_SAMPLER?.trim().toLowerCase()
+  const sampler = env('OTEL_TRACES_SAMPLER')?.toLowerCase()
   if (sampler && !SAMPLERS.has(sampler))
     throw invalid(`OTEL_TRACES_SAMPLER=${sampler} is not a sampler; use one of ${[...SAMPLERS].join(', ')}`)
-  const arg = env.OTEL_TRACES_SAMPLER_ARG?.trim()
+  const arg = env('OTEL_TRACES_SAMPLER_ARG')
   if (sampler?.endsWith('traceidratio') && arg) {
     const ratio = Number(arg)
     if (!(ratio >= 0 && ratio <= 1))

@@ -27,6 +27,13 @@ const caller = () => {
 }
 const vec = (name: string) => ({ name, dtype: 'float32' as const, dims: ['n', 4] })
 const named = (spans: ReceivedSpan[], name: string) => spans.filter((s) => s.name === name)
+/**
+ * Both steps' worker spans and the server span are in (each process sends its own spans; the
+ * server span ends after every other span of its process, which are therefore in too).
+ */
+const complete = (traceId: string, server: string) => (spans: ReceivedSpan[]) =>
+  spans.filter((s) => s.traceId === traceId && s.name === 'execute run').length === 2 &&
+  spans.some((s) => s.traceId === traceId && s.name === server)
 
 describe('traces: ensemble steps over /v2 HTTP and gRPC, and streamed answers', () => {
   let rx: OtlpReceiver
@@ -70,6 +77,15 @@ describe('traces: ensemble steps over /v2 HTTP and gRPC, and streamed answers', 
               const out = await neg.run({ x: { dtype: 'float32', shape: [1, 4], data: new Float32Array(4).fill(x) } })
               yield { y: (out.y!.data as Float32Array)[0]! }
             }
+          },
+        }),
+        // A stream that fails after its first item.
+        broken: defineApi({
+          input: io.json(z.object({})),
+          output: io.stream(io.json(z.object({ y: z.number() }))),
+          handler: async function* () {
+            yield { y: 1 }
+            throw new Error('the generator broke')
           },
         }),
       },
@@ -122,10 +138,7 @@ describe('traces: ensemble steps over /v2 HTTP and gRPC, and streamed answers', 
     assert.equal(r.status, 200)
     const out = ((await r.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data
     assert.ok(Math.abs(out[1]! - Math.exp(-1)) < 1e-6)
-    await rx.waitFor(
-      (spans) => spans.filter((s) => s.traceId === c.traceId && s.name === 'execute run').length === 2,
-      'both steps executed',
-    )
+    await rx.waitFor(complete(c.traceId, 'POST /v2/models/:model/infer'), 'both steps executed, and the server span')
     checkTrace(c.traceId, c.spanId, 'POST /v2/models/:model/infer')
     const [server] = named(rx.trace(c.traceId), 'POST /v2/models/:model/infer')
     assert.equal(server!.attributes['http.response.status_code'], 200)
@@ -147,8 +160,8 @@ describe('traces: ensemble steps over /v2 HTTP and gRPC, and streamed answers', 
       )
       assert.ok(Math.abs(readF32(res.raw_output_contents[0])[2]! - Math.exp(-2)) < 1e-6)
       await rx.waitFor(
-        (spans) => spans.filter((s) => s.traceId === c.traceId && s.name === 'execute run').length === 2,
-        'both steps executed',
+        complete(c.traceId, 'inference.GRPCInferenceService/ModelInfer'),
+        'both steps executed, and the server span',
       )
       checkTrace(c.traceId, c.spanId, 'inference.GRPCInferenceService/ModelInfer')
       const [server] = named(rx.trace(c.traceId), 'inference.GRPCInferenceService/ModelInfer')
@@ -182,6 +195,23 @@ describe('traces: ensemble steps over /v2 HTTP and gRPC, and streamed answers', 
     assert.equal(calls.length, 3, 'one runner call per item')
     for (const call of calls) assert.equal(call.parentSpanId, server!.spanId)
     assert.ok(server!.end >= Math.max(...calls.map((x) => x.end)) - 1.5, 'the server span lasts to the last item')
+    assert.equal(server!.attributes['bundle.stream.status'], 200)
+    assert.equal(server!.status.code, 0)
+
+    // A stream that fails part way: its head said 200, its span says how it ended.
+    const b = caller()
+    const broken = await fetch(`${running.url}/broken`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/x-ndjson', traceparent: b.header },
+      body: '{}',
+    })
+    assert.equal(broken.status, 200)
+    assert.match(await broken.text(), /"error"/)
+    await rx.waitFor((spans) => spans.some((s) => s.traceId === b.traceId), "the broken stream's span")
+    const [span] = named(rx.trace(b.traceId), 'POST /broken')
+    assert.equal(span!.attributes['http.response.status_code'], 200)
+    assert.equal(span!.attributes['bundle.stream.status'], 500)
+    assert.equal(span!.status.code, 2, 'marked failed')
   })
 })
 

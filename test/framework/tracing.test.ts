@@ -139,6 +139,7 @@ describe('traces: OpenTelemetry over OTLP/HTTP', () => {
     )
     const http = one(rx.trace(caller.traceId), (s) => s.name === 'POST /classifyTensor', 'server span')
     assert.equal(http.attributes['http.response.status_code'], 400)
+    assert.equal(http.attributes['error.type'], 'E_INPUT_INVALID')
     assert.notEqual(http.status.code, 2, "a client's mistake does not mark the server span failed")
   })
 
@@ -208,7 +209,11 @@ describe('traces: configured by the standard variables', () => {
     })
     try {
       assert.equal((await classify(server.url)).status, 200)
-      await rx.waitFor((spans) => spans.some((s) => s.name === 'execute run'), 'the worker span')
+      // Each process sends its own spans: wait for the worker's and the server's.
+      await rx.waitFor(
+        (spans) => ['execute run', 'POST /classify'].every((n) => spans.some((s) => s.name === n)),
+        'the worker and server spans',
+      )
       const http = one(rx.spans, (s) => s.name === 'POST /classify', 'server span')
       assert.equal(http.parentSpanId, '', 'a root span')
       assert.equal(http.encoding, 'json')
@@ -262,9 +267,11 @@ describe('traces: remote runners (BullMQ)', () => {
       })
       assert.equal(r.status, 200)
       assert.equal(((await r.json()) as { y: number }).y, 42)
+      // Each process exports its own spans when they end: wait for every one of them.
+      const names = ['POST /double', 'accel.work', 'batch', 'remote work', 'execute work']
       await rx.waitFor(
-        (spans) => spans.some((s) => s.traceId === caller.traceId && s.name === 'execute work'),
-        'the span of the remote worker process that ran the batch',
+        (spans) => names.every((n) => spans.some((s) => s.traceId === caller.traceId && s.name === n)),
+        'the spans of the three processes',
       )
       const spans = rx.trace(caller.traceId)
       const http = one(spans, (s) => s.name === 'POST /double', 'server span')

@@ -44,6 +44,16 @@ describe('tracing settings', () => {
     )
   })
 
+  it('count a variable set to nothing as unset', () => {
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: ' ' }
+    assert.deepEqual(tracingSettings(svc, { ...env, OTEL_EXPORTER_OTLP_PROTOCOL: '', OTEL_TRACES_SAMPLER: '' }), {
+      url: 'http://c:4318/v1/traces',
+      protocol: 'http/protobuf',
+      serviceName: 'quickstart',
+    })
+    assert.equal(tracingSettings(svc, { OTEL_EXPORTER_OTLP_ENDPOINT: '' }), undefined)
+  })
+
   it('are off when OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none, even with an endpoint', () => {
     assert.equal(tracingSettings({ ...svc, endpoint: 'http://c:4318' }, { OTEL_SDK_DISABLED: 'TRUE' }), undefined)
     assert.equal(tracingSettings({ ...svc, endpoint: 'http://c:4318' }, { OTEL_TRACES_EXPORTER: 'none' }), undefined)

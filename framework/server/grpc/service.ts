@@ -148,13 +148,15 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
     if (!o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
     return o.track(() =>
       withServerSpan(
-        `inference.GRPCInferenceService/${rpc}`,
-        {
-          'rpc.system': 'grpc',
-          'rpc.service': 'inference.GRPCInferenceService',
-          'rpc.method': rpc,
-          'bundle.model': m.name,
-        },
+        () => ({
+          name: `inference.GRPCInferenceService/${rpc}`,
+          attributes: {
+            'rpc.system': 'grpc',
+            'rpc.service': 'inference.GRPCInferenceService',
+            'rpc.method': rpc,
+            'bundle.model': m.name,
+          },
+        }),
         (name) => first(call.metadata, name),
         () => run(msg, call, bound, m, arrived),
       ),

@@ -38,7 +38,9 @@ export function mountTaskRoutes(app: Hono<any>, tasks: TaskService, h: TaskRoute
       route(async (c) => {
         // A caller's trace context goes with the task: its run joins the caller's trace.
         const traceparent = c.req.header('traceparent')
-        const id = await tasks.submit(a, await h.decode(c, a), traceparent ? { traceparent } : undefined)
+        const tracestate = c.req.header('tracestate')
+        const trace = traceparent ? { traceparent, ...(tracestate ? { tracestate } : {}) } : undefined
+        const id = await tasks.submit(a, await h.decode(c, a), trace)
         return c.json({ taskId: id, status: 'pending' }, 202)
       }),
     )

@@ -118,14 +118,21 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
         const m = find(c)
         if (!o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
         const headers = c.req.raw.headers
-        const path = c.req.path
         return o.track(() =>
           withServerSpan(
-            `POST ${base}/infer`,
-            { 'http.request.method': 'POST', 'http.route': `${base}/infer`, 'url.path': path, 'bundle.model': m.name },
+            () => ({
+              name: `POST ${base}/infer`,
+              attributes: {
+                'http.request.method': 'POST',
+                'http.route': `${base}/infer`,
+                'url.path': c.req.path,
+                'bundle.model': m.name,
+              },
+            }),
             (name) => headers.get(name) ?? undefined,
             () => infer(c, m, headers, arrived),
-            { statusOf: (res) => res.status },
+            // The access-log line names the trace, as an API route's does.
+            { statusOf: (res) => res.status, started: (rs) => c.set('trace', rs.ids()) },
           ),
         )
       }),
