@@ -110,6 +110,10 @@ describe('traces: OpenTelemetry over OTLP/HTTP', () => {
     assert.ok(parts <= dur(call) + 0.5, `queue ${dur(queue)} + batch ${dur(batch)} fit in the call ${dur(call)}`)
     assert.ok(dur(call) - parts < Math.max(5, dur(call) * 0.5), 'little of the call is outside queue and batch')
     assert.ok(dur(decode) + dur(call) <= dur(http) + 0.5)
+    // …and they add up to the request: what is left is reading the body, the method's own code
+    // (the tensor from the image) and encoding the answer.
+    const rest = dur(http) - dur(decode) - dur(call)
+    assert.ok(rest < Math.max(5, dur(http) * 0.5), `decode ${dur(decode)} + call ${dur(call)} of ${dur(http)} ms`)
 
     // The access-log line names the trace and the server span.
     await until('the access-log line of the request', () => server.output().includes(caller.traceId), 10_000).catch(

@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs'
+import WebSocket from 'ws'
 
 // What a process holds, read from /proc (Linux): for fault, overload and soak tests.
 
@@ -35,6 +36,27 @@ export const openFds = (pid: number): number => readdirSync(`/proc/${pid}/fd`).l
 export function rssMiB(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
   return m ? Number(m[1]) / 1024 : NaN
+}
+
+/**
+ * A full garbage collection in a process started with `--inspect=127.0.0.1:PORT`, asked through
+ * its inspector (HeapProfiler.collectGarbage): memory read after it is what the process holds,
+ * not what garbage it has yet to collect.
+ */
+export async function collectGarbage(inspectorPort: number): Promise<void> {
+  const [target] = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json/list`)).json()) as {
+    webSocketDebuggerUrl: string
+  }[]
+  const ws = new WebSocket(target!.webSocketDebuggerUrl)
+  try {
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => ws.send(JSON.stringify({ id: 1, method: 'HeapProfiler.collectGarbage' })))
+      ws.on('message', (m) => (JSON.parse(String(m)) as { id?: number }).id === 1 && resolve())
+      ws.once('error', reject)
+    })
+  } finally {
+    ws.close()
+  }
 }
 
 export { until } from './until.js'

@@ -37,15 +37,17 @@ export interface Served {
 
 /**
  * `bundle serve ENTRY [ARGS]` on a port the OS picks (--port 0, read back from its log); resolves once /readyz answers
- * 200. It gets a BUNDLE_HOME of its own (removed by stop()) unless `env` names one.
+ * 200. It gets a BUNDLE_HOME of its own (removed by stop()) unless `env` names one. `nodeArgs`: flags for node
+ * itself (e.g. --inspect), the server process's only (its workers are forked with their own).
  */
 export async function serveReady(
   entry: string,
   args: readonly string[] = [],
   env: Record<string, string> = {},
+  nodeArgs: readonly string[] = [],
 ): Promise<Served> {
   const own = env.BUNDLE_HOME === undefined ? mkdtempSync(join(tmpdir(), 'mb-serve-')) : undefined
-  const child = spawn(process.execPath, [BIN, 'serve', entry, '--port', '0', ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, BIN, 'serve', entry, '--port', '0', ...args], {
     env: { ...process.env, BUNDLE_ACCESS_LOG: '0', ...(own ? { BUNDLE_HOME: own } : {}), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
