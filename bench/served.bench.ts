@@ -15,6 +15,7 @@ import { accessLog } from '../framework/server/access-log.js'
 import { LogSink } from '../framework/server/log-sink.js'
 import { createMetrics } from '../framework/server/metrics.js'
 import { MODELS } from '../test/utils/models.js'
+import { interleaved } from './pair.js'
 import { fmt, machine, writeSection } from './results.js'
 import { startServer, waitReady as ready } from './server.js'
 import { hasWrk, wrk, type WrkResult } from './wrk.js'
@@ -59,33 +60,9 @@ const run = (url: string, load: Load, connections: number, seconds = SECONDS) =>
   wrk({ url, ...load, connections, seconds, threads: connections >= 16 ? 2 : 1 })
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
-/**
- * Rounds of A then B (and back), after a short warm-up of each: the median of each side, and the
- * median of per-round ratios.
- */
-async function pair(
-  a: string,
-  b: string,
-  load: Load,
-  connections: number,
-): Promise<{ a: WrkResult; b: WrkResult; ratio: number }> {
-  await run(a, load, connections, 2)
-  await run(b, load, connections, 2)
-  const as: WrkResult[] = []
-  const bs: WrkResult[] = []
-  for (let i = 0; i < ROUNDS; i++) {
-    // Alternate which goes first, so a slow drift of the machine hits both alike.
-    if (i % 2 === 0) {
-      as.push(await run(a, load, connections))
-      bs.push(await run(b, load, connections))
-    } else {
-      bs.push(await run(b, load, connections))
-      as.push(await run(a, load, connections))
-    }
-  }
-  const mid = (xs: WrkResult[]) => [...xs].sort((x, y) => x.goodput - y.goodput)[Math.floor(xs.length / 2)]!
-  return { a: mid(as), b: mid(bs), ratio: median(as.map((x, i) => x.goodput / Math.max(bs[i]!.goodput, 1e-9))) }
-}
+/** A against B under `load` (see interleaved): each side's median round and the median ratio. */
+const pair = (a: string, b: string, load: Load, connections: number) =>
+  interleaved((url, seconds) => run(url, load, connections, seconds), a, b, ROUNDS)
 
 /** bench/fixtures/raw-onnx.ts in a process of its own: onnxruntime's rows a second by batch size. */
 async function rawOnnx(): Promise<{ batch: number; inFlight: number; rowsPerSecond: number }[]> {

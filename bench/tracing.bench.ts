@@ -11,9 +11,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { OtlpReceiver } from '../test/utils/otlp-receiver.js'
-import { fmt, machine, median, writeSection } from './results.js'
+import { interleaved } from './pair.js'
+import { fmt, machine, writeSection } from './results.js'
 import { type Server, startServer, waitReady } from './server.js'
-import { hasWrk, type WrkResult, wrk } from './wrk.js'
+import { hasWrk, wrk } from './wrk.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8)
@@ -63,24 +64,9 @@ const serveFrom = async (tree: string, entry: string, env: Record<string, string
 const run = (url: string, load: Load, connections: number, seconds = SECONDS) =>
   wrk({ url, ...load, connections, seconds, threads: connections >= 16 ? 2 : 1 })
 
-/** Rounds of A then B (alternating who goes first): each side's median round and the median per-round ratio. */
-async function pair(a: string, b: string, load: Load, connections: number) {
-  await run(a, load, connections, 2)
-  await run(b, load, connections, 2)
-  const as: WrkResult[] = []
-  const bs: WrkResult[] = []
-  for (let i = 0; i < ROUNDS; i++) {
-    if (i % 2 === 0) {
-      as.push(await run(a, load, connections))
-      bs.push(await run(b, load, connections))
-    } else {
-      bs.push(await run(b, load, connections))
-      as.push(await run(a, load, connections))
-    }
-  }
-  const mid = (xs: WrkResult[]) => [...xs].sort((x, y) => x.goodput - y.goodput)[Math.floor(xs.length / 2)]!
-  return { a: mid(as), b: mid(bs), ratio: median(as.map((x, i) => x.goodput / Math.max(bs[i]!.goodput, 1e-9))) }
-}
+/** A against B under `load` (see interleaved): each side's median round and the median ratio. */
+const pair = (a: string, b: string, load: Load, connections: number) =>
+  interleaved((url, seconds) => run(url, load, connections, seconds), a, b, ROUNDS)
 
 const rows: string[] = []
 // Counts and drops what it gets: a collector elsewhere costs the served machine nothing to decode.

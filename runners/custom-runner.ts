@@ -6,7 +6,7 @@ import { WorkerPool } from './pool/worker-pool.js'
 import { currentCall, submitOptionsOf } from './call-context.js'
 import { PooledRunner } from './pooled-runner.js'
 import { tracesOf } from './onnx/batch.js'
-import { CallTrace, directCallSpan, endSpan, traced } from './tracing/index.js'
+import { CallTrace, carrierOf, spanAround, traced } from './tracing/index.js'
 import { startPool } from './pool/pool.js'
 import {
   customSettings,
@@ -123,16 +123,13 @@ export class CustomRunner extends PooledRunner {
 
   /** Calls a method once with `args` (no batching). */
   async call<T = unknown>(method: string, args?: unknown): Promise<T> {
-    const span = directCallSpan(this.name, method)
+    const span = spanAround(() => ({
+      name: `${this.name}.${method}`,
+      attributes: { 'bundle.runner': this.name, 'bundle.runner.method': method },
+    }))
     if (span === undefined) return (await this.livePool().run(method, args)) as T
-    try {
-      const out = (await this.livePool().run(method, args, undefined, [span.carrier])) as T
-      endSpan(span.span)
-      return out
-    } catch (err) {
-      endSpan(span.span, err)
-      throw err
-    }
+    // The worker's execute span joins this one.
+    return (await span.run(() => this.livePool().run(method, args, undefined, [carrierOf(span.span)]))) as T
   }
 
   /** Sends `items` through a batchable method; concurrent calls are merged into batches. */

@@ -3,7 +3,7 @@ import type { InferenceModel, TensorSpec } from './inference.js'
 import type { Runner, RunnerHealth } from './runner.js'
 import { RunnerStats } from './stats.js'
 import type { RunnerTensor } from './tensor.js'
-import { activeTracer, endSpan, spanAround } from './tracing/index.js'
+import { spanAround } from './tracing/index.js'
 
 /** One model call of an ensemble: which model, and how its tensors connect to the ensemble's. */
 export interface EnsembleStep {
@@ -297,24 +297,19 @@ export class Ensemble implements Runner {
         st.model_version = m.version
         const started = performance.now()
         // A traced request shows each step as a span, its model's runner call inside it.
-        const span =
-          activeTracer() &&
-          spanAround(`step ${i + 1} ${s.model}`, {
-            'bundle.ensemble': this.name,
-            'bundle.model': s.model,
-            'bundle.model.version': m.version,
-          })
+        const span = spanAround(() => ({
+          name: `step ${i + 1} ${s.model}`,
+          attributes: { 'bundle.ensemble': this.name, 'bundle.model': s.model, 'bundle.model.version': m.version },
+        }))
         const feeds = Object.fromEntries(Object.entries(s.inputMap).map(([k, t]) => [k, tensors.get(t)!]))
         try {
-          const out = await (span ? span.within(() => m.infer(feeds)) : m.infer(feeds))
+          const out = await (span ? span.run(() => m.infer(feeds)) : m.infer(feeds))
           for (const [k, t] of Object.entries(s.outputMap)) tensors.set(t, out[k]!)
           st.success.count++
           st.success.ns += Math.round((performance.now() - started) * 1e6)
-          if (span) endSpan(span.span)
         } catch (err) {
           st.fail.count++
           st.fail.ns += Math.round((performance.now() - started) * 1e6)
-          if (span) endSpan(span.span, err)
           throw err
         }
       })

@@ -68,19 +68,11 @@ export {
 export { parseGpuQuery, queryGpus, type GpuSample } from './gpu/query.js'
 export {
   activeTracer,
-  activeTracing,
-  CallTrace,
-  carrierOf,
   contextOf,
-  directCallSpan,
   endSpan,
-  executeSpans,
   spanAround,
-  flushTracing,
-  recordingSpan,
   startTracing,
   stopTracing,
   tracingSettings,
   type TraceCarrier,
-  type TracingSettings,
 } from './tracing/index.js'

@@ -1,23 +1,13 @@
 import type { Slice } from '../batching/dispatcher.js'
 import { splitOutputs, stackInputs, tracesOf } from '../onnx/batch.js'
 import { SEQUENCE_RUN, type SequenceRunArgs, type SequenceRunResult, type WireTensor } from '../pool/protocol.js'
-import type { TraceCarrier } from '../tracing/index.js'
+import type { WorkerPool } from '../pool/worker-pool.js'
 import type { Frame } from './frame.js'
 
 type Request = Record<string, WireTensor>
 
 /** What a sequence batch needs of its pool: calls to one given worker, and which workers take calls now. */
-export interface PinnedPool {
-  readonly gathers: boolean
-  runOn(
-    index: number,
-    method: string,
-    args: unknown,
-    timing?: (ms: number) => void,
-    trace?: TraceCarrier[],
-  ): Promise<unknown>
-  readyWorkers(): number[]
-}
+export type PinnedPool = Pick<WorkerPool, 'gathers' | 'runOn' | 'readyWorkers'>
 
 /**
  * One frame's answer from its batch: the model's outputs for its row; `missing` — its worker

@@ -96,20 +96,6 @@ export class CallTrace {
   }
 }
 
-/**
- * A call made straight to a pool (a custom runner's unbatched method): one span, whose carrier
- * the worker joins. Undefined when the request is not traced.
- */
-export function directCallSpan(runner: string, method: string): { carrier: TraceCarrier; span: Span } | undefined {
-  const tracer = activeTracer()
-  if (tracer === undefined || recordingSpan() === undefined) return undefined
-  const span = tracer.startSpan(`${runner}.${method}`, {
-    kind: SpanKind.INTERNAL,
-    attributes: { 'bundle.runner': runner, 'bundle.runner.method': method },
-  })
-  return { carrier: carrierOf(span), span }
-}
-
 /** `p`, ending `t` when it settles (failed or not); `p` itself when the call is not traced. */
 export function traced<T>(t: CallTrace | undefined, p: Promise<T>): Promise<T> {
   if (t === undefined) return p
@@ -125,21 +111,42 @@ export function traced<T>(t: CallTrace | undefined, p: Promise<T>): Promise<T> {
   )
 }
 
+/** A span around a piece of a traced request, and the way to run that piece inside it. */
+export interface SpanScope {
+  readonly span: Span
+  /** Runs `fn` with the span active, ending it (failed, if `fn` fails) when `fn` settles. */
+  run<T>(fn: () => Promise<T>): Promise<T>
+}
+
 /**
- * A span around a piece of a traced request (an ensemble step, a task run) and a way to run
- * code inside it; undefined when tracing is off or, without `parent`, when no recording span
- * is active. `parent`: a carrier the span continues (a task submitted by a traced request).
+ * A span around a piece of a traced request (an ensemble step, a task run, a custom runner's
+ * unbatched call); undefined when tracing is off or, without `parent`, when no recording span is
+ * active. `describe` names it, called only when there is one. `parent`: a carrier the span
+ * continues (a task submitted by a traced request).
  */
 export function spanAround(
-  name: string,
-  attributes: Attributes,
+  describe: () => { name: string; attributes: Attributes },
   o: { parent?: TraceCarrier | undefined; kind?: SpanKind } = {},
-): { span: Span; within<T>(fn: () => T): T } | undefined {
+): SpanScope | undefined {
   const tracer = activeTracer()
   if (tracer === undefined) return undefined
   const parent = o.parent ? contextOf(o.parent) : recordingSpan() ? context.active() : undefined
   if (parent === undefined) return undefined
+  const { name, attributes } = describe()
   const span = tracer.startSpan(name, { kind: o.kind ?? SpanKind.INTERNAL, attributes }, parent)
   const ctx = trace.setSpan(parent, span)
-  return { span, within: (fn) => context.with(ctx, fn) }
+  return {
+    span,
+    run: (fn) =>
+      context.with(ctx, fn).then(
+        (v) => {
+          endSpan(span)
+          return v
+        },
+        (err: unknown) => {
+          endSpan(span, err)
+          throw err
+        },
+      ),
+  }
 }

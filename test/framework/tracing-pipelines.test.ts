@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict'
-import { randomBytes } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -9,7 +8,7 @@ import { defineApi, defineService, ensemble, io, onnxRunner, type RunningServer,
 import { ModelStore } from '../../store/index.js'
 import { f32, inferenceClient, readF32 } from '../utils/grpc.js'
 import { writeOnnxModel } from '../utils/onnx-builder.js'
-import { OtlpReceiver, type ReceivedSpan } from '../utils/otlp-receiver.js'
+import { newTraceparent, OtlpReceiver, type ReceivedSpan } from '../utils/otlp-receiver.js'
 import { type PrivateRedis, until, usePrivateRedis } from '../utils/remote.js'
 import { serveReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
@@ -20,11 +19,6 @@ import { z } from 'zod'
 
 process.env.OTEL_BSP_SCHEDULE_DELAY = '50'
 
-const caller = () => {
-  const traceId = randomBytes(16).toString('hex')
-  const spanId = randomBytes(8).toString('hex')
-  return { traceId, spanId, header: `00-${traceId}-${spanId}-01` }
-}
 const vec = (name: string) => ({ name, dtype: 'float32' as const, dims: ['n', 4] })
 const named = (spans: ReceivedSpan[], name: string) => spans.filter((s) => s.name === name)
 /**
@@ -129,7 +123,7 @@ describe('traces: ensemble steps over /v2 HTTP and gRPC, and streamed answers', 
   }
 
   it('an ensemble over /v2 HTTP: a span per step, its runner call inside it', { timeout: 60_000 }, async () => {
-    const c = caller()
+    const c = newTraceparent()
     const r = await fetch(`${running.url}/v2/models/exp-neg/infer`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', traceparent: c.header },
@@ -148,7 +142,7 @@ describe('traces: ensemble steps over /v2 HTTP and gRPC, and streamed answers', 
   it('the same over gRPC ModelInfer, with traceparent in the metadata', { timeout: 60_000 }, async () => {
     const client = inferenceClient(running.grpcUrl!)
     try {
-      const c = caller()
+      const c = newTraceparent()
       const res = await client.call(
         'ModelInfer',
         {
@@ -173,7 +167,7 @@ describe('traces: ensemble steps over /v2 HTTP and gRPC, and streamed answers', 
   })
 
   it('runner calls made while a stream is written are children of its server span', { timeout: 60_000 }, async () => {
-    const c = caller()
+    const c = newTraceparent()
     const r = await fetch(`${running.url}/negate`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/x-ndjson', traceparent: c.header },
@@ -199,7 +193,7 @@ describe('traces: ensemble steps over /v2 HTTP and gRPC, and streamed answers', 
     assert.equal(server!.status.code, 0)
 
     // A stream that fails part way: its head said 200, its span says how it ended.
-    const b = caller()
+    const b = newTraceparent()
     const broken = await fetch(`${running.url}/broken`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/x-ndjson', traceparent: b.header },
@@ -228,7 +222,7 @@ describe('traces: durable tasks', () => {
       TASK_FAIL_FILE: failFile,
     })
     try {
-      const c = caller()
+      const c = newTraceparent()
       const r = await fetch(`${server.url}/render/submit`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', traceparent: c.header },
@@ -246,7 +240,7 @@ describe('traces: durable tasks', () => {
 
       // A failing run: its span says so, and the server's log line about it carries the trace.
       writeFileSync(failFile, '')
-      const f = caller()
+      const f = newTraceparent()
       const failing = await fetch(`${server.url}/render/submit`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', traceparent: f.header },

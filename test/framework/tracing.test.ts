@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict'
-import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { OtlpReceiver, type ReceivedSpan } from '../utils/otlp-receiver.js'
+import { newTraceparent, OtlpReceiver, type ReceivedSpan } from '../utils/otlp-receiver.js'
 import { type PrivateRedis, remoteServe, until, usePrivateRedis, worker } from '../utils/remote.js'
 import { type Served, serveReady } from '../utils/serve.js'
 
@@ -23,12 +22,6 @@ const FAST_EXPORT = { OTEL_BSP_SCHEDULE_DELAY: '50' }
  */
 const SAME_PROCESS_MS = 1.5
 const SKEW_MS = 5
-
-const newTraceparent = () => {
-  const traceId = randomBytes(16).toString('hex')
-  const spanId = randomBytes(8).toString('hex')
-  return { traceId, spanId, header: `00-${traceId}-${spanId}-01` }
-}
 
 const classify = (url: string, headers: Record<string, string> = {}) =>
   fetch(`${url}/classify`, { method: 'POST', headers: { 'content-type': 'image/png', ...headers }, body: PNG })

@@ -1,8 +1,16 @@
+import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import protobuf from 'protobufjs'
+
+/** A caller's span context, as a W3C traceparent header and its ids (sampled). */
+export function newTraceparent(): { traceId: string; spanId: string; header: string } {
+  const traceId = randomBytes(16).toString('hex')
+  const spanId = randomBytes(8).toString('hex')
+  return { traceId, spanId, header: `00-${traceId}-${spanId}-01` }
+}
 
 /** A span as the receiver got it, whichever encoding it came in. */
 export interface ReceivedSpan {

@@ -4,7 +4,6 @@ import type { Logger } from 'pino'
 import { BundleError, isBundleError } from '../../../errors/index.js'
 import { SpanKind } from '@opentelemetry/api'
 import {
-  endSpan,
   isTransportError,
   pack,
   spanAround,
@@ -153,19 +152,17 @@ export class TaskService {
     // Each run of a task is a span: in its submitter's trace when it sent a traceparent, else a trace of its own.
     const data = job.data as TaskData
     const span = spanAround(
-      `task ${a.name}`,
-      { 'bundle.task.id': job.id!, 'bundle.task.api': a.name, 'bundle.task.attempt': job.attemptsMade + 1 },
+      () => ({
+        name: `task ${a.name}`,
+        attributes: {
+          'bundle.task.id': job.id!,
+          'bundle.task.api': a.name,
+          'bundle.task.attempt': job.attemptsMade + 1,
+        },
+      }),
       { parent: data.trace ?? {}, kind: SpanKind.CONSUMER },
     )
-    if (span === undefined) return this.run(a, instance, job)
-    try {
-      const out = await span.within(() => this.run(a, instance, job))
-      endSpan(span.span)
-      return out
-    } catch (err) {
-      endSpan(span.span, err)
-      throw err
-    }
+    return span ? span.run(() => this.run(a, instance, job)) : this.run(a, instance, job)
   }
 
   private async run(a: ApiDefinition, instance: Record<string, unknown>, job: Job): Promise<TaskResult> {
