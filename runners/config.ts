@@ -1,6 +1,7 @@
 import { BundleError } from '../errors/index.js'
 import type { GpuRequest } from './gpu/placement.js'
-import type { BatchingOptions } from './onnx/options.js'
+import type { BatchingOptions, WarmupOptions } from './onnx/options.js'
+import { validateWarmup } from './onnx/warmup-config.js'
 
 /** Every runner option an operator may override without touching code. */
 export interface RunnerOverrides {
@@ -18,7 +19,7 @@ export interface RunnerOverrides {
   /** maxLatencyMs: the deadline's old name (deadlineMs wins when both are given). */
   batching?: BatchingOptions
   resources?: { cpu?: number; gpu?: GpuRequest }
-  warmup?: false | { rounds?: number; shapes?: Record<string, number[]> }
+  warmup?: false | WarmupOptions
 }
 
 const bad = (msg: string) => new BundleError('E_SERVE_CONFIG_INVALID', msg)
@@ -94,8 +95,10 @@ export function validateOverrides(where: string, raw: unknown): RunnerOverrides 
       if (typeof b.enabled !== 'boolean') throw bad(`${where}.batching.enabled must be true or false`)
       out.batching.enabled = b.enabled
     }
+    // 0: never merge requests (Triton's max_batch_size 0), each runs as given.
     if (b.maxBatchSize !== undefined)
-      out.batching.maxBatchSize = positiveInt(`${where}.batching.maxBatchSize`, b.maxBatchSize)
+      out.batching.maxBatchSize =
+        b.maxBatchSize === 0 ? 0 : positiveInt(`${where}.batching.maxBatchSize (or 0)`, b.maxBatchSize)
     if (b.maxDelayMs !== undefined) out.batching.maxDelayMs = atLeastZero(`${where}.batching.maxDelayMs`, b.maxDelayMs)
     if (b.maxQueueSize !== undefined)
       out.batching.maxQueueSize = positiveInt(`${where}.batching.maxQueueSize`, b.maxQueueSize)
@@ -128,36 +131,7 @@ export function validateOverrides(where: string, raw: unknown): RunnerOverrides 
       out.resources.gpu = r.gpu as GpuRequest
     }
   }
-  if (o.warmup !== undefined) out.warmup = validateWarmup(`${where}.warmup`, o.warmup)
-  return out
-}
-
-function validateWarmup(where: string, w: unknown): RunnerOverrides['warmup'] {
-  if (w === false) return false
-  if (w === null || typeof w !== 'object' || Array.isArray(w))
-    throw bad(`${where} must be false or a mapping with rounds and/or shapes`)
-  const o = w as Record<string, unknown>
-  only(where, o, ['rounds', 'shapes'])
-  const out: { rounds?: number; shapes?: Record<string, number[]> } = {}
-  if (o.rounds !== undefined) {
-    if (typeof o.rounds !== 'number' || !Number.isSafeInteger(o.rounds) || o.rounds < 0)
-      throw bad(`${where}.rounds must be a whole number (0 turns warm-up off), got ${JSON.stringify(o.rounds)}`)
-    out.rounds = o.rounds
-  }
-  if (o.shapes !== undefined) {
-    const shapes = o.shapes as Record<string, unknown>
-    if (shapes === null || typeof shapes !== 'object' || Array.isArray(shapes))
-      throw bad(`${where}.shapes must map input names to per-row shapes, e.g. { x: [3, 48, 192] }`)
-    out.shapes = {}
-    for (const [name, shape] of Object.entries(shapes)) {
-      if (!Array.isArray(shape) || shape.some((d) => typeof d !== 'number' || !Number.isSafeInteger(d) || d < 1))
-        throw bad(
-          `${where}.shapes.${name} must be a list of positive sizes without the batch dimension, got ` +
-            `${JSON.stringify(shape)}`,
-        )
-      out.shapes[name] = shape as number[]
-    }
-  }
+  if (o.warmup !== undefined) out.warmup = validateWarmup(`${where}.warmup`, o.warmup, bad)
   return out
 }
 

@@ -14,6 +14,7 @@ export {
   type Runner,
   type RunnerHealth,
   type RunnerKind,
+  type RunnerLog,
   type RunnerRemote,
   type RunnerVersions,
   type VersionedRunner,
@@ -49,6 +50,7 @@ export {
   type SignatureResolver,
 } from './ensemble.js'
 export { modelSignature } from './onnx/inference.js'
+export { blocksBatching, decideBatching, type BatchPlan } from './onnx/batch-plan.js'
 export { RedisLink } from './remote/link.js'
 export { RemotePool, queueName } from './remote/remote-pool.js'
 export { RUN_RETRY_MS, serveQueue, type Executor, type RemoteWorkerOptions } from './remote/worker.js'

@@ -20,7 +20,10 @@ export interface InferenceModel {
   ready(): boolean
   inputs(): TensorSpec[]
   outputs(): TensorSpec[]
-  /** Most rows one request may carry (the batch dimension is the first). */
+  /**
+   * Most rows one request may carry along the first dimension (Triton's max_batch_size); 0 for
+   * a model that runs each request exactly as given (its inputs' shapes are checked whole).
+   */
   maxBatchSize(): number
   /** Triton-style model configuration (the model configuration extension). */
   config(): Record<string, unknown>

@@ -57,8 +57,10 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   private dispatcher: GenerationBatcher | undefined
   /** What the serving generation runs with: the options it started from, its workers and warm-up. */
   private running:
-    | (Pick<Generation, 'workers' | 'sequence' | 'gpus'> & { options: OnnxRunnerOptions; warmup: unknown })
+    | (Pick<Generation, 'workers' | 'sequence' | 'gpus' | 'plan'> & { options: OnnxRunnerOptions; warmup: unknown })
     | undefined
+  /** Why the last default warm-up failed (the model serves anyway); shown with the warm-up. */
+  private warmupFailure: string | undefined
 
   private pinned: { tag: string; digest: string } | undefined
   private lastUsed = Date.now()
@@ -118,6 +120,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
       options: this.options,
       running: this.running,
       remote: this.target !== undefined,
+      warmupFailure: this.warmupFailure,
     })
   }
 
@@ -234,7 +237,14 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     this.suspended = false
     this.model = g.model
     this.signature = g.signature
-    this.running = { options: g.options, workers: g.workers, warmup: g.warmupPlan, sequence: g.sequence, gpus: g.gpus }
+    this.running = {
+      options: g.options,
+      workers: g.workers,
+      warmup: g.warmupPlan,
+      sequence: g.sequence,
+      gpus: g.gpus,
+      plan: g.plan,
+    }
     this.pool = g.pool
     this.dispatcher = g.dispatcher
   }
@@ -246,9 +256,20 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   ): Promise<Generation & { options: OnnxRunnerOptions }> {
     const options = this.options
     const target = this.target
+    this.warmupFailure = undefined
     const ctx: PrepareContext = {
       name: this.name,
-      dims: () => batchDims(this.options),
+      warmupFailed: (err) => {
+        const first = this.warmupFailure === undefined
+        this.warmupFailure = err.message
+        // Once per generation, not once per worker: every worker fails the same way.
+        if (first)
+          this.log?.warn(
+            { runner: this.name, model: tag, err: err.message },
+            `runner ${this.name}: the default warm-up failed (${err.message}); the model serves anyway. Give ` +
+              'warmup.shapes or warmup.samples with valid inputs, or set warmup: false',
+          )
+      },
       observer: () => bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()),
       metrics: () => this.metrics,
       remotePool: target && ((o) => this.remotePool(target, o)),
@@ -262,8 +283,9 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   }
 
   /**
-   * Runs the model on `inputs` (rows along the batch dimension, 0 unless configured); results
-   * keep the request's rows. Every call counts in the model's /v2 statistics, whether it came
+   * Runs the model on `inputs`: a model that batches takes rows along its batch dimension (0
+   * unless configured) and results keep the request's rows; any other model runs the tensors
+   * exactly as given. Every call counts in the model's /v2 statistics, whether it came
    * from a service API, an ensemble or /v2 itself.
    */
   async run(inputs: Inputs, options: RunOptions = {}): Promise<Outputs> {
@@ -313,8 +335,11 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     return joinParts([out], outDim)
   }
 
+  /** Rows a call carries, as the /v2 statistics count inferences: 1 for a model that runs requests as given. */
   private rowsOf(inputs: Inputs): number {
-    return Object.values(inputs)[0]?.shape[batchDims(this.options)[0]] ?? 0
+    const plan = this.running?.plan
+    if (plan !== undefined && !plan.batched) return 1
+    return Object.values(inputs)[0]?.shape[plan?.dims[0] ?? batchDims(this.options)[0]] ?? 0
   }
 
   private async submit(inputs: Inputs): Promise<Outputs> {
@@ -324,24 +349,25 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     // Unreachable (run() sends a sequence runner's calls to submitFrame, or refuses them): narrows the type.
     if (this.dispatcher instanceof SequenceBatcher)
       throw new BundleError('E_SEQUENCE_INVALID', `runner ${this.name} takes sequence frames only`)
-    const [inDim, outDim] = batchDims(this.options)
-    const { wire, rows, key } = onnxRequest(this.name, inputs, inDim)
+    const plan = this.running!.plan
+    const { wire, rows, key } = onnxRequest(this.name, inputs, plan)
     // The request this call serves lends its deadline and priority (and learns this runner).
     const call = currentCall()
     call?.uses?.add(this)
     const trace = CallTrace.start(this.name, 'run', rows)
     const parts = await traced(trace, this.dispatcher.submit(wire, rows, { ...submitOptionsOf(call), key, trace }))
-    return joinParts(parts, outDim)
+    return joinParts(parts, plan.dims[1])
   }
 
   /** This runner's model as the Open Inference Protocol serves it (once started). */
   inference(): InferenceModel | undefined {
-    if (this.model === undefined || this.signature === undefined) return undefined
+    if (this.model === undefined || this.signature === undefined || this.running === undefined) return undefined
     return inferenceModel({
       name: this.name,
       model: this.model,
       signature: this.signature,
-      options: this.running?.options ?? this.options,
+      plan: this.running.plan,
+      options: this.running.options ?? this.options,
       instances: () => this.pool?.size ?? this.running?.workers ?? RUNNER_DEFAULTS.workers,
       ready: () => this.ready(),
       run: (inputs, options) => this.run(inputs, options),

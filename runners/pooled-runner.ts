@@ -6,7 +6,7 @@ import { isLocalPool, isRemotePool, type Pool } from './pool/pool.js'
 import { RemotePool } from './remote/remote-pool.js'
 import type { RemoteTarget } from './remote/target.js'
 import { notRunning, trackRunner } from './registry.js'
-import type { Runner, RunnerHealth, RunnerRemote } from './runner.js'
+import type { Runner, RunnerHealth, RunnerLog, RunnerRemote } from './runner.js'
 import type { TraceCarrier } from './tracing/index.js'
 
 /**
@@ -23,6 +23,7 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
   /** Set by the server before start: batches go to remote workers through Redis. */
   protected target: RemoteTarget | undefined
   protected metrics: RunnerMetrics | undefined
+  protected log: RunnerLog | undefined
   /** Set by start(): a call before it means the service never declared this runner. */
   private everStarted = false
   /** Times the model was unloaded for idleness (a metric; only runners that unload count it). */
@@ -63,6 +64,11 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
   /** Called by the server before start: batches, waits and rejections feed its /metrics. */
   attachMetrics(metrics: RunnerMetrics): void {
     this.metrics = metrics
+  }
+
+  /** Called by the server before start: what the runner reports goes to its log. */
+  attachLog(log: RunnerLog): void {
+    this.log = log
   }
 
   ready(): boolean {

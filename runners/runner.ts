@@ -10,6 +10,14 @@ import type { RemoteTarget } from './remote/target.js'
 export type RunnerKind = 'onnx' | 'custom' | 'ensemble'
 export type { RunnerHealth } from './metrics.js'
 
+/**
+ * Where a runner reports what an operator should know but no request sees (a default warm-up
+ * that failed): the server's logger (pino's call shape), attached before start.
+ */
+export interface RunnerLog {
+  warn(fields: Record<string, unknown>, message: string): void
+}
+
 /** A runner whose model version can change while it serves (the /v2 repository's load and unload). */
 export interface RunnerVersions {
   /** The tag the runner was declared with (`name:version`, `name:latest`, …). */
@@ -56,6 +64,8 @@ export interface Runner {
   effectiveConfig(): Record<string, unknown>
   /** Before start: batches, waits and rejections feed the server's /metrics. */
   attachMetrics(metrics: RunnerMetrics): void
+  /** Before start: what the runner reports goes to the server's log. */
+  attachLog?(log: RunnerLog): void
   /** Rows waiting per method. */
   queueDepth(): Record<string, number>
   /** The batcher's live state (queue, in flight, the batch size it aims for), for GET /runners. */

@@ -8,6 +8,7 @@ import {
   type GpuPlacement,
   RunnerMetrics,
   type RedisLink,
+  type Runner,
   type RunnerOverrides,
   startGpuMonitor,
   gpuMetricsInterval,
@@ -146,10 +147,14 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     ...definition.runners.filter((r) => r.kind !== 'ensemble'),
     ...repository.loaded(),
   ])
-  for (const r of definition.runners) r.attachMetrics(runnerMetrics)
+  const attach = (r: Runner) => {
+    r.attachMetrics(runnerMetrics)
+    r.attachLog?.(log)
+  }
+  for (const r of definition.runners) attach(r)
   const repository = new ModelRepository(definition.runners, {
     ...(options.storeHome ? { home: options.storeHome } : {}),
-    attach: (r) => r.attachMetrics(runnerMetrics),
+    attach,
   })
   const checkKey = options.apiKey ? keyChecker(options.apiKey) : undefined
   const taskApis = definition.apis.filter((a) => a.task)

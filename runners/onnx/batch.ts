@@ -10,6 +10,7 @@ import {
   type WireTensor,
 } from '../pool/protocol.js'
 import { concatRows, fromWire, type RunnerTensor, sliceRows, toWire } from '../tensor.js'
+import type { BatchPlan } from './batch-plan.js'
 import type { Request } from './generation.js'
 
 /** One call's tensors as the batcher queues them: wire form, its rows, and which batches it may join. */
@@ -22,8 +23,18 @@ export interface OnnxRequest {
 
 const invalid = (message: string) => new BundleError('E_INPUT_INVALID', message)
 
-/** Checks a call's inputs against the batch dimension and says which batches it may join. */
-export function onnxRequest(runner: string, inputs: Record<string, RunnerTensor>, inDim: number): OnnxRequest {
+/**
+ * Checks a call's inputs against the batch plan and says which batches it may join. A model that
+ * runs requests as given takes the tensors whole: one unit, a batch of its own.
+ */
+export function onnxRequest(runner: string, inputs: Record<string, RunnerTensor>, plan: BatchPlan): OnnxRequest {
+  if (!plan.batched)
+    return { wire: Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toWire(t)])), rows: 1, key: '' }
+  return rowsRequest(runner, inputs, plan.dims[0])
+}
+
+/** A call's inputs as rows along `inDim`: every input must have that dimension, all of one size. */
+export function rowsRequest(runner: string, inputs: Record<string, RunnerTensor>, inDim: number): OnnxRequest {
   const wire = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, toWire(t)]))
   const entries = Object.entries(wire)
   if (entries.length === 0) throw invalid(`runner ${runner} got no inputs`)
@@ -64,14 +75,22 @@ export function joinParts(parts: readonly Request[], outDim: number): Record<str
   )
 }
 
-/** Concatenates the slices along the batch dimension, runs one batch, splits the outputs back. */
+/**
+ * Concatenates the slices along the batch dimension, runs one batch, splits the outputs back; a
+ * model that runs requests as given gets the one request's tensors untouched and answers it whole.
+ */
 export async function runOnnxBatch(
   runner: string,
   pool: Pool,
   slices: readonly Slice<Request>[],
-  [inDim, outDim]: readonly [number, number],
+  plan: BatchPlan,
   report: (ms: number) => void,
 ): Promise<Request[]> {
+  if (!plan.batched) {
+    const args = { inputs: slices[0]!.payload } satisfies OnnxRunArgs
+    return [(await pool.run(ONNX_RUN, args, report, tracesOf(slices))) as OnnxRunResult]
+  }
+  const [inDim, outDim] = plan.dims
   const inputs = stackInputs(slices, inDim, pool.gathers)
   const out = (await pool.run(ONNX_RUN, { inputs } satisfies OnnxRunArgs, report, tracesOf(slices))) as OnnxRunResult
   return splitOutputs(runner, out, slices, outDim)
@@ -104,27 +123,31 @@ export function stackInputs(
   )
 }
 
-/** A batch's outputs split back into each slice's rows along `outDim`, in slice order. */
+/**
+ * A batch's outputs split back into each slice's rows along `outDim`, in slice order. An output
+ * whose dimension there does not hold the batch's rows (its size depends on the data, not the
+ * batch) is answered whole to a batch of one request, and fails a batch of several.
+ */
 export function splitOutputs(
   runner: string,
   out: Request,
   slices: readonly { rows: number }[],
   outDim: number,
 ): Request[] {
+  const total = slices.reduce((n, s) => n + s.rows, 0)
+  for (const [k, t] of Object.entries(out)) {
+    if (t.shape.length > outDim && t.shape[outDim] === total) continue
+    if (slices.length === 1) return [out]
+    throw new BundleError(
+      'E_RUNNER_BATCH_DIM',
+      `runner ${runner}: output "${k}" has shape [${t.shape.join(', ')}] for a batch of ${total} rows: its ` +
+        `dimension ${outDim} does not follow the batch, so the answers cannot be split per request; serve the ` +
+        'model unbatched (batching.maxBatchSize: 0) or set batching.batchDim',
+    )
+  }
   let at = 0
   return slices.map((s) => {
-    const part = Object.fromEntries(
-      Object.entries(out).map(([k, t]) => {
-        if (!(t.shape.length > outDim)) {
-          throw new BundleError(
-            'E_RUNNER_BATCH_DIM',
-            `runner ${runner}: output "${k}" has shape [${t.shape.join(', ')}], no batch dimension ${outDim}; ` +
-              'set batching.batchDim, or batching.enabled: false',
-          )
-        }
-        return [k, sliceRows(t, at, s.rows, outDim)]
-      }),
-    )
+    const part = Object.fromEntries(Object.entries(out).map(([k, t]) => [k, sliceRows(t, at, s.rows, outDim)]))
     at += s.rows
     return part
   })

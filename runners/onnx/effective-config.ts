@@ -2,6 +2,7 @@ import type { ModelInfo } from '../../store/index.js'
 import { resolveBatching, RUNNER_DEFAULTS } from '../defaults.js'
 import type { SequenceSpec } from '../pool/protocol.js'
 import { sequenceView } from '../sequence/setup.js'
+import type { BatchPlan } from './batch-plan.js'
 import type { OnnxRunnerOptions } from './options.js'
 
 /**
@@ -15,10 +16,19 @@ export function effectiveConfig(r: {
   model: ModelInfo | undefined
   options: OnnxRunnerOptions
   running:
-    | { options: OnnxRunnerOptions; workers: number; warmup: unknown; sequence?: SequenceSpec | undefined }
+    | {
+        options: OnnxRunnerOptions
+        workers: number
+        warmup: unknown
+        sequence?: SequenceSpec | undefined
+        plan: BatchPlan
+      }
     | undefined
   remote: boolean
+  /** Why the default warm-up failed, when it did (the model serves anyway). */
+  warmupFailure?: string | undefined
 }): Record<string, unknown> {
+  const plan = r.running?.plan
   const { home: _home, ...options } = r.running?.options ?? r.options
   const { maxLatencyMs: _old, ...batchingOptions } = options.batching ?? {}
   const b = resolveBatching(options)
@@ -32,14 +42,17 @@ export function effectiveConfig(r: {
     batchesPerWorker: b.batchesPerWorker,
     workers: r.running?.workers ?? options.minWorkers ?? options.workers ?? RUNNER_DEFAULTS.workers,
     isolation: r.remote ? 'remote' : (options.isolation ?? RUNNER_DEFAULTS.isolation),
+    // Once started, what the model allowed: a model that runs requests as given has max batch size 0.
     batching: {
       ...batchingOptions,
-      enabled: b.enabled,
-      maxBatchSize: b.maxBatchSize,
+      enabled: plan ? plan.batched && b.enabled : b.enabled,
+      maxBatchSize: plan ? plan.maxBatchSize : b.maxBatchSize,
       maxDelayMs: b.maxDelayMs,
       maxQueueSize: b.maxQueueSize,
+      ...(plan ? { ...(plan.batched ? { batchDim: plan.dims } : {}), decided: plan.reason } : {}),
     },
     warmup: r.running?.warmup ?? options.warmup ?? 'auto',
+    ...(r.warmupFailure ? { warmupFailed: r.warmupFailure } : {}),
     // Constants are tensors: shown by dtype and shape (their data may be BigInts JSON cannot hold).
     ...(options.sequence ? { sequence: sequenceView(options.sequence, r.running?.sequence) } : {}),
   }

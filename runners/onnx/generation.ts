@@ -2,7 +2,6 @@ import { availableParallelism } from 'node:os'
 import { BundleError } from '../../errors/index.js'
 import type { ModelInfo } from '../../store/index.js'
 import type { Dispatcher } from '../batching/dispatcher.js'
-import { batchSizes } from '../batching/latency-model.js'
 import { resolveBatching, RUNNER_DEFAULTS } from '../defaults.js'
 import { gpuDevices } from '../gpu/devices.js'
 import { placeWorkers, type GpuRequest } from '../gpu/placement.js'
@@ -11,10 +10,10 @@ import { ONNX_RUN, SEQUENCE_RUN, type SequenceRunArgs, type SequenceSpec, type W
 import { WorkerPool } from '../pool/worker-pool.js'
 import { startPool, type Pool } from '../pool/pool.js'
 import type { SequenceBatcher } from '../sequence/batcher.js'
-import { zeros } from '../tensor.js'
 import { signatureOf } from './inference.js'
 import type { OnnxRunnerOptions } from './options.js'
-import { batchDims, warmupShapes } from './warmup.js'
+import type { BatchPlan } from './batch-plan.js'
+import { warmupPlan } from './warmup.js'
 
 /** One request's tensors on their way to a worker. */
 export type Request = Record<string, WireTensor>
@@ -26,6 +25,9 @@ export type GenerationBatcher = Dispatcher<Request, Request> | SequenceBatcher
 export interface Generation {
   model: ModelInfo
   signature: { inputs: TensorSpec[]; outputs: TensorSpec[] }
+  /** How requests reach the model: merged into batches, or each as given. */
+  plan: BatchPlan
+  /** The warm-up as /runners shows it. */
   warmupPlan: unknown
   workers: number
   pool: Pool
@@ -51,6 +53,9 @@ export async function startLocal(o: {
   onnxPath: string
   /** The checked-out .onnx file. */
   modelFile: string
+  plan: BatchPlan
+  /** A default warm-up failed (the model loads anyway): told why, once per worker. */
+  onWarmupFailed?: (err: Error) => void
   newDispatcher: (slots: number, pool: () => WorkerPool, depth: number) => GenerationBatcher
   /** A stateful model: its workers keep each sequence's state (see runners/sequence/). */
   sequence?: SequenceSpec | undefined
@@ -72,24 +77,17 @@ export async function startLocal(o: {
   // Each generation's batches run on its own workers (a swap drains the old ones there).
   let pool: WorkerPool | undefined
   const dispatcher = o.newDispatcher(workers, () => pool!, b.batchesPerWorker)
-  const [inDim] = batchDims(o.options)
-  const sig = model.signatures[o.onnxPath]
   const signature = signatureOf(model, o.onnxPath)
   const seq = o.sequence
   // A sequence runner's callers send neither its state nor its constants: neither is warmed as an input.
   const fed = new Set(seq ? [...seq.state.map((s) => s.input), ...Object.keys(seq.constants)] : [])
-  const rowShapes = warmupShapes(
+  const warm = warmupPlan(
     o.name,
     o.options,
-    (sig?.inputs ?? []).filter((i) => !fed.has(i.name)),
+    signature.inputs.filter((i) => !fed.has(i.name)),
+    o.plan,
+    { enabled: batching, maxBatchSize },
   )
-  const sizes = batching ? batchSizes(maxBatchSize) : [1]
-  const rounds = o.options.warmup === false ? 1 : (o.options.warmup?.rounds ?? 1)
-  const warmupPlan = rowShapes
-    ? { rounds, sizes, shapes: Object.fromEntries(rowShapes.map((r) => [r.name, r.shape])) }
-    : o.options.warmup === false || rounds < 1
-      ? false
-      : 'off: the model has variable non-batch dimensions; set warmup.shapes'
   const isolation = o.options.isolation ?? RUNNER_DEFAULTS.isolation
   // CUDA_VISIBLE_DEVICES is read once per process: GPU placement needs a process per worker.
   if (isolation === 'thread' && placement)
@@ -113,33 +111,42 @@ export async function startLocal(o: {
       ...(threads ? { intraOpThreads: threads } : {}),
       ...(seq ? { sequence: seq } : {}),
     },
-    ...(rowShapes
+    ...(warm.calls.length
       ? {
           warmup: {
             method: seq ? SEQUENCE_RUN : ONNX_RUN,
-            sizes,
-            rounds,
-            args: (rows: number) => {
-              const inputs = Object.fromEntries(
-                rowShapes.map(({ name, dtype, shape }) => [
-                  name,
-                  zeros(dtype, [...shape.slice(0, inDim), rows, ...shape.slice(inDim)]),
-                ]),
-              )
-              if (!seq) return { inputs }
-              // Sequences of one frame each (start and end): they leave no state behind.
-              const frames = Array.from({ length: rows }, (_, i) => ({ id: `warm-up ${i}`, start: true, end: true }))
-              return { inputs, rows: frames } satisfies SequenceRunArgs
-            },
+            steps: warm.calls.map((c) => ({
+              rows: c.rows,
+              untimed: c.untimed,
+              timed: c.timed,
+              args: () => {
+                const inputs = c.inputs()
+                if (!seq) return { inputs }
+                // Sequences of one frame each (start and end): they leave no state behind.
+                const frames = Array.from({ length: c.rows }, (_, i) => ({ id: `warm-up ${i}`, start: true, end: true }))
+                return { inputs, rows: frames } satisfies SequenceRunArgs
+              },
+            })),
             // Warm-up timings seed the batcher: it starts with measured batch times.
             observe: (rows: number, ms: number) => dispatcher.model.observe(rows, ms),
             // A batch twice this size would already blow the latency bound: bigger ones
             // are not worth warming (start-up time), the batcher measures them if it ever uses them.
-            enough: (_rows: number, ms: number) => batching && 2 * ms > deadlineMs,
+            enough: (_rows: number, ms: number) => batching && o.plan.batched && 2 * ms > deadlineMs,
+            ...(warm.required ? {} : { optional: (err: Error) => o.onWarmupFailed?.(err) }),
           },
         }
       : {}),
   })
   await startPool(pool)
-  return { model, signature, warmupPlan, workers, pool, dispatcher, sequence: seq, gpus: placement }
+  return {
+    model,
+    signature,
+    plan: o.plan,
+    warmupPlan: warm.view,
+    workers,
+    pool,
+    dispatcher,
+    sequence: seq,
+    gpus: placement,
+  }
 }

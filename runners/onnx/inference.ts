@@ -2,6 +2,7 @@ import type { ModelInfo } from '../../store/index.js'
 import type { InferenceModel, TensorSpec } from '../inference.js'
 import type { RunnerStats } from '../stats.js'
 import type { RunnerTensor } from '../tensor.js'
+import type { BatchPlan } from './batch-plan.js'
 import type { OnnxRunnerOptions } from './options.js'
 import { MAX_PRIORITY, PRIORITY } from '../batching/priority.js'
 import { resolveBatching } from '../defaults.js'
@@ -31,6 +32,8 @@ export function inferenceModel(r: {
   name: string
   model: ModelInfo
   signature: { inputs: TensorSpec[]; outputs: TensorSpec[] }
+  /** Merged into batches, or each request as given (max_batch_size 0). */
+  plan: BatchPlan
   options: OnnxRunnerOptions
   /** Worker processes now (Triton's instance count). */
   instances: () => number
@@ -52,17 +55,17 @@ export function inferenceModel(r: {
     ready: r.ready,
     inputs: () => io.inputs,
     outputs: () => io.outputs,
-    maxBatchSize: () => b.maxBatchSize,
+    maxBatchSize: () => r.plan.maxBatchSize,
     config: () => ({
       name: r.name,
       platform: 'onnxruntime_onnx',
       backend: 'onnxruntime',
-      max_batch_size: b.maxBatchSize,
+      max_batch_size: r.plan.maxBatchSize,
       // Triton's names: the batch window, and the queue policy (its timeout is our deadline).
       // Triton has one scheduler per model: a stateful model's is the sequence batcher.
       ...(seq ? { sequence_batching: sequenceBatching(seq, { ...b, idleTimeoutMs }) } : {}),
       dynamic_batching:
-        b.enabled && !seq
+        b.enabled && r.plan.batched && !seq
           ? {
               max_queue_delay_microseconds: Math.round(b.maxDelayMs * 1000),
               preserve_ordering: true,

@@ -7,7 +7,11 @@ import type { SequenceOptions } from '../sequence/options.js'
 
 export interface BatchingOptions {
   enabled?: boolean
-  /** Most rows per batch (default 32). */
+  /**
+   * Most rows per batch (default 32). 0: never merge requests — each runs exactly as given
+   * (Triton's max_batch_size 0). Without it the model decides: requests merge only when the
+   * first dimension of every input and output is variable; otherwise each runs as given.
+   */
   maxBatchSize?: number
   /**
    * The batch window: the longest a request is held to let a batch fill (Triton's
@@ -21,7 +25,8 @@ export interface BatchingOptions {
   maxLatencyMs?: number
   /**
    * The dimension requests are merged along (default 0), or [input dimension, output
-   * dimension] when the outputs carry the batch elsewhere (a [seq, batch, …] model: 1).
+   * dimension] when the outputs carry the batch elsewhere (a [seq, batch, …] model: 1). It must
+   * be variable in every input and output of the model.
    */
   batchDim?: number | [number, number]
 }
@@ -78,8 +83,10 @@ export interface OnnxRunnerOptions {
   /**
    * Dummy batches each worker runs before it reports ready (after a restart too), so no
    * request pays for onnxruntime's lazy initialisation and the batcher starts with measured
-   * batch times. On by default where the model's inputs have fixed non-batch dimensions;
-   * `shapes` gives the per-row shape of inputs with variable ones; `false` turns it off.
+   * batch times. On by default where the model fully defines its inputs' shapes (a default
+   * warm-up that fails is logged and the model loads anyway; one set here fails the load);
+   * `shapes` gives the shapes of inputs with variable dimensions, `samples` Triton-style
+   * inputs; `false` turns it off.
    */
   warmup?: WarmupOptions | false
   /**
@@ -100,6 +107,31 @@ export interface OnnxRunnerOptions {
 export interface WarmupOptions {
   /** Timed rounds over every batch size, after one untimed round (default 1). */
   rounds?: number
-  /** Per-row shape (without the batch dimension) of each input, e.g. `{ x: [3, 48, 192] }`. */
+  /**
+   * The shape of each input, e.g. `{ x: [3, 48, 192] }`: per row (without the batch dimension)
+   * for a model that batches, whole for one that runs requests as given.
+   */
   shapes?: Record<string, number[]>
+  /** Triton's model_warmup: calls run as given, in order, instead of zeros of `shapes`. */
+  samples?: WarmupSample[]
+}
+
+/** One warm-up call (Triton's model_warmup entry). */
+export interface WarmupSample {
+  name?: string
+  /** Rows, for a model that batches (its `dims` then leave the batch dimension out). Default 1. */
+  batchSize?: number
+  /** Times it runs (default 1). */
+  count?: number
+  inputs: Record<string, WarmupInput>
+}
+
+/** A warm-up input: zeros (the default), random values, or raw little-endian bytes from a file. */
+export interface WarmupInput {
+  dims: number[]
+  dtype?: string
+  zeroData?: boolean
+  randomData?: boolean
+  /** A file of the input's raw little-endian bytes (strings: each a 4-byte length and its UTF-8 bytes). */
+  inputDataFile?: string
 }

@@ -11,18 +11,20 @@ import { DEFAULT_SEQUENCE_IDLE_MS, resolveSequence } from '../sequence/options.j
 import { runOnnxBatch } from './batch.js'
 import { type Generation, type Request, startLocal } from './generation.js'
 import { signatureOf } from './inference.js'
+import type { TensorSpec } from '../inference.js'
 import { lookUpModel } from './model-lookup.js'
 import type { OnnxRunnerOptions } from './options.js'
 import { batchDims } from './warmup.js'
+import { type BatchPlan, decideBatching } from './batch-plan.js'
 
 /** What building a generation needs of its runner. */
 export interface PrepareContext {
   name: string
-  /** The batch dimensions calls are split along now (the runner's options, as submit reads them). */
-  dims: () => [number, number]
   /** The server's metrics, once attached, and the runner's /v2 statistics: every batcher feeds both. */
   observer: () => DispatchObserver
   metrics: () => RunnerMetrics | undefined
+  /** A default warm-up failed on a worker; the model serves anyway. */
+  warmupFailed: (err: Error) => void
   /** Remote mode: the pool whose batches become jobs in Redis. */
   remotePool?:
     | ((o: { timeoutMs: number; digest: string; onCapacity: (slots: number) => void }) => RemotePool)
@@ -42,7 +44,8 @@ export async function prepareGeneration(
   const store = ModelStore.open(options.home ? { home: options.home } : {})
   try {
     const { info, onnxPath } = lookUpModel(store, ctx.name, tag, pinned)
-    if (ctx.remotePool) return await prepareRemote(ctx, ctx.remotePool, options, info, onnxPath)
+    const plan = planFor(ctx.name, options, signatureOf(info, onnxPath))
+    if (ctx.remotePool) return await prepareRemote(ctx, ctx.remotePool, options, info, onnxPath, plan)
     const { model, files } = await store.paths(tag)
     const sequence =
       options.sequence && resolveSequence(ctx.name, options.sequence, signatureOf(info, onnxPath), batchDims(options))
@@ -53,12 +56,14 @@ export async function prepareGeneration(
       model,
       onnxPath,
       modelFile: files[onnxPath]!,
+      plan,
+      onWarmupFailed: ctx.warmupFailed,
       sequence,
       onWorkerEvent: (e) => batcher?.workerEvent(e),
       newDispatcher: (slots, pool, depth) =>
         sequence
           ? (batcher = newSequenceBatcher(ctx, options, sequence, slots, pool))
-          : newDispatcher(ctx, options, slots, pool, depth),
+          : newDispatcher(ctx, options, plan, slots, pool, depth),
     })
     // A generation that could not start serves nothing: its batcher's eviction timer goes too.
     return await started.catch((err: unknown) => {
@@ -70,15 +75,37 @@ export async function prepareGeneration(
   }
 }
 
+/**
+ * How a generation's requests reach its model: a stateful model batches along the dimensions its
+ * options give (its sequence settings are checked against the model on their own); any other
+ * model as its signature and the options decide (batch-plan.ts).
+ */
+function planFor(
+  runner: string,
+  options: OnnxRunnerOptions,
+  signature: { inputs: TensorSpec[]; outputs: TensorSpec[] },
+): BatchPlan {
+  if (options.sequence)
+    return {
+      batched: true,
+      dims: batchDims(options),
+      maxBatchSize: resolveBatching(options).maxBatchSize,
+      reason: 'a stateful model: frames of different sequences share batches',
+    }
+  return decideBatching(runner, signature, options)
+}
+
 /** What every batcher of a runner is set up with: its deadline, window and sizes, its metrics. */
-function batcherSettings(ctx: PrepareContext, options: OnnxRunnerOptions) {
+function batcherSettings(ctx: PrepareContext, options: OnnxRunnerOptions, plan?: BatchPlan) {
   const b = resolveBatching(options)
+  // A model that runs requests as given: one request a batch, whatever its rows.
+  const unbatched = plan !== undefined && !plan.batched
   return {
-    maxBatchSize: b.maxBatchSize,
+    maxBatchSize: unbatched ? 1 : b.maxBatchSize,
     maxDelayMs: b.maxDelayMs,
     deadlineMs: b.deadlineMs,
     maxQueueSize: b.maxQueueSize,
-    batching: b.enabled,
+    batching: b.enabled && !unbatched,
     observer: ctx.observer(),
   }
 }
@@ -87,12 +114,14 @@ function batcherSettings(ctx: PrepareContext, options: OnnxRunnerOptions) {
 function newDispatcher(
   ctx: PrepareContext,
   options: OnnxRunnerOptions,
+  plan: BatchPlan,
   slots: number,
   pool: () => Pool,
   depth: number,
 ): Dispatcher<Request, Request> {
-  return new Dispatcher<Request, Request>({ ...batcherSettings(ctx, options), slots, depth }, (slices, _rows, report) =>
-    runOnnxBatch(ctx.name, pool(), slices, ctx.dims(), report),
+  return new Dispatcher<Request, Request>(
+    { ...batcherSettings(ctx, options, plan), slots, depth },
+    (slices, _rows, report) => runOnnxBatch(ctx.name, pool(), slices, plan, report),
   )
 }
 
@@ -123,9 +152,10 @@ async function prepareRemote(
   options: OnnxRunnerOptions,
   model: ModelInfo,
   onnxPath: string,
+  plan: BatchPlan,
 ): Promise<Generation> {
   // The batcher sends as many batches at once as the live workers take.
-  const dispatcher = newDispatcher(ctx, options, 1, () => pool, 1)
+  const dispatcher = newDispatcher(ctx, options, plan, 1, () => pool, 1)
   const pool = await startPool(
     remotePool({
       timeoutMs: resolveBatching(options).timeoutMs,
@@ -136,6 +166,7 @@ async function prepareRemote(
   return {
     model,
     signature: signatureOf(model, onnxPath),
+    plan,
     warmupPlan: 'on the remote workers',
     workers: 0,
     pool,

@@ -27,20 +27,30 @@ export interface Call {
   timer?: NodeJS.Timeout
 }
 
+/** One warm-up call: run `untimed` times (lazy initialisation), then `timed` times, timed. */
+export interface WarmupStep {
+  /** Rows the call carries: the batcher's latency model learns batch times by it. */
+  rows: number
+  args: () => unknown
+  untimed: number
+  timed: number
+}
+
 /**
- * Warm-up: for each size, ascending, `method` runs once untimed — paying for lazy
- * initialisation (memory arenas, kernel selection per shape) — then `rounds` times timed, the
- * timings going to `observe` (they seed the batcher's latency model). `enough` may end it early:
- * sizes past one that is already too slow to be useful are not worth the start-up time.
+ * Warm-up: the steps in order, before a worker reports ready — paying for lazy initialisation
+ * (memory arenas, kernel selection per shape). Timed runs go to `observe` (they seed the
+ * batcher's latency model); `enough` may end it early (sizes past one that is already too slow
+ * to be useful are not worth the start-up time). `optional`: a warm-up the operator did not ask
+ * for — one that fails is reported there and the worker serves anyway (zeros are not valid input
+ * for every model); without it a failed warm-up fails the start.
  */
 export interface Warmup {
   method: string
-  sizes: readonly number[]
-  rounds: number
-  args: (rows: number) => unknown
+  steps: readonly WarmupStep[]
   observe?: (rows: number, ms: number) => void
-  /** true: skip the sizes after this one (given its last timed run). */
+  /** true: skip the steps after this one (given its last timed run). */
   enough?: (rows: number, ms: number) => boolean
+  optional?: (err: Error) => void
 }
 
 export interface PoolWorkerOptions {
@@ -255,27 +265,33 @@ export class PoolWorker {
   /** Runs the warm-up calls, timed inside the worker (compute, as batches are). */
   private async warm(): Promise<void> {
     const w = this.o.warmup
-    if (w === undefined || w.rounds < 1) return
-    const call = (rows: number) =>
+    if (w === undefined) return
+    const call = (args: unknown) =>
       new Promise<number>((resolve, reject) => {
         let ms = 0
         this.send({
           id: -this.nextId++,
           method: w.method,
-          args: w.args(rows),
+          args,
           timing: (t) => (ms = t),
           resolve: () => resolve(ms),
           reject,
         })
       })
-    for (const rows of w.sizes) {
-      await call(rows)
-      let ms = 0
-      for (let round = 0; round < w.rounds; round++) {
-        ms = await call(rows)
-        w.observe?.(rows, ms)
+    try {
+      for (const step of w.steps) {
+        for (let i = 0; i < step.untimed; i++) await call(step.args())
+        let ms = 0
+        for (let round = 0; round < step.timed; round++) {
+          ms = await call(step.args())
+          w.observe?.(step.rows, ms)
+        }
+        if (w.enough?.(step.rows, ms)) return
       }
-      if (w.enough?.(rows, ms)) return
+    } catch (err) {
+      // A worker that died is not warm, whoever asked for the warm-up.
+      if (w.optional === undefined || this.state !== 'warming') throw err
+      w.optional(err as Error)
     }
   }
 

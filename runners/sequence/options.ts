@@ -1,6 +1,6 @@
 import { BundleError } from '../../errors/index.js'
 import type { TensorSpec } from '../inference.js'
-import { onnxRequest } from '../onnx/batch.js'
+import { rowsRequest } from '../onnx/batch.js'
 import type { SequenceId, SequenceSpec, StateSpec, WireTensor } from '../pool/protocol.js'
 import { type RunnerTensor, TYPED_ARRAYS, toWire } from '../tensor.js'
 
@@ -112,7 +112,7 @@ export function frameRequest(
   for (const name of Object.keys(inputs))
     if (spec.state.some((s) => s.input === name) || name in spec.constants)
       throw bad(`input "${name}" is fed by the runner itself (sequence state or constant); leave it out`)
-  const { wire, rows, key } = onnxRequest(runner, inputs, inDim)
+  const { wire, rows, key } = rowsRequest(runner, inputs, inDim)
   if (rows !== 1) throw bad(`a sequence frame is one row (dimension ${inDim} of size 1), got ${rows}`)
   return { wire, key }
 }

@@ -151,7 +151,7 @@ describe('runner overrides (config file and environment)', () => {
     )
     refuses(
       () => parseServeConfig({ runners: { a: { warmup: { shapes: { x: [3, -1] } } } } }, 'serve.yaml'),
-      /warmup.shapes.x must be a list of positive sizes/,
+      /warmup.shapes.x must be a list of sizes/,
     )
     refuses(
       () => parseServeConfig({ runners: { a: { warmup: true } } }, 'serve.yaml'),

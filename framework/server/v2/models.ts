@@ -18,12 +18,16 @@ export const metadata = (m: InferenceModel, versions: string[]) => {
   }
 }
 
-/** Triton's model configuration: the runner's settings plus inputs and outputs (dims without the batch dimension). */
+/**
+ * Triton's model configuration: the runner's settings plus inputs and outputs — their dims
+ * without the batch dimension when the model batches (max_batch_size > 0), whole when not.
+ */
 export const config = (m: InferenceModel) => {
+  const batched = m.maxBatchSize() > 0
   const io = (t: TensorSpec) => ({
     name: t.name,
     data_type: `TYPE_${protocolType(t.dtype) === 'BYTES' ? 'STRING' : protocolType(t.dtype)}`,
-    dims: t.shape.slice(1),
+    dims: batched ? t.shape.slice(1) : t.shape,
   })
   return { ...m.config(), input: m.inputs().map(io), output: m.outputs().map(io) }
 }
@@ -111,8 +115,9 @@ export function check(m: InferenceModel, inputs: InferInput[]): void {
   const missing = declared.filter((d) => !inputs.some((i) => i.name === d.name))
   if (missing.length)
     throw new BundleError('E_INPUT_INVALID', `missing input ${missing.map((x) => `"${x.name}"`).join(', ')}`)
-  const rows = inputs[0]!.shape[0] ?? 1
-  if (rows > m.maxBatchSize())
+  // A model that runs requests as given takes any shape its inputs declare (checked above).
+  const rows = inputs[0]?.shape[0] ?? 1
+  if (m.maxBatchSize() > 0 && rows > m.maxBatchSize())
     throw new BundleError(
       'E_INPUT_INVALID',
       `batch of ${rows} is larger than ${m.name}'s max_batch_size ${m.maxBatchSize()}`,
