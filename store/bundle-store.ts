@@ -10,11 +10,11 @@ import { collectInputs } from './inputs.js'
 import { validateLabels, type Labels } from './labels.js'
 import type { ModelStore } from './model-store.js'
 import { resolveIn, resolveMany, resolveTag, type Kind } from './resolve.js'
-import { formatTag, parseTag, validateName, validateVersion } from './tag.js'
+import { BUNDLE_NAMES, formatTag, parseTag, validateName, validateVersion } from './tag.js'
 import type { BundleInfo, BundleModelRef } from './types.js'
 import { generateVersion } from './version-id.js'
 
-const BUNDLE: Kind = { noun: 'bundle', notFound: 'E_BUNDLE_NOT_FOUND' }
+const BUNDLE: Kind = { noun: 'bundle', notFound: 'E_BUNDLE_NOT_FOUND', names: BUNDLE_NAMES }
 
 export interface SaveBundleInput {
   name: string

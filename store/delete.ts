@@ -3,7 +3,7 @@ import { collectUnused } from './collect.js'
 import { strip } from './model-index.js'
 import type { ModelStore } from './model-store.js'
 import { MODEL, resolveMany } from './resolve.js'
-import { parseTag } from './tag.js'
+import { MODEL_NAMES, parseTag } from './tag.js'
 import type { ModelInfo } from './types.js'
 
 export interface DeleteOptions {
@@ -16,7 +16,7 @@ export interface DeleteOptions {
 /** ModelStore.delete: refuses (deleting nothing) if any model is referenced by a bundle, unless `force`. */
 export function deleteModels(store: ModelStore, tags: readonly string[], options: DeleteOptions = {}): ModelInfo[] {
   if (tags.length === 0) throw new BundleError('E_STORE_TAG_INVALID', 'no tag given to delete')
-  for (const t of tags) parseTag(t) // every tag is checked before anything is deleted
+  for (const t of tags) parseTag(t, MODEL_NAMES) // every tag is checked before anything is deleted
   const deleted = store.write(() => {
     const targets = resolveMany(store.index, tags, MODEL, options.allVersions)
     if (!options.force) {

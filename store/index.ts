@@ -1,7 +1,17 @@
 // The model store: SQLite index + content-addressed blobs. Imports nothing of ours but errors/.
 export { ModelStore, type OpenOptions, type DeleteOptions } from './model-store.js'
 export { BundleStore, type SaveBundleInput } from './bundle-store.js'
-export { parseTag, formatTag, saveCommand, validateName, validateVersion, type TagQuery } from './tag.js'
+export {
+  parseTag,
+  formatTag,
+  saveCommand,
+  validateName,
+  validateVersion,
+  MODEL_NAMES,
+  BUNDLE_NAMES,
+  type NameRule,
+  type TagQuery,
+} from './tag.js'
 export { parseLabelArgs, parseMetadataArg, validateLabels, validateMetadata, type Labels } from './labels.js'
 export { generateVersion } from './version-id.js'
 export { defaultHome } from './home.js'

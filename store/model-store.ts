@@ -14,7 +14,7 @@ import { gcStore, verifyStore } from './maintenance.js'
 import { ModelIndex, strip, type NewModel, type StoredModel } from './model-index.js'
 import { resolveTag } from './resolve.js'
 import { saveModel } from './save.js'
-import { validateName } from './tag.js'
+import { MODEL_NAMES, validateName } from './tag.js'
 import type {
   ImportStatus,
   ListFilter,
@@ -111,13 +111,13 @@ export class ModelStore {
   }
 
   list(filter: ListFilter = {}): ModelInfo[] {
-    if (filter.name !== undefined) validateName(filter.name)
+    if (filter.name !== undefined) validateName(filter.name, MODEL_NAMES)
     return this.db.transaction(() => this.index.list(filter)).deferred()
   }
 
   /** Like list, without files, metadata and signatures: cheap enough for tables of 10k+ models. */
   summaries(filter: ListFilter = {}): ModelSummary[] {
-    if (filter.name !== undefined) validateName(filter.name)
+    if (filter.name !== undefined) validateName(filter.name, MODEL_NAMES)
     return this.index.summaries(filter)
   }
 

@@ -2,7 +2,7 @@ import semver from 'semver'
 import { BundleError } from '../errors/index.js'
 import type { ErrorCode } from '../errors/index.js'
 import type { ModelIndex, StoredModel } from './model-index.js'
-import { parseTag } from './tag.js'
+import { MODEL_NAMES, type NameRule, parseTag } from './tag.js'
 
 const MAX_LISTED = 10
 
@@ -18,9 +18,10 @@ export interface TagIndex<T> {
 export interface Kind {
   noun: 'model' | 'bundle'
   notFound: ErrorCode
+  names: NameRule
 }
 
-export const MODEL: Kind = { noun: 'model', notFound: 'E_STORE_MODEL_NOT_FOUND' }
+export const MODEL: Kind = { noun: 'model', notFound: 'E_STORE_MODEL_NOT_FOUND', names: MODEL_NAMES }
 
 /**
  * Resolves a tag to one stored model:
@@ -34,7 +35,7 @@ export function resolveTag(index: ModelIndex, tag: string): StoredModel {
 
 /** resolveTag over any index (bundles use it), with that kind's noun and not-found code. */
 export function resolveIn<T>(index: TagIndex<T>, tag: string, kind: Kind): T {
-  const q = parseTag(tag)
+  const q = parseTag(tag, kind.names)
   if (q.kind === 'latest') {
     const m = index.latest(q.name)
     if (m === undefined) throw new BundleError(kind.notFound, `no ${kind.noun} named "${q.name}" is stored`)
@@ -94,7 +95,7 @@ export function resolveMany<T extends { id: number }>(
   const targets = new Map<number, T>()
   for (const tag of tags) {
     if (allVersions) {
-      const q = parseTag(tag)
+      const q = parseTag(tag, kind.names)
       const all = index.versions(q.name)
       if (all.length === 0) throw new BundleError(kind.notFound, `no ${kind.noun} named "${q.name}" is stored`)
       for (const v of all) targets.set(v.id, index.byId(v.id)!)

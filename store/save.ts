@@ -7,7 +7,7 @@ import { validateLabels, validateMetadata } from './labels.js'
 import type { NewModel } from './model-index.js'
 import type { ModelStore } from './model-store.js'
 import { readOnnxSignature } from './onnx-signature.js'
-import { formatTag, validateName, validateVersion } from './tag.js'
+import { formatTag, MODEL_NAMES, validateName, validateVersion } from './tag.js'
 import {
   FRAMEWORKS,
   type Framework,
@@ -24,7 +24,7 @@ export async function saveModel(
   input: SaveInput,
   options: { onProgress?: ProgressFn } = {},
 ): Promise<ModelInfo> {
-  const name = validateName(input.name)
+  const name = validateName(input.name, MODEL_NAMES)
   const createdAt = Date.now()
   const version = input.version === undefined ? generateVersion(createdAt) : validateVersion(input.version, name)
   const labels = validateLabels(input.labels)
@@ -34,6 +34,13 @@ export async function saveModel(
     input.framework,
     files.map((f) => f.path),
   )
+  const twin = store.index.caseTwin(name)
+  if (twin !== undefined)
+    throw new BundleError(
+      'E_STORE_TAG_INVALID',
+      `the store has a model named "${twin}": names that differ only in case would be easy to mix up; save this ` +
+        `one as "${twin}" or choose another name`,
+    )
   if (store.index.exact(name, version) !== undefined) {
     throw new BundleError(
       'E_STORE_TAG_EXISTS',

@@ -3,6 +3,19 @@ import { BundleError } from '../errors/index.js'
 
 /** Names and versions: lower case, start and end alphanumeric, at most 63 characters. */
 const PART = /^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/
+/**
+ * Model names may also have upper case, as Triton's model names do (test_cast_FLOAT_to_DOUBLE):
+ * they are compared exactly, and two names that differ only in case are refused at save.
+ * Bundle names stay lower case (they become image names), and so do versions.
+ */
+const MODEL_NAME = /^[A-Za-z0-9]([-._A-Za-z0-9]*[A-Za-z0-9])?$/
+
+/** How names of a kind are spelled: models may use upper case, bundles may not. */
+export interface NameRule {
+  mixedCase: boolean
+}
+export const MODEL_NAMES: NameRule = { mixedCase: true }
+export const BUNDLE_NAMES: NameRule = { mixedCase: false }
 // A version in a lookup may be a prefix of a stored version, so it may end in "-", "." or "_".
 const PREFIX = /^[a-z0-9][-._a-z0-9]*$/
 export const MAX_PART_LENGTH = 63
@@ -26,18 +39,18 @@ function checkPart(what: 'name' | 'version', value: string, tag: string, pattern
     // Upper case is refused, not lowered: two spellings of one tag would otherwise both "work".
     throw new BundleError(
       'E_STORE_TAG_INVALID',
-      `tag "${tag}": ${what} "${value}" has upper-case letters; names and versions are lower case (did you mean ` +
-        `"${value.toLowerCase()}"?)`,
+      `tag "${tag}": ${what} "${value}" has upper-case letters; ${what === 'name' ? 'bundle names' : 'versions'} are ` +
+        `lower case (did you mean "${value.toLowerCase()}"?)`,
     )
   }
   throw new BundleError(
     'E_STORE_TAG_INVALID',
-    `tag "${tag}": ${what} "${value}" must match [a-z0-9]([-._a-z0-9]*[a-z0-9])?`,
+    `tag "${tag}": ${what} "${value}" must match ${pattern === MODEL_NAME ? '[A-Za-z0-9]([-._A-Za-z0-9]*[A-Za-z0-9])?' : '[a-z0-9]([-._a-z0-9]*[a-z0-9])?'}`,
   )
 }
 
-export function validateName(name: string): string {
-  checkPart('name', name, name)
+export function validateName(name: string, rule: NameRule = BUNDLE_NAMES): string {
+  checkPart('name', name, name, rule.mixedCase ? MODEL_NAME : PART)
   return name
 }
 
@@ -58,14 +71,15 @@ export function validateVersion(version: string, name = '?'): string {
  * @example
  * parseTag('ocr-det@^1.2') // { name: 'ocr-det', kind: 'range', range: '^1.2' }
  */
-export function parseTag(tag: string): TagQuery {
+export function parseTag(tag: string, rule: NameRule = BUNDLE_NAMES): TagQuery {
+  const namePattern = rule.mixedCase ? MODEL_NAME : PART
   if (typeof tag !== 'string' || tag.trim() === '')
     throw new BundleError('E_STORE_TAG_INVALID', 'empty tag: give name[:version] or name@<semver range>')
   const at = tag.indexOf('@')
   if (at >= 0) {
     const name = tag.slice(0, at)
     const range = tag.slice(at + 1)
-    checkPart('name', name, tag)
+    checkPart('name', name, tag, namePattern)
     if (range.trim() === '' || semver.validRange(range) === null) {
       throw new BundleError(
         'E_STORE_TAG_INVALID',
@@ -78,7 +92,7 @@ export function parseTag(tag: string): TagQuery {
   if (parts.length > 2)
     throw new BundleError('E_STORE_TAG_INVALID', `tag "${tag}" has more than one ":"; write name[:version]`)
   const [name = '', version] = parts
-  checkPart('name', name, tag)
+  checkPart('name', name, tag, namePattern)
   if (version === undefined || version === 'latest') return { name, kind: 'latest' }
   checkPart('version', version, tag, PREFIX)
   return { name, kind: 'version', version }
@@ -94,7 +108,7 @@ export const formatTag = (name: string, version: string): string => `${name}:${v
 export function saveCommand(tag: string, path = 'path/to/model.onnx'): string {
   let q: TagQuery
   try {
-    q = parseTag(tag)
+    q = parseTag(tag, MODEL_NAMES)
   } catch {
     return `bundle models save ${path} --name NAME`
   }

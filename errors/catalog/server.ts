@@ -21,6 +21,21 @@ export const SERVER = {
     'No route matches the request path.',
     'Check the path; GET /openapi.json lists every API route.',
   ),
+  E_MODEL_NOT_FOUND: entry(
+    404,
+    2,
+    'The request names a model (or a version of it) the server does not serve now: not in the store, or not loaded.',
+    'Check the name against POST /v2/repository/index (or `bundle models list`); load it with POST ' +
+      '/v2/repository/models/NAME/load.',
+  ),
+  E_MODEL_LOAD_FAILED: entry(
+    400,
+    1,
+    'A model could not be loaded: the runtime refused the model file, its settings contradict the model, or its ' +
+      'warm-up failed. The server and its other models are untouched.',
+    'Read the reason in the message (also in POST /v2/repository/index); fix the model or the load config and ' +
+      'load it again.',
+  ),
   E_HTTP_METHOD_NOT_ALLOWED: entry(
     405,
     2,

@@ -1,4 +1,5 @@
 import { BundleError, CATALOG, RETRYABLE_CODES, type ErrorCode } from '../../errors/index.js'
+import { parseTensorJson } from '../io/lenient-json.js'
 import { streamItems } from './sse.js'
 
 type AnyFn = (...args: any[]) => any
@@ -178,7 +179,8 @@ export function createClient<C extends abstract new (...args: any) => any>(
       const type = res.headers.get('content-type') ?? ''
       if (res.ok) {
         if (op.streams && type.startsWith('text/event-stream') && res.body) return streamItems(res.body, op.route)
-        if (type.includes('json')) return res.json()
+        // Tensor answers may hold NaN/Infinity tokens and integers past 2^53 (exact as BigInts).
+        if (type.includes('json')) return parseTensorJson(await res.text())
         if (type.startsWith('text/')) return res.text()
         return { bytes: new Uint8Array(await res.arrayBuffer()), mediaType: type }
       }

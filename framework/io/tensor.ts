@@ -1,13 +1,15 @@
 import { BundleError } from '../../errors/index.js'
-import { TYPED_ARRAYS } from '../../runners/index.js'
-import { parseJsonBody } from './json.js'
+import { decodeStrings, encodeStrings, TYPED_ARRAYS, type RunnerDType } from '../../runners/index.js'
+import { parseTensorJson } from './lenient-json.js'
+import { valuesToJson, valuesToTyped } from './tensor-values.js'
 import { baseMediaType, withBytes, type IODescriptor, type RequestBody } from './types.js'
 
 const ARRAYS = TYPED_ARRAYS
 
-export type DType = keyof typeof ARRAYS
-export type TypedArrayOf<D extends DType> = InstanceType<(typeof ARRAYS)[D]>
-export const DTYPES = Object.keys(ARRAYS) as DType[]
+/** Numeric dtypes (typed arrays) and `string` (the protocol's BYTES: a string[]). */
+export type DType = RunnerDType | 'string'
+export type TypedArrayOf<D extends DType> = D extends RunnerDType ? InstanceType<(typeof ARRAYS)[D]> : string[]
+export const DTYPES = [...Object.keys(ARRAYS), 'string'] as DType[]
 
 /** A dense, row-major tensor. */
 export interface Tensor<D extends DType = DType> {
@@ -70,28 +72,37 @@ function flatten(data: unknown[], shape: readonly number[]): unknown[] {
   return out
 }
 
-function fromNumbers<D extends DType>(dtype: D, values: unknown[]): TypedArrayOf<D> {
-  const Ctor = ARRAYS[dtype]
-  if (dtype === 'int64' || dtype === 'uint64') {
-    return (Ctor as BigInt64ArrayConstructor).from(
-      values.map((v) => {
-        if (typeof v !== 'number' && typeof v !== 'string') throw invalid('tensor data must be numbers')
-        try {
-          return BigInt(v)
-        } catch {
-          throw invalid(`tensor data value ${JSON.stringify(v)} is not an integer`)
-        }
-      }),
-    ) as TypedArrayOf<D>
+/** JSON values as the dtype's data: each checked against its type (tensor-values.ts); strings as they are. */
+function fromValues<D extends DType>(dtype: D, values: unknown[]): TypedArrayOf<D> {
+  if (dtype !== 'string') return valuesToTyped(dtype as RunnerDType, values, 'tensor') as TypedArrayOf<D>
+  const i = values.findIndex((v) => typeof v !== 'string')
+  if (i >= 0) throw invalid(`tensor data[${i}] is ${JSON.stringify(values[i])}, not a string`)
+  return values as TypedArrayOf<D>
+}
+
+/** Raw little-endian bytes as the dtype's data (strings: each a 4-byte length and its UTF-8 bytes). */
+function fromBytes<D extends DType>(dtype: D, shape: number[], bytes: Uint8Array): TypedArrayOf<D> {
+  if (dtype === 'string') {
+    const values = decodeStrings(bytes)
+    if (values === undefined || values.length !== count(shape))
+      throw invalid(
+        `raw string tensor body must hold ${count(shape)} strings, each a 4-byte little-endian length and its bytes`,
+      )
+    return values as TypedArrayOf<D>
   }
-  const arr = new (Ctor as Float64ArrayConstructor)(values.length)
-  values.forEach((v, i) => {
-    const n = typeof v === 'boolean' ? Number(v) : v
-    if (typeof n !== 'number' || (!Number.isFinite(n) && dtype !== 'float32' && dtype !== 'float64'))
-      throw invalid('tensor data must be numbers')
-    arr[i] = n as number
-  })
-  return arr as unknown as TypedArrayOf<D>
+  const Ctor = ARRAYS[dtype as RunnerDType]
+  const expected = count(shape) * Ctor.BYTES_PER_ELEMENT
+  if (bytes.byteLength !== expected)
+    throw invalid(
+      `raw tensor body has ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${dtype} needs ${expected}`,
+    )
+  // A view where the body's bytes are aligned for the dtype (the usual case: a fresh buffer);
+  // a copy only where they are not.
+  if (bytes.byteOffset % Ctor.BYTES_PER_ELEMENT === 0)
+    return new Ctor(bytes.buffer as ArrayBuffer, bytes.byteOffset, count(shape)) as TypedArrayOf<D>
+  const aligned = new Uint8Array(expected)
+  aligned.set(bytes)
+  return new Ctor(aligned.buffer) as TypedArrayOf<D>
 }
 
 /** Parses `1,3,48,192` (also `[1,3,48,192]`). */
@@ -125,39 +136,22 @@ export function tensor<D extends DType>(options: { dtype: D; shape?: number[] })
       const given = body.headers.get(DTYPE_HEADER)
       if (given !== null && given.trim().toLowerCase() !== dtype)
         throw invalid(`${DTYPE_HEADER} is "${given}", this API takes ${dtype}`)
-      const Ctor = ARRAYS[dtype]
-      const expected = count(shape) * Ctor.BYTES_PER_ELEMENT
-      if (bytes.byteLength !== expected)
-        throw invalid(
-          `raw tensor body has ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ${dtype} needs ${expected}`,
-        )
-      // A view where the body's bytes are aligned for the dtype (the usual case: a fresh
-      // buffer); a copy only where they are not.
-      if (bytes.byteOffset % Ctor.BYTES_PER_ELEMENT === 0)
-        return {
-          dtype,
-          shape,
-          data: new Ctor(bytes.buffer as ArrayBuffer, bytes.byteOffset, count(shape)) as TypedArrayOf<D>,
-        }
-      const aligned = new Uint8Array(expected)
-      aligned.set(bytes)
-      return { dtype, shape, data: new Ctor(aligned.buffer) as TypedArrayOf<D> }
+      return { dtype, shape, data: fromBytes(dtype, shape, bytes) }
     }
-    if (dtype === 'float16')
-      throw new BundleError(
-        'E_HTTP_UNSUPPORTED_MEDIA_TYPE',
-        'float16 tensors travel as raw bytes only: send application/octet-stream with X-Tensor-Shape',
-      )
-    const raw = parseJsonBody(bytes) as { shape?: unknown; dtype?: unknown; data?: unknown }
+    // Exact 64-bit integers and NaN/Infinity tokens survive the parse (lenient-json.ts).
+    const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8')
+    const raw = parseTensorJson(text) as { shape?: unknown; dtype?: unknown; data?: unknown }
     if (raw === null || typeof raw !== 'object') throw invalid('tensor JSON must be an object { shape, dtype, data }')
     if (raw.dtype !== undefined && raw.dtype !== dtype)
       throw invalid(`tensor dtype is ${JSON.stringify(raw.dtype)}, this API takes ${dtype}`)
     const shape = checkShape(raw.shape, declared)
-    if (!Array.isArray(raw.data)) throw invalid('tensor data must be an array (flat or nested, row-major)')
-    const values = flatten(raw.data, shape)
+    // A scalar (shape []) may be its bare value.
+    const data = shape.length === 0 && !Array.isArray(raw.data) && raw.data !== undefined ? [raw.data] : raw.data
+    if (!Array.isArray(data)) throw invalid('tensor data must be an array (flat or nested, row-major)')
+    const values = flatten(data, shape)
     if (values.length !== count(shape))
       throw invalid(`tensor data has ${values.length} values; shape [${shape.join(',')}] needs ${count(shape)}`)
-    return { dtype, shape, data: fromNumbers(dtype, values) }
+    return { dtype, shape, data: fromValues(dtype, values) }
   }
   return {
     kind: 'tensor',
@@ -169,7 +163,7 @@ export function tensor<D extends DType>(options: { dtype: D; shape?: number[] })
       if (
         !value ||
         !Array.isArray(value.shape) ||
-        !ArrayBuffer.isView(value.data) ||
+        !(ArrayBuffer.isView(value.data) || (dtype === 'string' && Array.isArray(value.data))) ||
         count(value.shape) !== (value.data as ArrayLike<unknown>).length
       ) {
         throw new BundleError(
@@ -178,15 +172,16 @@ export function tensor<D extends DType>(options: { dtype: D; shape?: number[] })
         )
       }
       if (accept?.split(',').some((a) => baseMediaType(a) === 'application/octet-stream')) {
-        const v = value.data as ArrayBufferView
+        const v = value.data
         return {
-          body: new Uint8Array(v.buffer, v.byteOffset, v.byteLength),
+          body: Array.isArray(v) ? encodeStrings(v) : new Uint8Array(v.buffer, v.byteOffset, v.byteLength),
           contentType: 'application/octet-stream',
           headers: { [SHAPE_HEADER]: value.shape.join(','), [DTYPE_HEADER]: value.dtype },
         }
       }
-      const data = Array.from(value.data as ArrayLike<number | bigint>, (x) => (typeof x === 'bigint' ? Number(x) : x))
-      return { body: JSON.stringify({ shape: value.shape, dtype: value.dtype, data }), contentType: 'application/json' }
+      // Exact 64-bit integers, NaN and ±Infinity as tokens, float16 as numbers (tensor-values.ts).
+      const body = `{"shape":[${value.shape.join(',')}],"dtype":${JSON.stringify(value.dtype)},"data":${valuesToJson(value as { dtype: string; data: ArrayLike<unknown> })}}`
+      return { body, contentType: 'application/json' }
     },
     openapi: () => ({
       'application/json': {

@@ -123,7 +123,11 @@ export async function startLocal(o: {
                 const inputs = c.inputs()
                 if (!seq) return { inputs }
                 // Sequences of one frame each (start and end): they leave no state behind.
-                const frames = Array.from({ length: c.rows }, (_, i) => ({ id: `warm-up ${i}`, start: true, end: true }))
+                const frames = Array.from({ length: c.rows }, (_, i) => ({
+                  id: `warm-up ${i}`,
+                  start: true,
+                  end: true,
+                }))
                 return { inputs, rows: frames } satisfies SequenceRunArgs
               },
             })),

@@ -91,7 +91,8 @@ function sampleCalls(
           throw bad(runner, `${where}: input "${name}": cannot read ${given.inputDataFile}`)
         }
         const tensor = { dtype, shape, data: bytes }
-        const size = dtype === 'string' ? undefined : count(shape) * TYPED_ARRAYS[dtype as RunnerDType].BYTES_PER_ELEMENT
+        const size =
+          dtype === 'string' ? undefined : count(shape) * TYPED_ARRAYS[dtype as RunnerDType].BYTES_PER_ELEMENT
         if (size !== undefined && bytes.byteLength !== size)
           throw bad(
             runner,

@@ -11,7 +11,7 @@ import { ioError, publish, removeQuietly, tempName } from '../fs-util.js'
 import { validateLabels } from '../labels.js'
 import { isSafeModelPath } from '../model-path.js'
 import type { ModelStore } from '../model-store.js'
-import { parseTag, validateName, validateVersion } from '../tag.js'
+import { MODEL_NAMES, parseTag, validateName, validateVersion } from '../tag.js'
 import type { BundleInfo, BundleModelRef, ModelFile } from '../types.js'
 import { exportModel, defaultArchiveName as modelArchiveName } from './export.js'
 import { importLimit } from './import.js'
@@ -124,7 +124,7 @@ function ensureDir(dir: string): string {
 }
 
 function parseExact(tag: string): { name: string; version: string } {
-  const q = parseTag(tag)
+  const q = parseTag(tag, MODEL_NAMES)
   if (q.kind !== 'version')
     throw new BundleError('E_BUNDLE_INVALID', `bundle pins ${tag}, which is not an exact name:version`)
   return { name: q.name, version: q.version }

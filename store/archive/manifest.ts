@@ -1,7 +1,7 @@
 import { BundleError } from '../../errors/index.js'
 import { validateLabels, validateMetadata } from '../labels.js'
 import { findPathConflict, isSafeModelPath } from '../model-path.js'
-import { validateName, validateVersion } from '../tag.js'
+import { MODEL_NAMES, validateName, validateVersion } from '../tag.js'
 import { FRAMEWORKS, type Framework, type ModelFile, type ModelInfo, type Signatures } from '../types.js'
 
 export const MANIFEST_NAME = 'manifest.json'
@@ -85,7 +85,7 @@ export function parseManifest(text: string, maxBytes: number): ArchiveManifest {
     )
   if (typeof m.name !== 'string' || typeof m.version !== 'string') throw bad('name and version must be strings')
   try {
-    validateName(m.name)
+    validateName(m.name, MODEL_NAMES)
     validateVersion(m.version, m.name)
   } catch (err) {
     throw bad((err as Error).message)

@@ -140,10 +140,10 @@ describe('archive import refuses hostile archives and changes nothing', () => {
     ))
   it('manifest not JSON', () =>
     refused('badjson', gzip(makeTar([{ path: 'manifest.json', body: '{nope' }])), 'E_ARCHIVE_MANIFEST_INVALID'))
-  it('manifest with an upper-case name', () =>
+  it('manifest with a name no model may have', () =>
     refused(
       'badname',
-      gzip(makeTar([m({ name: 'Evil' }), { path: 'files/weights.bin', body: weights.body }])),
+      gzip(makeTar([m({ name: 'evil/../x' }), { path: 'files/weights.bin', body: weights.body }])),
       'E_ARCHIVE_MANIFEST_INVALID',
     ))
   it('a path that is both a file and a directory', () =>

@@ -13,6 +13,7 @@ import { withServerSpan } from '../request-span.js'
 import { SANE_REQUEST_ID } from '../request.js'
 import { requestDeadline, runInference } from '../v2/infer.js'
 import { config, loadParameters, metadata, stats } from '../v2/models.js'
+import { forStatistics } from '../v2/model-errors.js'
 import type { V2Options } from '../v2/routes.js'
 import type { GrpcMetrics } from './metrics.js'
 import { toServiceError } from './status.js'
@@ -257,7 +258,11 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
   const handlers: UntypedServiceImplementation = {
     ServerLive: unary('ServerLive', false, () => ({ live: true })),
     ServerReady: unary('ServerReady', false, () => ({ ready: o.ready() })),
-    ModelReady: unary('ModelReady', false, (r) => ({ ready: find(r.name, r.version).ready() })),
+    // A known model that is not loaded is OK with ready: false; only a name nobody knows is NOT_FOUND.
+    ModelReady: unary('ModelReady', false, (r) => {
+      if (!r.name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model name')
+      return { ready: o.repository.isReady(r.name, r.version || undefined) }
+    }),
     ServerMetadata: unary('ServerMetadata', false, () => ({
       name: 'modelbundle',
       version: o.version,
@@ -268,7 +273,9 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
     ),
     ModelConfig: unary('ModelConfig', false, (r) => ({ config: wireConfig(find(r.name, r.version)) })),
     ModelStatistics: unary('ModelStatistics', false, (r) => ({
-      model_stats: r.name ? [stats(find(r.name, r.version))] : o.repository.models().map(stats),
+      model_stats: r.name
+        ? [forStatistics(r.name, () => stats(find(r.name, r.version)))]
+        : o.repository.models().map(stats),
     })),
     ModelInfer: unary('ModelInfer', true, (r, call, bound) => infer(r, call, bound, 'ModelInfer')),
     ModelStreamInfer: stream as never,

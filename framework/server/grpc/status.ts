@@ -16,6 +16,7 @@ export function grpcStatus(e: BundleError, clientDeadline: boolean, original: un
     case 'E_HTTP_UNAUTHORIZED':
       return Status.UNAUTHENTICATED
     case 'E_HTTP_NOT_FOUND':
+    case 'E_MODEL_NOT_FOUND':
       return Status.NOT_FOUND
     case 'E_HTTP_CLIENT_CLOSED':
       return Status.CANCELLED

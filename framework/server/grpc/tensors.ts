@@ -1,14 +1,8 @@
 import { BundleError } from '../../../errors/index.js'
+import { encodeStrings, parseClientPriority, type RunnerDType, type RunnerTensor } from '../../../runners/index.js'
+import { valuesToTyped } from '../../io/tensor-values.js'
 import {
-  encodeStrings,
-  parseClientPriority,
-  TYPED_ARRAYS,
-  type NumericTensor,
-  type RunnerDType,
-  type RunnerTensor,
-} from '../../../runners/index.js'
-import {
-  DATATYPES,
+  datatypeOf,
   fromBinary,
   protocolType,
   sequenceParameters,
@@ -126,13 +120,8 @@ function fromContents(
     )
   if (dtype === 'string')
     return { dtype, shape, data: (values as Buffer[]).map((b) => Buffer.from(b).toString('utf8')) }
-  const arr = new TYPED_ARRAYS[dtype](values.length)
-  if (dtype === 'int64' || dtype === 'uint64') {
-    const big = arr as BigInt64Array | BigUint64Array
-    for (let i = 0; i < values.length; i++) big[i] = BigInt(values[i] as string)
-  } else if (dtype === 'bool') for (let i = 0; i < values.length; i++) arr[i] = values[i] ? 1 : 0
-  else (arr as Exclude<typeof arr, BigInt64Array | BigUint64Array>).set(values as number[])
-  return { dtype, shape, data: arr as NumericTensor['data'] }
+  // Each value checked against its type (an INT8 of 300 is refused, not wrapped); 64-bit ones arrive as exact digits.
+  return { dtype, shape, data: valuesToTyped(dtype, values, `input "${name}" (contents.${field})`) }
 }
 
 /** Reads a ModelInferRequest: inputs (raw or typed), requested outputs, timeout and priority. */
@@ -147,11 +136,7 @@ export function parseWireRequest(msg: WireInferRequest): InferRequest {
     if (!name) throw bad(`inputs[${i}] needs a name`)
     if (names.has(name)) throw bad(`input "${name}" is given twice`)
     names.add(name)
-    const dtype = DATATYPES[datatype]
-    if (dtype === undefined)
-      throw bad(
-        `input "${name}": unknown datatype ${JSON.stringify(datatype)} (use ${Object.keys(DATATYPES).join(', ')})`,
-      )
+    const dtype = datatypeOf(name, datatype)
     const shape = input.shape.map(Number)
     if (shape.some((d) => !Number.isSafeInteger(d) || d < 0))
       throw bad(`input "${name}": shape must be non-negative integers`)

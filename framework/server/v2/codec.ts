@@ -8,6 +8,8 @@ import {
   type RunnerDType,
   type RunnerTensor,
 } from '../../../runners/index.js'
+import { parseTensorJson } from '../../io/lenient-json.js'
+import { valuesToJson, valuesToTyped } from '../../io/tensor-values.js'
 
 // Open Inference Protocol (KServe v2) tensors in JSON and with the binary tensor data extension:
 // a request body is a JSON object, optionally followed by the raw little-endian bytes of the
@@ -38,6 +40,14 @@ export const protocolType = (dtype: string): string =>
   TO_PROTOCOL[dtype] ?? (dtype === 'string' ? 'BYTES' : dtype.toUpperCase())
 
 const bad = (msg: string) => new BundleError('E_INPUT_INVALID', msg)
+
+/** The runner dtype of a protocol datatype; BF16 is named apart (onnxruntime-node has no bfloat16 tensors). */
+export function datatypeOf(name: string, datatype: string): RunnerDType | 'string' {
+  const dtype = DATATYPES[datatype]
+  if (dtype !== undefined) return dtype
+  if (datatype === 'BF16') throw bad(`input "${name}": BF16 cannot be served: onnxruntime-node has no bfloat16 tensors`)
+  throw bad(`input "${name}": unknown datatype ${JSON.stringify(datatype)} (use ${Object.keys(DATATYPES).join(', ')})`)
+}
 
 export interface InferInput {
   name: string
@@ -112,40 +122,24 @@ function flatten(data: unknown[]): unknown[] {
   return out
 }
 
-function fromJson(name: string, dtype: RunnerDType | 'string', shape: number[], data: unknown): RunnerTensor {
-  if (dtype === 'string') {
-    if (!Array.isArray(data)) throw bad(`input "${name}": data must be an array (flat or nested, row-major)`)
-    const values = flatten(data)
-    if (values.length !== count(shape))
-      throw bad(`input "${name}": shape [${shape.join(',')}] needs ${count(shape)} values, data has ${values.length}`)
-    const bad1 = values.findIndex((v) => typeof v !== 'string')
-    if (bad1 >= 0) throw bad(`input "${name}": BYTES data[${bad1}] is ${JSON.stringify(values[bad1])}, not a string`)
-    return { dtype: 'string', shape, data: values as string[] }
-  }
-  if (dtype === 'float16')
-    throw bad(
-      `input "${name}": FP16 data must be sent as binary (binary_data_size); JSON has no half-precision numbers`,
-    )
+/** An input's JSON `data`: flat or nested arrays, row-major; a scalar (shape []) may also be the bare value. */
+function jsonValues(name: string, shape: number[], data: unknown): unknown[] {
+  if (shape.length === 0 && !Array.isArray(data) && data !== undefined) return [data]
   if (!Array.isArray(data)) throw bad(`input "${name}": data must be an array (flat or nested, row-major)`)
   const values = flatten(data)
   if (values.length !== count(shape))
     throw bad(`input "${name}": shape [${shape.join(',')}] needs ${count(shape)} values, data has ${values.length}`)
-  const Ctor = TYPED_ARRAYS[dtype]
-  const arr = new Ctor(values.length)
-  const big = dtype === 'int64' || dtype === 'uint64'
-  for (let i = 0; i < values.length; i++) {
-    let v = values[i]
-    if (dtype === 'bool') {
-      if (typeof v !== 'boolean' && v !== 0 && v !== 1)
-        throw bad(`input "${name}": BOOL data must be true or false, got ${JSON.stringify(v)}`)
-      v = v ? 1 : 0
-    } else if (typeof v !== 'number' || (!Number.isFinite(v) && !dtype.startsWith('float')))
-      throw bad(`input "${name}": data[${i}] is ${JSON.stringify(v)}, not a number`)
-    else if (!dtype.startsWith('float') && !Number.isInteger(v))
-      throw bad(`input "${name}": data[${i}] = ${v} is not an integer (${protocolType(dtype)})`)
-    ;(arr as unknown as (number | bigint)[])[i] = big ? BigInt(v as number) : (v as number)
+  return values
+}
+
+function fromJson(name: string, dtype: RunnerDType | 'string', shape: number[], data: unknown): RunnerTensor {
+  const values = jsonValues(name, shape, data)
+  if (dtype === 'string') {
+    const bad1 = values.findIndex((v) => typeof v !== 'string')
+    if (bad1 >= 0) throw bad(`input "${name}": BYTES data[${bad1}] is ${JSON.stringify(values[bad1])}, not a string`)
+    return { dtype: 'string', shape, data: values as string[] }
   }
-  return { dtype, shape, data: arr as NumericTensor['data'] }
+  return { dtype, shape, data: valuesToTyped(dtype, values, `input "${name}"`) }
 }
 
 /** A tensor from its raw little-endian bytes: binary data over HTTP, raw contents over gRPC. */
@@ -192,12 +186,15 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
   }
   let doc: unknown
   try {
-    doc = JSON.parse(Buffer.from(body.buffer, body.byteOffset, jsonEnd).toString('utf8'))
-  } catch {
+    // Exact 64-bit integers and NaN/Infinity tokens survive (lenient-json.ts); other bodies parse natively.
+    doc = parseTensorJson(Buffer.from(body.buffer, body.byteOffset, jsonEnd).toString('utf8'))
+  } catch (err) {
+    const why = (err as Error).message.replace(/^the body is not valid JSON: /, '')
     throw bad(
-      headerLength === undefined && jsonEnd > 0
-        ? 'the body is not JSON (binary tensor data needs an Inference-Header-Content-Length header)'
-        : 'the inference header is not valid JSON',
+      headerLength === undefined
+        ? `the body is not valid JSON (${why}); a body with binary tensor data needs an ` +
+            'Inference-Header-Content-Length header'
+        : `the inference header is not valid JSON (${why})`,
     )
   }
   if (!isObject(doc)) throw bad('the inference request must be a JSON object')
@@ -212,11 +209,7 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
     if (names.has(name)) throw bad(`input "${name}" is given twice`)
     names.add(name)
     if (typeof datatype !== 'string') throw bad(`input "${name}" needs a "datatype"`)
-    const dtype = DATATYPES[datatype]
-    if (dtype === undefined)
-      throw bad(
-        `input "${name}": unknown datatype ${JSON.stringify(datatype)} (use ${Object.keys(DATATYPES).join(', ')})`,
-      )
+    const dtype = datatypeOf(name, datatype)
     if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || d < 0))
       throw bad(`input "${name}": shape must be an array of non-negative integers`)
     const params = isObject(raw.parameters) ? raw.parameters : {}
@@ -267,7 +260,11 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
   }
 }
 
-/** Encodes the response: JSON, or JSON followed by the binary outputs (with the JSON's length). */
+/**
+ * Encodes the response: JSON, or JSON followed by the binary outputs (with the JSON's length).
+ * JSON data loses nothing (tensor-values.ts): exact 64-bit integers, NaN and ±Infinity tokens,
+ * half precision as numbers. The shape is the one the runtime produced, checked against the data.
+ */
 export function encodeInferResponse(
   model: { name: string; version: string },
   id: string | undefined,
@@ -275,32 +272,24 @@ export function encodeInferResponse(
 ): { body: Uint8Array | string; headers: Record<string, string> } {
   const binaries: Uint8Array[] = []
   const json = outputs.map(({ name, tensor, binary }) => {
-    const datatype = protocolType(tensor.dtype)
-    if (tensor.dtype === 'string') {
-      if (!binary) return { name, datatype, shape: tensor.shape, data: tensor.data }
-      const bytes = encodeStrings(tensor.data)
-      binaries.push(bytes)
-      return { name, datatype, shape: tensor.shape, parameters: { binary_data_size: bytes.byteLength } }
-    }
-    const view = tensor.data as ArrayBufferView
-    // Half precision has no JSON form: it always goes back as binary.
-    if (binary || tensor.dtype === 'float16') {
-      const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength)
-      binaries.push(bytes)
-      return { name, datatype, shape: tensor.shape, parameters: { binary_data_size: bytes.byteLength } }
-    }
-    const data =
-      tensor.dtype === 'bool'
-        ? Array.from(tensor.data as Uint8Array, (v) => v !== 0)
-        : Array.from(tensor.data as ArrayLike<number | bigint>, (v) => (typeof v === 'bigint' ? Number(v) : v))
-    return { name, datatype, shape: tensor.shape, data }
+    const elements = tensor.dtype === 'string' ? tensor.data.length : (tensor.data as ArrayLike<unknown>).length
+    if (elements !== count(tensor.shape))
+      throw new BundleError(
+        'E_OUTPUT_INVALID',
+        `output "${name}" has ${elements} values under shape [${tensor.shape.join(',')}]`,
+      )
+    const head = `{"name":${JSON.stringify(name)},"datatype":"${protocolType(tensor.dtype)}","shape":[${tensor.shape.join(',')}]`
+    if (!binary) return `${head},"data":${valuesToJson(tensor)}}`
+    const bytes =
+      tensor.dtype === 'string'
+        ? encodeStrings(tensor.data)
+        : new Uint8Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength)
+    binaries.push(bytes)
+    return `${head},"parameters":{"binary_data_size":${bytes.byteLength}}}`
   })
-  const header = JSON.stringify({
-    model_name: model.name,
-    model_version: model.version,
-    ...(id !== undefined ? { id } : {}),
-    outputs: json,
-  })
+  const header =
+    `{"model_name":${JSON.stringify(model.name)},"model_version":${JSON.stringify(model.version)},` +
+    `${id !== undefined ? `"id":${JSON.stringify(id)},` : ''}"outputs":[${json.join(',')}]}`
   if (binaries.length === 0) return { body: header, headers: { 'content-type': 'application/json' } }
   const head = Buffer.from(header)
   const body = Buffer.concat([head, ...binaries])

@@ -62,21 +62,29 @@ export function parseJson(text: string): Record<string, unknown> {
 }
 
 /**
- * A load request's parameters: `version` ("2.0.0"), `config` (runner settings, an object or its
- * JSON text, as Triton sends it) and `keep` (load next to the versions loaded now).
+ * A load request's parameters: `version` ("2.0.0"), `config` (runner settings or Triton's model
+ * configuration fields, an object or its JSON text, as Triton sends it) and `keep` (load next to
+ * the versions loaded now). Triton's clients also send `unload_dependents` and `file:…` entries:
+ * the former is accepted (a model here has no dependents), files are refused.
  */
 export function loadParameters(p: Record<string, unknown>): LoadRequest {
   const { version, config, keep } = p
+  const file = Object.keys(p).find((k) => k.startsWith('file:'))
+  if (file !== undefined)
+    throw new BundleError(
+      'E_INPUT_INVALID',
+      `parameters.${file}: model files are not taken in a load request; save the model in the store ` +
+        '(bundle models save FILE --name NAME) and load it by name',
+    )
   if (version !== undefined && typeof version !== 'string')
     throw new BundleError('E_INPUT_INVALID', 'parameters.version must be a string')
-  const cfg = typeof config === 'string' ? parseJson(config) : config
-  if (cfg !== undefined && (cfg === null || typeof cfg !== 'object'))
-    throw new BundleError('E_INPUT_INVALID', 'parameters.config must be an object (or its JSON text)')
   if (keep !== undefined && typeof keep !== 'boolean')
     throw new BundleError('E_INPUT_INVALID', 'parameters.keep must be true or false')
+  // The config (an object, or its JSON text as Triton's clients send it) is read by the load
+  // itself: a malformed one fails it as "failed to load 'x': …".
   return {
     ...(version ? { version } : {}),
-    ...(cfg ? { config: cfg as LoadRequest['config'] } : {}),
+    ...(config !== undefined && config !== '' ? { config } : {}),
     ...(keep === true ? { keep: true } : {}),
   }
 }

@@ -2,7 +2,6 @@ import { BundleError, isBundleError } from '../../../errors/index.js'
 import {
   isVersioned,
   OnnxRunner,
-  validateOverrides,
   type InferenceModel,
   type Runner,
   type RunnerOverrides,
@@ -10,13 +9,19 @@ import {
 } from '../../../runners/index.js'
 import { ModelStore } from '../../../store/index.js'
 import { redactPaths } from '../error-response.js'
+import { loadConfig } from './triton-config.js'
+import { loadFailed, noAvailableVersions, unknownModel, versionNotFound } from './model-errors.js'
 
 /** What a load request may say (the repository extension's `parameters`). */
 export interface LoadRequest {
   /** Exact version or prefix; default: the newest stored version. */
   version?: string
-  /** Runner options for this model (workers, batching, warmup, …), as in a serve config file. */
-  config?: RunnerOverrides
+  /**
+   * Runner options for this model (workers, batching, warmup, …) as in a serve config file,
+   * and/or Triton's model configuration fields (max_batch_size, dynamic_batching,
+   * instance_group, model_warmup): an object or its JSON text.
+   */
+  config?: unknown
   /** Keep the versions already loaded next to the new one instead of swapping them out. */
   keep?: boolean
 }
@@ -26,17 +31,28 @@ interface Entry {
   primary: VersionedRunner
   /** Other versions loaded side by side (load with keep). */
   others: Map<string, VersionedRunner>
+  /** One of the service's own runners (it stays the service's after an unload). */
   declared: boolean
   state: 'READY' | 'LOADING' | 'UNLOADING' | 'UNAVAILABLE'
-  reason?: string
+  reason?: string | undefined
+  /** The settings of its last load: a plain reload keeps them, as Triton's does. */
+  config?: RunnerOverrides | undefined
+}
+
+/** A model to load at start-up (`bundle serve --models`): its name here and the tag it resolves. */
+export interface ServedModel {
+  name: string
+  tag: string
 }
 
 /**
  * The models a server hosts and their versions, for the Open Inference Protocol and its
- * repository extension: the service's own runners with versions (onnx), plus any model of the store loaded at
- * run time. Loading a newer version of a serving model swaps it without failing a request
- * (`versions.swap`); `keep` loads it next to the old one instead. Loads and unloads of one
- * model run one after the other.
+ * repository extension. The store is the repository, as Triton's model directory is: every
+ * model in it can be loaded at run time, next to the service's own runners (onnx) and the
+ * models `bundle serve --models` loaded at start-up. A model once loaded stays known after an
+ * unload or a failed load (UNAVAILABLE, with the reason). Loading a newer version of a serving
+ * model swaps it without failing a request (`versions.swap`); `keep` loads it next to the old
+ * one instead. Loads and unloads of one model run one after the other.
  */
 export class ModelRepository {
   private readonly entries = new Map<string, Entry>()
@@ -66,14 +82,15 @@ export class ModelRepository {
     return [...this.ensembles.values()].flatMap((e) => e.inference?.() ?? [])
   }
 
+  /** The versions of an entry that serve now (the serving default first). */
+  private serving(e: Entry | undefined): InferenceModel[] {
+    if (e === undefined || e.state === 'UNAVAILABLE') return []
+    return [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? [])
+  }
+
   /** Every loaded model version, as /v2 serves it. */
   models(): InferenceModel[] {
-    const loaded = [...this.entries.values()].flatMap((e) =>
-      e.state === 'READY' || e.state === 'LOADING'
-        ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? [])
-        : [],
-    )
-    return [...loaded, ...this.ensembleModels()]
+    return [...[...this.entries.values()].flatMap((e) => this.serving(e)), ...this.ensembleModels()]
   }
 
   /** The model or ensemble a request goes to: the named version, else the serving default. */
@@ -82,11 +99,7 @@ export class ModelRepository {
     if (ens !== undefined) {
       const m = ens.inference?.()
       if (m === undefined) throw new BundleError('E_HTTP_NOT_READY', `ensemble "${name}" has not started`)
-      if (version !== undefined && version !== m.version)
-        throw new BundleError(
-          'E_HTTP_NOT_FOUND',
-          `ensemble "${name}" has no version "${version}" (it has ${m.version})`,
-        )
+      if (version !== undefined && version !== m.version) throw versionNotFound(name, version, [m.version])
       return m
     }
     return this.findModel(name, version)
@@ -96,30 +109,57 @@ export class ModelRepository {
   versions(name: string): string[] {
     const ens = this.ensembles.get(name)?.inference?.()
     if (ens !== undefined) return [ens.version]
-    const e = this.entries.get(name)
-    const models =
-      e && e.state !== 'UNAVAILABLE' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []
-    return [...new Set(models.map((m) => m.version))]
+    return [...new Set(this.serving(this.entries.get(name)).map((m) => m.version))]
   }
 
   /** A hosted model (not an ensemble) at the named version, else its serving default. */
   findModel(name: string, version?: string): InferenceModel {
     const e = this.entries.get(name)
-    const models =
-      e && e.state !== 'UNAVAILABLE' ? [e.primary, ...e.others.values()].flatMap((r) => r.inference() ?? []) : []
-    if (models.length === 0)
-      throw new BundleError(
-        'E_HTTP_NOT_FOUND',
-        `unknown model "${name}"${e ? ` (${e.state.toLowerCase()}${e.reason ? `: ${e.reason}` : ''})` : ''}`,
-      )
+    const models = this.serving(e)
+    if (models.length === 0) {
+      if (e !== undefined) throw noAvailableVersions(name, e.reason ?? e.state.toLowerCase())
+      throw this.inStore(name) ? noAvailableVersions(name, 'not loaded') : unknownModel(name)
+    }
     if (version === undefined) return models[0]!
     const m = models.find((x) => x.version === version)
     if (m === undefined)
-      throw new BundleError(
-        'E_HTTP_NOT_FOUND',
-        `model "${name}" has no version "${version}" loaded (loaded: ${models.map((x) => x.version).join(', ')})`,
+      throw versionNotFound(
+        name,
+        version,
+        models.map((x) => x.version),
       )
     return m
+  }
+
+  /**
+   * Whether `name` (at `version`) is ready now, as ModelReady answers: false for a model the
+   * server knows (in the store, or loaded once) that is not loaded; NOT_FOUND only for a name it
+   * does not know at all.
+   */
+  isReady(name: string, version?: string): boolean {
+    try {
+      return this.find(name, version).ready()
+    } catch (err) {
+      if (isBundleError(err) && err.code === 'E_MODEL_NOT_FOUND' && this.known(name)) return false
+      throw err
+    }
+  }
+
+  /** A name the server knows: an ensemble, a model it hosts or hosted, or one in the store. */
+  private known(name: string): boolean {
+    return this.ensembles.has(name) || this.entries.has(name) || this.inStore(name)
+  }
+
+  /** Whether the store holds an ONNX model of this name (asked on error paths only: it opens the store). */
+  private inStore(name: string): boolean {
+    const store = ModelStore.open(this.o.home ? { home: this.o.home } : {})
+    try {
+      return store.summaries().some((m) => m.name === name && m.framework === 'onnx')
+    } catch {
+      return false
+    } finally {
+      store.close()
+    }
   }
 
   private serially<T>(name: string, fn: () => Promise<T>): Promise<T> {
@@ -129,9 +169,19 @@ export class ModelRepository {
     return next
   }
 
-  /** Loads `name` (a loaded model's name, or a model name in the store) at `version`. */
+  /**
+   * Loads `name` (a loaded model's name, or a model name in the store) at `version`. Whatever
+   * fails — an unknown model, a config that contradicts the model, a file the runtime refuses,
+   * a warm-up asked for that fails — answers "failed to load 'name': why" and leaves the server
+   * and its other models as they were.
+   */
   load(name: string, req: LoadRequest = {}): Promise<InferenceModel> {
-    const config = req.config === undefined ? undefined : validateOverrides(`load ${name}: config`, req.config)
+    let config: RunnerOverrides | undefined
+    try {
+      config = req.config === undefined ? undefined : loadConfig(name, req.config)
+    } catch (err) {
+      return Promise.reject(loadFailed(name, err))
+    }
     if (this.ensembles.has(name)) {
       // An ensemble is part of the service: loaded while its step models are.
       if (req.version !== undefined || config !== undefined)
@@ -144,70 +194,103 @@ export class ModelRepository {
         )
       return Promise.resolve().then(() => this.find(name))
     }
-    return this.serially(name, async () => {
-      const entry = this.entries.get(name)
-      const modelName = entry?.primary.versions.model?.name ?? entry?.primary.versions.tag.split(/[:@]/)[0] ?? name
-      const tag = this.resolve(modelName, req.version)
-      if (entry === undefined) {
-        const runner = new OnnxRunner(tag, { name, ...(this.o.home ? { home: this.o.home } : {}) })
-        if (config) runner.configure(config)
-        this.o.attach(runner)
-        const e: Entry = { primary: runner, others: new Map(), declared: false, state: 'LOADING' }
-        this.entries.set(name, e)
-        try {
-          await runner.start()
-        } catch (err) {
-          this.entries.delete(name)
-          await runner.stop().catch(() => undefined)
-          throw err
-        }
-        e.state = 'READY'
-        return runner.inference()!
-      }
-      if (config) entry.primary.configure(config)
-      if (entry.state === 'UNAVAILABLE') {
-        // Unloaded earlier: start it again (on the requested version).
-        entry.state = 'LOADING'
-        try {
-          const current = entry.primary.versions.model
-          await entry.primary.start()
-          if (current !== undefined && current.tag !== tag) await entry.primary.versions.swap(tag)
-          entry.state = 'READY'
-          entry.reason = undefined
-        } catch (err) {
-          entry.state = 'UNAVAILABLE'
-          // Shown by the open model metadata routes: without the file paths a runner's error may quote.
-          entry.reason = redactPaths((err as Error).message)
-          throw err
-        }
-        return entry.primary.inference()!
-      }
-      if (config && entry.primary.versions.model?.tag === tag) {
-        // A load with a config is Triton's reload: the same version starts again with it (a
-        // swap, so no request fails), and /v2 config then shows what really runs.
-        await entry.primary.versions.swap(tag)
-        return entry.primary.inference()!
-      }
-      if (entry.primary.versions.model?.tag === tag || entry.others.has(tag.split(':')[1]!))
-        return this.find(name, tag.split(':')[1])
-      if (req.keep) {
-        const other = new OnnxRunner(tag, { name, ...(this.o.home ? { home: this.o.home } : {}), ...(config ?? {}) })
-        this.o.attach(other)
-        try {
-          await other.start()
-        } catch (err) {
-          await other.stop().catch(() => undefined)
-          throw err
-        }
-        entry.others.set(other.model!.version, other)
-        return other.inference()!
-      }
-      await entry.primary.versions.swap(tag)
-      return entry.primary.inference()!
-    })
+    return this.serially(name, () =>
+      this.loadNow(name, req, config).catch((err: unknown) => {
+        throw loadFailed(name, err)
+      }),
+    )
   }
 
-  /** Unloads a model (all its versions, or one): its workers stop once their queued requests are answered. */
+  /** Loads every model `bundle serve --models` named, two at a time; one that fails is logged and stays UNAVAILABLE. */
+  async preload(models: readonly ServedModel[], failed: (name: string, err: unknown) => void): Promise<void> {
+    const queue = [...models]
+    const next = async (): Promise<void> => {
+      for (let m = queue.shift(); m !== undefined; m = queue.shift()) {
+        const { name, tag } = m
+        await this.serially(name, () => this.startNew(name, tag, undefined)).catch((err: unknown) =>
+          failed(name, loadFailed(name, err)),
+        )
+      }
+    }
+    await Promise.all([next(), next()])
+  }
+
+  private async loadNow(name: string, req: LoadRequest, config: RunnerOverrides | undefined): Promise<InferenceModel> {
+    const entry = this.entries.get(name)
+    const modelName = entry?.primary.versions.model?.name ?? entry?.primary.versions.tag.split(/[:@]/)[0] ?? name
+    const tag = this.resolve(modelName, req.version)
+    // Never loaded, or not loaded now and not the service's own: a fresh runner on this version.
+    if (entry === undefined || (entry.state === 'UNAVAILABLE' && !entry.declared))
+      return this.startNew(name, tag, config ?? entry?.config)
+    if (config) entry.primary.configure(config)
+    if (entry.state === 'UNAVAILABLE') {
+      // The service's runner, unloaded earlier: start it again (on the requested version).
+      entry.state = 'LOADING'
+      try {
+        const current = entry.primary.versions.model
+        await entry.primary.start()
+        if (current !== undefined && current.tag !== tag) await entry.primary.versions.swap(tag)
+        entry.state = 'READY'
+        entry.reason = undefined
+      } catch (err) {
+        entry.state = 'UNAVAILABLE'
+        // Shown by the open model metadata routes: without the file paths a runner's error may quote.
+        entry.reason = redactPaths((err as Error).message)
+        throw err
+      }
+      return entry.primary.inference()!
+    }
+    if (config && entry.primary.versions.model?.tag === tag) {
+      // A load with a config is Triton's reload: the same version starts again with it (a
+      // swap, so no request fails), and /v2 config then shows what really runs.
+      await entry.primary.versions.swap(tag)
+      return entry.primary.inference()!
+    }
+    if (entry.primary.versions.model?.tag === tag || entry.others.has(tag.split(':')[1]!))
+      return this.find(name, tag.split(':')[1])
+    if (req.keep) {
+      const other = this.newRunner(name, tag, config)
+      try {
+        await other.start()
+      } catch (err) {
+        await other.stop().catch(() => undefined)
+        throw err
+      }
+      entry.others.set(other.model!.version, other)
+      return other.inference()!
+    }
+    await entry.primary.versions.swap(tag)
+    return entry.primary.inference()!
+  }
+
+  private newRunner(name: string, tag: string, config: RunnerOverrides | undefined): OnnxRunner {
+    const runner = new OnnxRunner(tag, { name, ...(this.o.home ? { home: this.o.home } : {}) })
+    if (config) runner.configure(config)
+    this.o.attach(runner)
+    return runner
+  }
+
+  /** A model not loaded now (or never): a new runner; if it fails it stays known, UNAVAILABLE with why. */
+  private async startNew(name: string, tag: string, config: RunnerOverrides | undefined): Promise<InferenceModel> {
+    const runner = this.newRunner(name, tag, config)
+    const e: Entry = { primary: runner, others: new Map(), declared: false, state: 'LOADING', config }
+    this.entries.set(name, e)
+    try {
+      await runner.start()
+    } catch (err) {
+      await runner.stop().catch(() => undefined)
+      e.state = 'UNAVAILABLE'
+      e.reason = `failed to load: ${redactPaths((err as Error).message)}`
+      throw err
+    }
+    e.state = 'READY'
+    return runner.inference()!
+  }
+
+  /**
+   * Unloads a model (all its versions, or one): its workers stop once their queued requests are
+   * answered. As in Triton, unloading a model that is not loaded succeeds and changes nothing.
+   */
   unload(name: string, version?: string): Promise<void> {
     if (this.ensembles.has(name))
       return Promise.reject(
@@ -215,12 +298,10 @@ export class ModelRepository {
       )
     return this.serially(name, async () => {
       const entry = this.entries.get(name)
-      if (entry === undefined || entry.state === 'UNAVAILABLE')
-        throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" is not loaded`)
+      if (entry === undefined || entry.state === 'UNAVAILABLE') return
       if (version !== undefined && version !== entry.primary.versions.model?.version) {
         const other = entry.others.get(version)
-        if (other === undefined)
-          throw new BundleError('E_HTTP_NOT_FOUND', `model "${name}" has no version "${version}" loaded`)
+        if (other === undefined) return
         entry.others.delete(version)
         await other.stop()
         return
@@ -229,10 +310,8 @@ export class ModelRepository {
       const all = [entry.primary, ...entry.others.values()]
       entry.others.clear()
       await Promise.all(all.map((r) => r.stop()))
-      if (entry.declared) {
-        entry.state = 'UNAVAILABLE'
-        entry.reason = 'unloaded'
-      } else this.entries.delete(name)
+      entry.state = 'UNAVAILABLE'
+      entry.reason = 'unloaded'
     })
   }
 
@@ -250,10 +329,12 @@ export class ModelRepository {
       rows.set(`${m.name}:${m.version}`, { name: m.name, version: m.version, state: 'UNAVAILABLE' })
     for (const [name, e] of this.entries) {
       for (const r of [e.primary, ...e.others.values()]) {
-        const version = r.versions.model?.version ?? ''
+        // A failed first load has no model: its row is the version it asked for.
+        const version = r.versions.model?.version ?? r.versions.tag.split(':')[1] ?? ''
         const idle = e.state === 'READY' && !r.health().loaded
         const state = idle ? 'UNAVAILABLE' : r === e.primary ? e.state : 'READY'
         const reason = idle ? 'unloaded while idle; loads on the next request' : r === e.primary ? e.reason : undefined
+        if (version === '' && state === 'UNAVAILABLE' && reason === undefined) continue
         rows.set(`${name}:${version}`, { name, version, state, ...(reason ? { reason } : {}) })
       }
     }
@@ -271,13 +352,17 @@ export class ModelRepository {
     )
   }
 
-  /** Dynamically loaded runners (for metrics sources and shutdown). */
+  /** Runners loaded at run time and serving now (metrics sources); the service's own are its definition's. */
   loaded(): VersionedRunner[] {
-    return [...this.entries.values()].flatMap((e) => [...(e.declared ? [] : [e.primary]), ...e.others.values()])
+    return [...this.entries.values()].flatMap((e) => [
+      ...(e.declared || e.state === 'UNAVAILABLE' ? [] : [e.primary]),
+      ...e.others.values(),
+    ])
   }
 
   async stopAll(): Promise<void> {
-    await Promise.all(this.loaded().map((r) => r.stop().catch(() => undefined)))
+    const all = [...this.entries.values()].flatMap((e) => [...(e.declared ? [] : [e.primary]), ...e.others.values()])
+    await Promise.all(all.map((r) => r.stop().catch(() => undefined)))
   }
 
   /** The exact tag of `name` at `version` (newest when not given), checked against the store. */
@@ -287,7 +372,12 @@ export class ModelRepository {
       return store.get(version === undefined ? name : `${name}:${version}`).tag
     } catch (err) {
       if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND')
-        throw new BundleError('E_HTTP_NOT_FOUND', (err as Error).message)
+        throw new BundleError(
+          'E_MODEL_NOT_FOUND',
+          version === undefined
+            ? `the store has no model named ${name}; save it first (bundle models save path/to/model.onnx --name ${name})`
+            : (err as Error).message,
+        )
       throw err
     } finally {
       store.close()

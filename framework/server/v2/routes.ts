@@ -10,6 +10,7 @@ import { decodeBody, encodeBody, pickEncoding } from './encoding.js'
 import { runInference } from './infer.js'
 import { withServerSpan } from '../request-span.js'
 import { config, loadRequest, metadata, parseJson, stats } from './models.js'
+import { forStatistics } from './model-errors.js'
 import type { ModelRepository } from './repository.js'
 
 export interface V2Options {
@@ -99,9 +100,10 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
       base,
       route((c) => c.json(metadata(find(c), o.repository.versions(c.req.param('model')!)))),
     )
+    // Triton's answer: 200 ready, 400 known but not ready (not loaded, loading), 404 unknown.
     app.get(
       `${base}/ready`,
-      route((c) => c.body(null, find(c).ready() ? 200 : 400)),
+      route((c) => c.body(null, o.repository.isReady(c.req.param('model')!, c.req.param('version')) ? 200 : 400)),
     )
     app.get(
       `${base}/config`,
@@ -109,7 +111,7 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
     )
     app.get(
       `${base}/stats`,
-      route((c) => c.json({ model_stats: [stats(find(c))] })),
+      route((c) => c.json({ model_stats: [forStatistics(c.req.param('model')!, () => stats(find(c)))] })),
     )
     app.post(
       `${base}/infer`,
