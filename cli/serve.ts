@@ -3,9 +3,10 @@ import { existsSync, readFileSync, statSync, watch } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { Command } from 'commander'
 import { BundleError } from '../errors/index.js'
-import type { ServeOptions } from '../framework/index.js'
+import type { ServedModel, ServeOptions } from '../framework/index.js'
 import type { RunnerOverrides } from '../runners/index.js'
 import { parseEntry } from './load-service.js'
+import { modelFilter, selectModels, storeService } from './serve-models.js'
 import { redisUrl, resolveEntry } from './entry.js'
 import { followParentUnderNpm } from './follow-parent.js'
 
@@ -90,6 +91,17 @@ async function readServeConfig(file: string): Promise<Record<string, RunnerOverr
   return parseServeConfig(doc, file)
 }
 
+/** The store's models `--models` names (see serve-models.ts). */
+async function servedModels(patterns: string): Promise<ServedModel[]> {
+  const { ModelStore } = await import('../store/index.js')
+  const store = ModelStore.open()
+  try {
+    return selectModels(patterns, store.summaries())
+  } finally {
+    store.close()
+  }
+}
+
 interface ServeFlags {
   port?: string
   grpcPort?: string
@@ -111,6 +123,8 @@ interface ServeFlags {
   redis?: string
   remoteGrace?: string
   otelEndpoint?: string
+  models?: string
+  modelControlMode?: string
 }
 
 /** An origin as browsers send it (scheme://host[:port]), or `*`. */
@@ -169,9 +183,22 @@ export function serveCommand(): Command {
   return new Command('serve')
     .description(
       'serve a service over HTTP: ENTRY is path/to/service.ts[:ClassName], a project directory holding ' +
-        'bundle.yaml, a stored bundle (name[:version]) or a bundle directory',
+        'bundle.yaml, a stored bundle (name[:version]) or a bundle directory; or, with --models and no ENTRY, ' +
+        "the store's models over the Open Inference Protocol without writing a service",
     )
-    .argument('<entry>')
+    .argument('[entry]')
+    .option(
+      '--models <names>',
+      'load these models of the store at start-up and serve them over /v2 (HTTP, and gRPC with --grpc-port): ' +
+        'comma-separated names, globs (ocr-*), NAME:VERSION or NAME@RANGE; "*" for the whole store (default ' +
+        '$BUNDLE_MODELS)',
+    )
+    .option(
+      '--model-control-mode <mode>',
+      'none: load every model --models names at start-up (default); explicit: load none of them until POST ' +
+        "/v2/repository/models/NAME/load asks (as Triton's modes)",
+      'none',
+    )
     .option('-p, --port <port>', 'port to listen on (default $PORT or 3000)')
     .option(
       '--grpc-port <port>',
@@ -225,8 +252,16 @@ export function serveCommand(): Command {
       'send OpenTelemetry traces over OTLP/HTTP to this collector (e.g. http://localhost:4318; default ' +
         '$OTEL_EXPORTER_OTLP_ENDPOINT; off when neither is set)',
     )
-    .action(async (entry: string, opts: ServeFlags) => {
+    .action(async (entry: string | undefined, opts: ServeFlags) => {
+      const modelPatterns = opts.models ?? (process.env.BUNDLE_MODELS || undefined)
+      if (entry === undefined && modelPatterns === undefined)
+        throw new BundleError(
+          'E_CLI_USAGE',
+          'bundle serve needs what to serve: a service (path/to/service.ts, a project directory, a bundle tag) or ' +
+            "--models NAMES (e.g. --models '*' for every model in the store)",
+        )
       if (opts.reload) {
+        if (entry === undefined) throw new BundleError('E_CLI_USAGE', "--reload watches a service's files: give ENTRY")
         followParentUnderNpm()
         return reloading(entry)
       }
@@ -249,8 +284,24 @@ export function serveCommand(): Command {
         opts.runners === 'remote'
           ? redisUrl(opts.redis, '--runners remote')
           : (opts.redis ?? (process.env.BUNDLE_REDIS_URL || undefined))
+      if (modelPatterns !== undefined && opts.runners === 'remote')
+        throw new BundleError(
+          'E_CLI_USAGE',
+          "--models loads the store's models into this server's own workers; --runners remote moves a service's " +
+            'runners to `bundle worker` processes: use one or the other',
+        )
       const runnerConfig = opts.config === undefined ? undefined : await readServeConfig(opts.config)
-      const { definition, scope } = await resolveEntry(entry)
+      if (opts.modelControlMode !== 'none' && opts.modelControlMode !== 'explicit')
+        throw new BundleError(
+          'E_CLI_USAGE',
+          `--model-control-mode must be none or explicit, not "${opts.modelControlMode}"`,
+        )
+      // Models are chosen before anything starts: a pattern that matches nothing never opens a port.
+      const chosen = modelPatterns === undefined ? undefined : await servedModels(modelPatterns)
+      // Explicit control: the models stay in the store until a load asks for them.
+      const models = opts.modelControlMode === 'explicit' ? undefined : chosen
+      const { definition, scope } =
+        entry === undefined ? { definition: await storeService(), scope: 'models' } : await resolveEntry(entry)
       const { serve } = await import('../framework/index.js')
       const link = url === undefined ? undefined : new (await import('../runners/index.js')).RedisLink(url)
       const apiKey = opts.apiKey ?? process.env.BUNDLE_API_KEY
@@ -264,6 +315,8 @@ export function serveCommand(): Command {
         ...(opts.accessLog === false ? { accessLog: false } : {}),
         ...(opts.otelEndpoint !== undefined ? { otelEndpoint: opts.otelEndpoint } : {}),
         ...(runnerConfig ? { runnerConfig } : {}),
+        ...(models ? { models } : {}),
+        ...(modelPatterns !== undefined ? { servable: modelFilter(modelPatterns) } : {}),
         ...(link ? { redis: link, scope } : {}),
         ...(link && opts.runners === 'remote'
           ? { remote: { link, scope, ...(graceMs !== undefined ? { graceMs } : {}) } }

@@ -36,6 +36,7 @@ export type {
   TypedArrayOf,
 } from './io/index.js'
 export { createServiceApp, type AppOptions, type Phase, type ServiceApp } from './server/app.js'
+export type { ServedModel } from './server/v2/repository.js'
 export { openapiDocument } from './server/openapi.js'
 export { serve, type RunningServer, type ServeOptions } from './server/serve.js'
 export { createClient, type ClientOptions, type ClientOutput, type ServiceClient } from './client/create-client.js'

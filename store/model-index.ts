@@ -64,7 +64,6 @@ export class ModelIndex {
           `DESC LIMIT 21`,
       ),
       versions: p(`SELECT ${COLUMNS} FROM models WHERE name = ?`),
-      caseTwin: p('SELECT name FROM models WHERE name = ? COLLATE NOCASE AND name != ? LIMIT 1'),
       byId: p(`SELECT ${COLUMNS} FROM models WHERE id = ?`),
       filesOf: p('SELECT model_id, path, blob, size FROM model_files WHERE model_id = ? ORDER BY path'),
       allFiles: p('SELECT model_id, path, blob, size FROM model_files ORDER BY model_id, path'),
@@ -150,11 +149,6 @@ export class ModelIndex {
       id: r.id,
       version: r.version,
     }))
-  }
-
-  /** A stored name that differs from `name` only in case (model names are compared exactly). */
-  caseTwin(name: string): string | undefined {
-    return (this.q.caseTwin!.get(name, name) as { name: string } | undefined)?.name
   }
 
   versions(name: string): { id: number; version: string }[] {

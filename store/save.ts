@@ -34,13 +34,6 @@ export async function saveModel(
     input.framework,
     files.map((f) => f.path),
   )
-  const twin = store.index.caseTwin(name)
-  if (twin !== undefined)
-    throw new BundleError(
-      'E_STORE_TAG_INVALID',
-      `the store has a model named "${twin}": names that differ only in case would be easy to mix up; save this ` +
-        `one as "${twin}" or choose another name`,
-    )
   if (store.index.exact(name, version) !== undefined) {
     throw new BundleError(
       'E_STORE_TAG_EXISTS',

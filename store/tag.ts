@@ -5,7 +5,7 @@ import { BundleError } from '../errors/index.js'
 const PART = /^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/
 /**
  * Model names may also have upper case, as Triton's model names do (test_cast_FLOAT_to_DOUBLE):
- * they are compared exactly, and two names that differ only in case are refused at save.
+ * they are compared exactly (test_elu and test_ELU are two models, as two directories are for Triton).
  * Bundle names stay lower case (they become image names), and so do versions.
  */
 const MODEL_NAME = /^[A-Za-z0-9]([-._A-Za-z0-9]*[A-Za-z0-9])?$/

@@ -34,7 +34,7 @@ import { readableOf, StreamAnswer } from './streaming.js'
 import { TaskService } from './tasks/queue.js'
 import { isWebSocketApi, WebSocketRoutes, wsLimits, type WsLimits } from './websocket/routes.js'
 import { mountTaskRoutes } from './tasks/routes.js'
-import { ModelRepository } from './v2/repository.js'
+import { ModelRepository, type ServedModel } from './v2/repository.js'
 import { mountV2, v2Error, type V2Options } from './v2/routes.js'
 
 export type { Phase } from './lifecycle.js'
@@ -65,6 +65,13 @@ export interface AppOptions {
   version?: string
   /** Model store the repository extension loads from (default $BUNDLE_HOME). */
   storeHome?: string
+  /**
+   * Models of the store to load at start-up next to the service's runners (`bundle serve
+   * --models`); one that fails to load is logged and stays UNAVAILABLE, the others serve.
+   */
+  models?: readonly ServedModel[]
+  /** Which store models a load may bring in (default: any); `bundle serve --models` limits it to its patterns. */
+  servable?: (name: string) => boolean
   /** Redis (--redis): response caches and tasks use it. */
   redis?: RedisLink
   /** Names queues in Redis (tasks): the bundle or service (default the service name). */
@@ -154,6 +161,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
   for (const r of definition.runners) attach(r)
   const repository = new ModelRepository(definition.runners, {
     ...(options.storeHome ? { home: options.storeHome } : {}),
+    ...(options.servable ? { servable: options.servable } : {}),
     attach,
   })
   const checkKey = options.apiKey ? keyChecker(options.apiKey) : undefined
@@ -177,6 +185,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     taskApis,
     tasks,
     repository,
+    models: options.models ?? [],
   })
   const deadlines = new Deadlines(definition.traffic.timeoutMs)
   const serverTiming = options.serverTiming ?? process.env.BUNDLE_SERVER_TIMING === '1'

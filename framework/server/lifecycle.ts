@@ -10,7 +10,7 @@ import {
 } from '../../runners/index.js'
 import type { ApiDefinition, ServiceDefinition } from '../service/definition.js'
 import type { TaskService } from './tasks/queue.js'
-import type { ModelRepository } from './v2/repository.js'
+import type { ModelRepository, ServedModel } from './v2/repository.js'
 
 export type Phase = 'starting' | 'ready' | 'draining' | 'stopped' | 'failed'
 
@@ -23,6 +23,8 @@ export interface LifecycleOptions {
   taskApis: readonly ApiDefinition[]
   tasks: TaskService | undefined
   repository: ModelRepository
+  /** Store models to load once the service's runners run (`bundle serve --models`). */
+  models: readonly ServedModel[]
 }
 
 /**
@@ -64,7 +66,7 @@ export class Lifecycle {
     if (this.configured) return
     const { definition, runnerConfig, taskApis, tasks } = this.o
     // Operators tune runners without touching code: config file, then environment.
-    const names = new Set(definition.runners.map((r) => r.name))
+    const names = new Set([...definition.runners.map((r) => r.name), ...this.o.models.map((m) => m.name)])
     for (const name of Object.keys(runnerConfig ?? {})) {
       if (!names.has(name))
         throw new BundleError(
@@ -110,6 +112,7 @@ export class Lifecycle {
       // Ensembles check their steps against the models, so they start after every runner.
       for (const r of definition.runners) if (r.kind !== 'ensemble') await r.start()
       for (const r of definition.runners) if (r.kind === 'ensemble') await r.start()
+      await this.loadModels()
       await tasks?.start(instance)
       // A SIGTERM during start-up wins: the service never turns ready.
       if (this.phase !== 'starting') return
@@ -122,7 +125,7 @@ export class Lifecycle {
         )
       // A runner the service's code uses but does not declare is never started: say so now,
       // not on the first request that calls it.
-      for (const r of undeclaredRunners(definition.runners)) {
+      for (const r of undeclaredRunners([...definition.runners, ...this.o.repository.runners()])) {
         log.warn(
           { runner: r.name },
           `runner ${r.name} was created but is not in the runners of service ${definition.name}, so it was not ` +
@@ -136,6 +139,33 @@ export class Lifecycle {
       this.reason = `start-up failed${isBundleError(err) ? ` (${err.code})` : ''}; the server log has the details`
       throw err
     }
+  }
+
+  /** `bundle serve --models`: each loads, or is logged and stays UNAVAILABLE with why; the others serve. */
+  private async loadModels(): Promise<void> {
+    const { models, repository, log, definition } = this.o
+    if (models.length === 0) return
+    const taken = models.find((m) => definition.runners.some((r) => r.name === m.name))
+    if (taken)
+      throw new BundleError(
+        'E_SERVE_CONFIG_INVALID',
+        `--models names ${taken.name}, which is also a runner of service ${definition.name}; the service serves it`,
+      )
+    const started = performance.now()
+    let failed = 0
+    // Each model takes its settings as a runner would: config file, then environment.
+    const settings = (name: string) => mergeOverrides({}, this.o.runnerConfig?.[name] ?? {}, envOverrides(name))
+    await repository.preload(
+      models.map((m) => ({ ...m, config: settings(m.name) })),
+      (name, err) => {
+        failed++
+        log.error({ model: name, err: (err as Error).message }, (err as Error).message)
+      },
+    )
+    log.info(
+      { models: models.length, failed, ms: Math.round(performance.now() - started) },
+      `loaded ${models.length - failed} of ${models.length} models`,
+    )
   }
 
   drain(): void {

@@ -55,6 +55,11 @@ export interface ServiceOptions {
   description?: string
   traffic?: TrafficOptions
   runners?: readonly RunnerDeclaration[]
+  /**
+   * A service with no APIs of its own, serving models over the Open Inference Protocol only (what
+   * `bundle serve --models` runs). Without it a service needs at least one API.
+   */
+  modelsOnly?: boolean
 }
 
 const NAME = /^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/
@@ -92,7 +97,7 @@ export function buildDefinition(
     throw bad(`traffic.timeoutMs must be a positive number, got ${timeoutMs}`)
   if (!Number.isSafeInteger(maxConcurrency) || maxConcurrency <= 0)
     throw bad(`traffic.maxConcurrency must be a positive integer, got ${maxConcurrency}`)
-  if (apis.length === 0) throw bad(`service ${options.name} has no @api methods`)
+  if (apis.length === 0 && !options.modelsOnly) throw bad(`service ${options.name} has no @api methods`)
   const routes = new Map<string, string>()
   for (const a of apis) {
     if (!ROUTE.test(a.route))

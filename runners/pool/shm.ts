@@ -137,10 +137,13 @@ export class ShmChannel {
 
   private scratch: Buffer | undefined
 
-  /** `length` bytes at 8-byte-aligned `at.offset` of the scratch buffer (grown, never shrunk). */
+  /**
+   * `length` bytes at a 64-byte-aligned `at.offset` of the scratch buffer (grown, never shrunk):
+   * onnxruntime reads inputs in place, and its results can depend on their alignment.
+   */
   private scratchBytes(at: { offset: number }, length: number): Uint8Array {
     const start = at.offset
-    at.offset = start + Math.ceil(length / 8) * 8
+    at.offset = start + Math.ceil(length / 64) * 64
     if (this.scratch === undefined || this.scratch.byteLength < at.offset) {
       // Earlier views stay valid: they keep the old buffer alive.
       this.scratch = Buffer.allocUnsafeSlow(2 ** Math.ceil(Math.log2(Math.max(at.offset, 1 << 20))))

@@ -112,9 +112,12 @@ async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<M
     }
     throw err
   }
-  // fromWire copies only bytes that sit at an offset the dtype cannot view (inline IPC bytes may).
+  // onnxruntime reads inputs in place, and some of its kernels sum in an order that depends on the
+  // data's alignment (a ReduceSum over bytes at offset 8 of a 16-byte boundary differs in the last
+  // bit from the same bytes aligned): bytes off a 16-byte boundary (inline IPC bytes may be) are
+  // copied to a fresh buffer, as a caller's own typed array would be, so answers equal a direct run.
   const toOrt = (w: WireTensor) => {
-    const t = fromWire(w)
+    const t = fromWire(w.data.byteOffset % 16 === 0 ? w : { ...w, data: w.data.slice() })
     return new ort.Tensor(t.dtype as never, t.data as never, t.shape)
   }
   const run = async (inputs: Record<string, WireTensor>, outputs?: string[]): Promise<OnnxRunResult> => {

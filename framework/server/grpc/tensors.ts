@@ -126,7 +126,6 @@ function fromContents(
 
 /** Reads a ModelInferRequest: inputs (raw or typed), requested outputs, timeout and priority. */
 export function parseWireRequest(msg: WireInferRequest): InferRequest {
-  if (msg.inputs.length === 0) throw bad('the inference request has no inputs')
   const raw = msg.raw_input_contents
   if (raw.length > 0 && raw.length !== msg.inputs.length)
     throw bad(`raw_input_contents has ${raw.length} entries for ${msg.inputs.length} inputs (one per input, in order)`)

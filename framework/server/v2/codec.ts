@@ -198,8 +198,8 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
     )
   }
   if (!isObject(doc)) throw bad('the inference request must be a JSON object')
-  if (!Array.isArray(doc.inputs) || doc.inputs.length === 0)
-    throw bad('the inference request needs a non-empty "inputs" array')
+  // Empty only for a model that takes no inputs (the model's own check says which it takes).
+  if (!Array.isArray(doc.inputs)) throw bad('the inference request needs an "inputs" array')
   let offset = jsonEnd
   const names = new Set<string>()
   const inputs = doc.inputs.map((raw: unknown, i: number): InferInput => {

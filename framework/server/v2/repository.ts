@@ -43,6 +43,8 @@ interface Entry {
 export interface ServedModel {
   name: string
   tag: string
+  /** Its runner settings (serve config file, BUNDLE_RUNNER_* variables). */
+  config?: RunnerOverrides
 }
 
 /**
@@ -61,7 +63,7 @@ export class ModelRepository {
 
   constructor(
     declared: readonly Runner[],
-    private readonly o: { home?: string; attach: (r: Runner) => void },
+    private readonly o: { home?: string; attach: (r: Runner) => void; servable?: (name: string) => boolean },
   ) {
     for (const r of declared)
       if (isVersioned(r)) this.entries.set(r.name, { primary: r, others: new Map(), declared: true, state: 'READY' })
@@ -152,6 +154,7 @@ export class ModelRepository {
 
   /** Whether the store holds an ONNX model of this name (asked on error paths only: it opens the store). */
   private inStore(name: string): boolean {
+    if (this.o.servable && !this.o.servable(name)) return false
     const store = ModelStore.open(this.o.home ? { home: this.o.home } : {})
     try {
       return store.summaries().some((m) => m.name === name && m.framework === 'onnx')
@@ -206,8 +209,8 @@ export class ModelRepository {
     const queue = [...models]
     const next = async (): Promise<void> => {
       for (let m = queue.shift(); m !== undefined; m = queue.shift()) {
-        const { name, tag } = m
-        await this.serially(name, () => this.startNew(name, tag, undefined)).catch((err: unknown) =>
+        const { name, tag, config } = m
+        await this.serially(name, () => this.startNew(name, tag, config)).catch((err: unknown) =>
           failed(name, loadFailed(name, err)),
         )
       }
@@ -217,6 +220,11 @@ export class ModelRepository {
 
   private async loadNow(name: string, req: LoadRequest, config: RunnerOverrides | undefined): Promise<InferenceModel> {
     const entry = this.entries.get(name)
+    if (!entry?.declared && this.o.servable && !this.o.servable(name))
+      throw new BundleError(
+        'E_MODEL_NOT_FOUND',
+        `this server serves the models its --models names, and ${name} is not one of them`,
+      )
     const modelName = entry?.primary.versions.model?.name ?? entry?.primary.versions.tag.split(/[:@]/)[0] ?? name
     const tag = this.resolve(modelName, req.version)
     // Never loaded, or not loaded now and not the service's own: a fresh runner on this version.
@@ -320,7 +328,9 @@ export class ModelRepository {
     const store = ModelStore.open(this.o.home ? { home: this.o.home } : {})
     let stored: { name: string; version: string }[]
     try {
-      stored = store.summaries().filter((m) => m.framework === 'onnx')
+      stored = store
+        .summaries()
+        .filter((m) => m.framework === 'onnx' && (this.o.servable === undefined || this.o.servable(m.name)))
     } finally {
       store.close()
     }
@@ -358,6 +368,11 @@ export class ModelRepository {
       ...(e.declared || e.state === 'UNAVAILABLE' ? [] : [e.primary]),
       ...e.others.values(),
     ])
+  }
+
+  /** Every runner the repository made (loaded or not): none of them is the service's to declare. */
+  runners(): VersionedRunner[] {
+    return [...this.entries.values()].flatMap((e) => (e.declared ? [] : [e.primary, ...e.others.values()]))
   }
 
   async stopAll(): Promise<void> {

@@ -65,7 +65,8 @@ function tritonOverrides(t: Record<string, unknown>): Record<string, any> {
     if (!isMap(d)) throw bad('dynamic_batching must be an object')
     batching.enabled = true
     if (d.max_queue_delay_microseconds !== undefined)
-      batching.maxDelayMs = whole('dynamic_batching.max_queue_delay_microseconds', d.max_queue_delay_microseconds) / 1000
+      batching.maxDelayMs =
+        whole('dynamic_batching.max_queue_delay_microseconds', d.max_queue_delay_microseconds) / 1000
     const policy = d.default_queue_policy
     if (policy !== undefined) {
       if (!isMap(policy)) throw bad('dynamic_batching.default_queue_policy must be an object')
@@ -149,7 +150,9 @@ function warmupSamples(list: unknown): Record<string, unknown> {
       return {
         ...(typeof w.name === 'string' ? { name: w.name } : {}),
         ...(w.batch_size !== undefined ? { batchSize: whole(`model_warmup[${i}].batch_size`, w.batch_size, 1) } : {}),
-        ...(w.count !== undefined && Number(w.count) > 0 ? { count: whole(`model_warmup[${i}].count`, w.count, 1) } : {}),
+        ...(w.count !== undefined && Number(w.count) > 0
+          ? { count: whole(`model_warmup[${i}].count`, w.count, 1) }
+          : {}),
         inputs,
       }
     }),

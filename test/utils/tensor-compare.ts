@@ -42,8 +42,9 @@ export function difference(actual: Comparable, expected: Comparable, tol: Tolera
   for (let i = 0; i < expected.data.length; i++) {
     const a = value(actual.dtype, actual.data[i]!)
     const e = value(expected.dtype, expected.data[i]!)
-    if (a === e) continue
-    if (float && typeof a === 'number' && typeof e === 'number') {
+    // Exact means the same value bit for bit: -0 is not 0, NaN is NaN.
+    if (tol === EXACT ? Object.is(a, e) : a === e) continue
+    if (float && typeof a === 'number' && typeof e === 'number' && tol !== EXACT) {
       if (Number.isNaN(a) && Number.isNaN(e)) continue
       if (Math.abs(a - e) <= tol.atol + tol.rtol * Math.abs(e)) continue
     } else if (typeof a === 'bigint' || typeof e === 'bigint') {
