@@ -108,7 +108,7 @@ export function modelsCommand(): Command {
     .action(async (tag: string, opts: { output: string }) => {
       await withStore(async (store) => {
         if (opts.output === 'path') write(`${(await store.paths(tag)).dir}\n`)
-        else write(await structured(store.get(tag), opts.output as 'json' | 'yaml'))
+        else write(await structured(await withServing(store.get(tag)), opts.output as 'json' | 'yaml'))
       })
     })
 
@@ -219,4 +219,20 @@ export function modelsCommand(): Command {
 
   for (const c of remoteModelCommands()) models.addCommand(c)
   return models
+}
+
+/**
+ * A model as `models get` shows it: with how a server runs it by default (Triton's
+ * max_batch_size, decided from its signature: batched only when every input's and output's
+ * first dimension is variable).
+ */
+async function withServing<T extends ModelInfo>(info: T): Promise<T & { serving?: Record<string, unknown> }> {
+  const { decideBatching, modelSignature } = await import('../runners/index.js')
+  const signature = info.framework === 'onnx' ? modelSignature(info) : undefined
+  if (signature === undefined) return info
+  const plan = decideBatching(info.name, signature, {})
+  return {
+    ...info,
+    serving: { max_batch_size: plan.maxBatchSize, batching: plan.batched ? 'dynamic' : 'none', reason: plan.reason },
+  }
 }

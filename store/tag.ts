@@ -45,7 +45,7 @@ function checkPart(what: 'name' | 'version', value: string, tag: string, pattern
   }
   throw new BundleError(
     'E_STORE_TAG_INVALID',
-    `tag "${tag}": ${what} "${value}" must match ${pattern === MODEL_NAME ? '[A-Za-z0-9]([-._A-Za-z0-9]*[A-Za-z0-9])?' : '[a-z0-9]([-._a-z0-9]*[a-z0-9])?'}`,
+    `tag "${tag}": ${what} "${value}" must match ${pattern.source.slice(1, -1)}`,
   )
 }
 

@@ -105,10 +105,11 @@ function fromBytes<D extends DType>(dtype: D, shape: number[], bytes: Uint8Array
   return new Ctor(aligned.buffer) as TypedArrayOf<D>
 }
 
-/** Parses `1,3,48,192` (also `[1,3,48,192]`). */
+/** Parses `1,3,48,192` (also `[1,3,48,192]`); an empty value (or `[]`) is a scalar's shape. */
 export function parseShapeHeader(value: string | null): number[] {
-  if (value === null || value.trim() === '')
-    throw invalid(`a raw tensor body needs an ${SHAPE_HEADER} header, e.g. "1,3,48,192"`)
+  if (value === null)
+    throw invalid(`a raw tensor body needs an ${SHAPE_HEADER} header, e.g. "1,3,48,192" (empty for a scalar)`)
+  if (value.trim() === '' || value.trim() === '[]') return []
   const parts = value
     .replace(/^\[|\]$/g, '')
     .split(',')
@@ -180,7 +181,8 @@ export function tensor<D extends DType>(options: { dtype: D; shape?: number[] })
         }
       }
       // Exact 64-bit integers, NaN and ±Infinity as tokens, float16 as numbers (tensor-values.ts).
-      const body = `{"shape":[${value.shape.join(',')}],"dtype":${JSON.stringify(value.dtype)},"data":${valuesToJson(value as { dtype: string; data: ArrayLike<unknown> })}}`
+      const data = valuesToJson(value as { dtype: string; data: ArrayLike<unknown> })
+      const body = `{"shape":[${value.shape.join(',')}],"dtype":${JSON.stringify(value.dtype)},"data":${data}}`
       return { body, contentType: 'application/json' }
     },
     openapi: () => ({

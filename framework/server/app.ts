@@ -265,9 +265,10 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     if (phase === 'ready' && waiting === undefined) return c.json({ status: 'ready' })
     return c.json({ status: phase === 'ready' ? 'not ready' : phase, reason: waiting ?? lifecycle.reason }, 503)
   })
+  // The service's runners, then the models loaded at run time (/v2/repository, bundle serve --models).
   app.get('/runners', (c) =>
     c.json(
-      definition.runners.map((r) => {
+      [...definition.runners, ...repository.loaded()].map((r) => {
         const batcher = r.stats()
         return { name: r.name, ready: r.ready(), config: r.effectiveConfig(), ...(batcher ? { batcher } : {}) }
       }),

@@ -65,7 +65,10 @@ describe('bundle models load|unload|loaded --url (a running server)', () => {
       assert.equal((await fetch(`${url}/v2/models/ocr-cls`)).status, 404)
       const refused = await bundle(['models', 'load', 'nope', '--url', url])
       assert.equal(refused.code, 1)
-      assert.match(refused.stderr, /^error E_SERVER_REQUEST_FAILED: .* answered 404: no model named "nope"/m)
+      assert.match(
+        refused.stderr,
+        /^error E_SERVER_REQUEST_FAILED: .* answered 404: failed to load 'nope': the store has no model named nope/m,
+      )
     } finally {
       child.kill('SIGTERM')
       await exited

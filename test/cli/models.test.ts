@@ -86,7 +86,7 @@ describe('bundle models (CLI, real child processes)', () => {
   })
 
   it('usage errors exit 2 with one line', async () => {
-    failsWith(await run('models', 'get', 'OCR-cls'), 2, 'E_STORE_TAG_INVALID')
+    failsWith(await run('models', 'get', 'ocr cls'), 2, 'E_STORE_TAG_INVALID')
     failsWith(await run('models', 'list', '--bogus'), 2, 'E_CLI_USAGE')
     failsWith(await run('models', 'save', MODELS.keys), 2, 'E_CLI_USAGE')
     failsWith(await run('models', 'save', MODELS.keys, '--name', 'k', '--label', 'novalue'), 2, 'E_STORE_LABEL_INVALID')

@@ -139,7 +139,14 @@ describe('bundle serve --config: operators tune runners without touching code', 
       // The environment wins over the file, the file over the code, key by key.
       assert.equal(body![0]!.config.deadlineMs, 25)
       assert.equal(body![0]!.config.batchesPerWorker, 2, 'the default shows too')
-      assert.deepEqual(body![0]!.config.batching, { enabled: true, maxBatchSize: 8, maxDelayMs: 3, maxQueueSize: 100 })
+      assert.deepEqual(body![0]!.config.batching, {
+        enabled: true,
+        maxBatchSize: 8,
+        maxDelayMs: 3,
+        maxQueueSize: 100,
+        batchDim: [0, 0],
+        decided: 'the first dimension of every input and output is variable',
+      })
       // The environment's warm-up rounds merge with the shapes the code gives.
       assert.deepEqual(body![0]!.config.warmup, { rounds: 2, sizes: [1, 2, 4, 8], shapes: { x: [3, 48, 192] } })
       // Warm-up timed 2 rounds per size on each of 2 workers before ready (sizes past one too

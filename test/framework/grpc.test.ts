@@ -181,8 +181,8 @@ describe('Open Inference Protocol over gRPC', () => {
       client.call('ModelInfer', { ...twoInputs(), model_name: 'nope' }, auth),
       Status.NOT_FOUND,
     )
-    assert.match(unknown.details, /unknown model "nope"/)
-    assert.equal(unknown.metadata.get('error-code')[0], 'E_HTTP_NOT_FOUND')
+    assert.match(unknown.details, /^Request for unknown model: 'nope' is not found/)
+    assert.equal(unknown.metadata.get('error-code')[0], 'E_MODEL_NOT_FOUND')
     await grpcError(client.call('ModelMetadata', { name: 'nope' }), Status.NOT_FOUND)
     const wrongType = twoInputs()
     wrongType.inputs[0]!.datatype = 'FP64'
@@ -279,9 +279,9 @@ describe('Open Inference Protocol over gRPC', () => {
       assert.deepEqual(readI64(a.infer_response.raw_output_contents[1]), [i, 100 - i])
     }
     const bad = answers.get('bad')
-    assert.match(bad.error_message, /unknown model "nope"/)
+    assert.match(bad.error_message, /^Request for unknown model: 'nope' is not found/)
     assert.equal(bad.infer_response.parameters.grpc_status.string_param, 'NOT_FOUND')
-    assert.equal(bad.infer_response.parameters.error_code.string_param, 'E_HTTP_NOT_FOUND')
+    assert.equal(bad.infer_response.parameters.error_code.string_param, 'E_MODEL_NOT_FOUND')
   })
 
   it('a stream without the key is refused; the gRPC metrics count requests by RPC and code', async () => {

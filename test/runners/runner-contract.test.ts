@@ -86,7 +86,14 @@ describe('the Runner contract', () => {
     assert.equal(config.ident!.workers, 2)
     assert.equal(config.ident!.model, 'ident:1.0.0')
     assert.match(String(config.ident!.digest), /^sha256:/)
-    assert.deepEqual(config.ident!.batching, { enabled: true, maxBatchSize: 4, maxDelayMs: 10, maxQueueSize: 256 })
+    assert.deepEqual(config.ident!.batching, {
+      enabled: true,
+      maxBatchSize: 4,
+      maxDelayMs: 10,
+      maxQueueSize: 256,
+      batchDim: [0, 0],
+      decided: 'the first dimension of every input and output is variable',
+    })
     assert.equal(config.ident!.timeoutMs, 30_000)
     // The operator's batching applies to every batchable method, over the code, defaults filled in.
     assert.equal(config.echo!.kind, 'custom')

@@ -1,6 +1,8 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import onnxProto from 'onnx-proto'
+import { difference, ONNX_BACKEND } from './tensor-compare.js'
+import { type PathTensor, rawAnswer } from './v2-paths.js'
 
 // The ONNX backend test layout: a directory per case holding model.onnx and test_data_set_N/
 // with input_K.pb and output_K.pb (serialized TensorProto). Debian's libonnx-testdata ships the
@@ -155,4 +157,19 @@ export function readCase(root: string, dir: string): CorpusCase | undefined {
     inputs: read(numbered(set, 'input_'), names.inputs),
     outputs: read(numbered(set, 'output_'), names.outputs),
   }
+}
+
+/**
+ * onnxruntime-node's own answer to a case when it is correct (within the corpus's tolerance of
+ * the expected outputs): the reference a server must equal bit for bit. undefined: onnxruntime
+ * cannot run the case, or answers it wrongly, so it says nothing about serving.
+ */
+export async function ortReference(c: CorpusCase): Promise<PathTensor[] | undefined> {
+  const outputs = await rawAnswer(c.model, c.inputs as PathTensor[]).catch(() => undefined)
+  if (!outputs?.length) return undefined
+  const correct = c.outputs.every((e) => {
+    const got = outputs.find((o) => o.name === e.name)
+    return got !== undefined && difference(got as never, e as never, ONNX_BACKEND) === undefined
+  })
+  return correct ? outputs : undefined
 }

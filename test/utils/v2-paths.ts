@@ -92,12 +92,18 @@ export function fromRaw(name: string, datatype: string, shape: number[], bytes: 
   return { name, dtype, shape, data: new ARRAYS[dtype]!(copy.buffer) }
 }
 
+/** A tensor's values as the text of a flat JSON array, as Python's json writes them. */
+export function jsonData(t: PathTensor): string {
+  return `[${Array.from(t.data as ArrayLike<number | bigint | string>, (v) => jsonValue(t.dtype, v)).join(',')}]`
+}
+
 /** An infer request with every input's data in JSON (`outputs` asked as JSON too). */
 export function jsonRequest(inputs: readonly PathTensor[]): string {
-  const items = inputs.map((t) => {
-    const values = Array.from(t.data as ArrayLike<number | bigint | string>, (v) => jsonValue(t.dtype, v))
-    return `{"name":${JSON.stringify(t.name)},"datatype":"${DATATYPE[t.dtype]}","shape":${JSON.stringify(t.shape)},"data":[${values.join(',')}]}`
-  })
+  const items = inputs.map(
+    (t) =>
+      `{"name":${JSON.stringify(t.name)},"datatype":"${DATATYPE[t.dtype]}","shape":${JSON.stringify(t.shape)},` +
+      `"data":${jsonData(t)}}`,
+  )
   return `{"inputs":[${items.join(',')}]}`
 }
 

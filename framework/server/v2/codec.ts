@@ -278,7 +278,9 @@ export function encodeInferResponse(
         'E_OUTPUT_INVALID',
         `output "${name}" has ${elements} values under shape [${tensor.shape.join(',')}]`,
       )
-    const head = `{"name":${JSON.stringify(name)},"datatype":"${protocolType(tensor.dtype)}","shape":[${tensor.shape.join(',')}]`
+    const head =
+      `{"name":${JSON.stringify(name)},"datatype":"${protocolType(tensor.dtype)}",` +
+      `"shape":[${tensor.shape.join(',')}]`
     if (!binary) return `${head},"data":${valuesToJson(tensor)}}`
     const bytes =
       tensor.dtype === 'string'

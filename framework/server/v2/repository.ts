@@ -7,8 +7,9 @@ import {
   type RunnerOverrides,
   type VersionedRunner,
 } from '../../../runners/index.js'
-import { ModelStore } from '../../../store/index.js'
 import { redactPaths } from '../error-response.js'
+import { type Entry, type IndexRow, indexRows } from './repository-entry.js'
+import { RepositoryStore } from './repository-store.js'
 import { loadConfig } from './triton-config.js'
 import { loadFailed, noAvailableVersions, unknownModel, versionNotFound } from './model-errors.js'
 
@@ -24,19 +25,6 @@ export interface LoadRequest {
   config?: unknown
   /** Keep the versions already loaded next to the new one instead of swapping them out. */
   keep?: boolean
-}
-
-interface Entry {
-  /** The runner unversioned requests go to; a swap replaces its model in place. */
-  primary: VersionedRunner
-  /** Other versions loaded side by side (load with keep). */
-  others: Map<string, VersionedRunner>
-  /** One of the service's own runners (it stays the service's after an unload). */
-  declared: boolean
-  state: 'READY' | 'LOADING' | 'UNLOADING' | 'UNAVAILABLE'
-  reason?: string | undefined
-  /** The settings of its last load: a plain reload keeps them, as Triton's does. */
-  config?: RunnerOverrides | undefined
 }
 
 /** A model to load at start-up (`bundle serve --models`): its name here and the tag it resolves. */
@@ -60,11 +48,13 @@ export class ModelRepository {
   private readonly entries = new Map<string, Entry>()
   private readonly ensembles = new Map<string, Runner>()
   private readonly locks = new Map<string, Promise<unknown>>()
+  private readonly store: RepositoryStore
 
   constructor(
     declared: readonly Runner[],
     private readonly o: { home?: string; attach: (r: Runner) => void; servable?: (name: string) => boolean },
   ) {
+    this.store = new RepositoryStore(o.home, o.servable)
     for (const r of declared)
       if (isVersioned(r)) this.entries.set(r.name, { primary: r, others: new Map(), declared: true, state: 'READY' })
     for (const r of declared) {
@@ -120,7 +110,7 @@ export class ModelRepository {
     const models = this.serving(e)
     if (models.length === 0) {
       if (e !== undefined) throw noAvailableVersions(name, e.reason ?? e.state.toLowerCase())
-      throw this.inStore(name) ? noAvailableVersions(name, 'not loaded') : unknownModel(name)
+      throw this.store.holds(name) ? noAvailableVersions(name, 'not loaded') : unknownModel(name)
     }
     if (version === undefined) return models[0]!
     const m = models.find((x) => x.version === version)
@@ -149,20 +139,7 @@ export class ModelRepository {
 
   /** A name the server knows: an ensemble, a model it hosts or hosted, or one in the store. */
   private known(name: string): boolean {
-    return this.ensembles.has(name) || this.entries.has(name) || this.inStore(name)
-  }
-
-  /** Whether the store holds an ONNX model of this name (asked on error paths only: it opens the store). */
-  private inStore(name: string): boolean {
-    if (this.o.servable && !this.o.servable(name)) return false
-    const store = ModelStore.open(this.o.home ? { home: this.o.home } : {})
-    try {
-      return store.summaries().some((m) => m.name === name && m.framework === 'onnx')
-    } catch {
-      return false
-    } finally {
-      store.close()
-    }
+    return this.ensembles.has(name) || this.entries.has(name) || this.store.holds(name)
   }
 
   private serially<T>(name: string, fn: () => Promise<T>): Promise<T> {
@@ -210,7 +187,8 @@ export class ModelRepository {
     const next = async (): Promise<void> => {
       for (let m = queue.shift(); m !== undefined; m = queue.shift()) {
         const { name, tag, config } = m
-        await this.serially(name, () => this.startNew(name, tag, config)).catch((err: unknown) =>
+        // The exact version the tag (a range, latest) resolves to: a failed load is shown on its row.
+        await this.serially(name, () => this.startNew(name, this.store.exactTag(tag), config)).catch((err: unknown) =>
           failed(name, loadFailed(name, err)),
         )
       }
@@ -226,7 +204,7 @@ export class ModelRepository {
         `this server serves the models its --models names, and ${name} is not one of them`,
       )
     const modelName = entry?.primary.versions.model?.name ?? entry?.primary.versions.tag.split(/[:@]/)[0] ?? name
-    const tag = this.resolve(modelName, req.version)
+    const tag = this.store.resolve(modelName, req.version)
     // Never loaded, or not loaded now and not the service's own: a fresh runner on this version.
     if (entry === undefined || (entry.state === 'UNAVAILABLE' && !entry.declared))
       return this.startNew(name, tag, config ?? entry?.config)
@@ -281,7 +259,9 @@ export class ModelRepository {
   /** A model not loaded now (or never): a new runner; if it fails it stays known, UNAVAILABLE with why. */
   private async startNew(name: string, tag: string, config: RunnerOverrides | undefined): Promise<InferenceModel> {
     const runner = this.newRunner(name, tag, config)
-    const e: Entry = { primary: runner, others: new Map(), declared: false, state: 'LOADING', config }
+    // A failed load keeps the settings of the last one that worked: a plain reload goes back to them.
+    const kept = this.entries.get(name)?.config
+    const e: Entry = { primary: runner, others: new Map(), declared: false, state: 'LOADING', config: kept }
     this.entries.set(name, e)
     try {
       await runner.start()
@@ -292,6 +272,7 @@ export class ModelRepository {
       throw err
     }
     e.state = 'READY'
+    e.config = config
     return runner.inference()!
   }
 
@@ -324,42 +305,8 @@ export class ModelRepository {
   }
 
   /** The repository index: every onnx model in the store with its state here. */
-  index(): { name: string; version: string; state: string; reason?: string }[] {
-    const store = ModelStore.open(this.o.home ? { home: this.o.home } : {})
-    let stored: { name: string; version: string }[]
-    try {
-      stored = store
-        .summaries()
-        .filter((m) => m.framework === 'onnx' && (this.o.servable === undefined || this.o.servable(m.name)))
-    } finally {
-      store.close()
-    }
-    const rows = new Map<string, { name: string; version: string; state: string; reason?: string }>()
-    for (const m of stored)
-      rows.set(`${m.name}:${m.version}`, { name: m.name, version: m.version, state: 'UNAVAILABLE' })
-    for (const [name, e] of this.entries) {
-      for (const r of [e.primary, ...e.others.values()]) {
-        // A failed first load has no model: its row is the version it asked for.
-        const version = r.versions.model?.version ?? r.versions.tag.split(':')[1] ?? ''
-        const idle = e.state === 'READY' && !r.health().loaded
-        const state = idle ? 'UNAVAILABLE' : r === e.primary ? e.state : 'READY'
-        const reason = idle ? 'unloaded while idle; loads on the next request' : r === e.primary ? e.reason : undefined
-        if (version === '' && state === 'UNAVAILABLE' && reason === undefined) continue
-        rows.set(`${name}:${version}`, { name, version, state, ...(reason ? { reason } : {}) })
-      }
-    }
-    for (const [name, e] of this.ensembles) {
-      const ready = e.ready()
-      rows.set(`${name}:1`, {
-        name,
-        version: '1',
-        state: ready ? 'READY' : 'UNAVAILABLE',
-        ...(ready ? {} : { reason: 'a step model is not ready' }),
-      })
-    }
-    return [...rows.values()].sort((a, b) =>
-      a.name === b.name ? (a.version < b.version ? -1 : 1) : a.name < b.name ? -1 : 1,
-    )
+  index(): IndexRow[] {
+    return indexRows(this.store.models(), this.entries, this.ensembles)
   }
 
   /** Runners loaded at run time and serving now (metrics sources); the service's own are its definition's. */
@@ -378,24 +325,5 @@ export class ModelRepository {
   async stopAll(): Promise<void> {
     const all = [...this.entries.values()].flatMap((e) => [...(e.declared ? [] : [e.primary]), ...e.others.values()])
     await Promise.all(all.map((r) => r.stop().catch(() => undefined)))
-  }
-
-  /** The exact tag of `name` at `version` (newest when not given), checked against the store. */
-  private resolve(name: string, version?: string): string {
-    const store = ModelStore.open(this.o.home ? { home: this.o.home } : {})
-    try {
-      return store.get(version === undefined ? name : `${name}:${version}`).tag
-    } catch (err) {
-      if (isBundleError(err) && err.code === 'E_STORE_MODEL_NOT_FOUND')
-        throw new BundleError(
-          'E_MODEL_NOT_FOUND',
-          version === undefined
-            ? `the store has no model named ${name}; save it first (bundle models save path/to/model.onnx --name ${name})`
-            : (err as Error).message,
-        )
-      throw err
-    } finally {
-      store.close()
-    }
   }
 }

@@ -1,0 +1,59 @@
+import type { Runner, RunnerOverrides, VersionedRunner } from '../../../runners/index.js'
+
+/** A model the repository hosts or hosted, with its versions and state. */
+export interface Entry {
+  /** The runner unversioned requests go to; a swap replaces its model in place. */
+  primary: VersionedRunner
+  /** Other versions loaded side by side (load with keep). */
+  others: Map<string, VersionedRunner>
+  /** One of the service's own runners (it stays the service's after an unload). */
+  declared: boolean
+  state: 'READY' | 'LOADING' | 'UNLOADING' | 'UNAVAILABLE'
+  reason?: string | undefined
+  /** The settings of its last load: a plain reload keeps them, as Triton's does. */
+  config?: RunnerOverrides | undefined
+}
+
+export interface IndexRow {
+  name: string
+  version: string
+  state: string
+  reason?: string
+}
+
+/**
+ * The repository index: every stored model version (UNAVAILABLE unless loaded), then what the
+ * server hosts over it — loaded versions, failed loads with their reason, models unloaded while
+ * idle, ensembles — sorted by name and version.
+ */
+export function indexRows(
+  stored: readonly { name: string; version: string }[],
+  entries: ReadonlyMap<string, Entry>,
+  ensembles: ReadonlyMap<string, Runner>,
+): IndexRow[] {
+  const rows = new Map<string, IndexRow>()
+  for (const m of stored) rows.set(`${m.name}:${m.version}`, { name: m.name, version: m.version, state: 'UNAVAILABLE' })
+  for (const [name, e] of entries) {
+    for (const r of [e.primary, ...e.others.values()]) {
+      // A failed first load has no model: its row is the version it asked for.
+      const version = r.versions.model?.version ?? r.versions.tag.split(':')[1] ?? ''
+      const idle = e.state === 'READY' && !r.health().loaded
+      const state = idle ? 'UNAVAILABLE' : r === e.primary ? e.state : 'READY'
+      const reason = idle ? 'unloaded while idle; loads on the next request' : r === e.primary ? e.reason : undefined
+      if (version === '' && state === 'UNAVAILABLE' && reason === undefined) continue
+      rows.set(`${name}:${version}`, { name, version, state, ...(reason ? { reason } : {}) })
+    }
+  }
+  for (const [name, e] of ensembles) {
+    const ready = e.ready()
+    rows.set(`${name}:1`, {
+      name,
+      version: '1',
+      state: ready ? 'READY' : 'UNAVAILABLE',
+      ...(ready ? {} : { reason: 'a step model is not ready' }),
+    })
+  }
+  return [...rows.values()].sort((a, b) =>
+    a.name === b.name ? (a.version < b.version ? -1 : 1) : a.name < b.name ? -1 : 1,
+  )
+}
