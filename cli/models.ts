@@ -37,7 +37,7 @@ export function modelsCommand(): Command {
     .command('save')
     .description('store files as a new model version')
     .argument('<path...>', 'model files and/or directories')
-    .requiredOption('--name <name>', 'model name (lower case)')
+    .requiredOption('--name <name>', 'model name (letters, digits, - . _; case is kept)')
     .option('--version <version>', 'version; generated (sortable by time) when omitted')
     .option('--label <key=value>', 'label, repeatable', collect, [])
     .option('--metadata <json>', 'JSON object stored with the model')
