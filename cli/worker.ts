@@ -67,17 +67,24 @@ export function workerCommand(): Command {
         } = await import('../runners/index.js')
         const tracing = tracingSettings({ endpoint: opts.otelEndpoint, serviceName: definition.name })
         const { default: pino } = await import('pino')
-        const log = pino({ base: { service: definition.name, role: 'worker' } })
+        const log = pino({
+          level: process.env.BUNDLE_LOG_LEVEL ?? 'info',
+          base: { service: definition.name, role: 'worker' },
+        })
         const link = new RedisLink(url)
         const served: { close(): Promise<void> }[] = []
-        const stop = async (code: number) => {
+        const stop = async (code: number, signal: string) => {
+          const since = performance.now()
+          log.info({ signal }, `${signal}: finishing the batches held, then exiting`)
           await Promise.all(served.map((s) => s.close().catch(() => undefined)))
           await Promise.all(chosen.map((r) => r.stop().catch(() => undefined)))
           await link.close()
           await stopTracing()
+          log.info({ ms: Math.round(performance.now() - since) }, 'worker stopped')
+          log.flush()
           process.exit(code)
         }
-        for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void stop(0))
+        for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void stop(0, sig))
         followParentUnderNpm()
         try {
           // Before the runners start: their worker processes trace too, as children of this one's spans.
@@ -90,6 +97,7 @@ export function workerCommand(): Command {
             if (remote === undefined) continue
             r.configure(mergeOverrides({}, envOverrides(r.name)))
             r.useRedis?.(link)
+            r.attachLog?.(log) // its workers' output (onnxruntime's lines) becomes records of this log
             await r.start()
             const workers = r.health().workers || 1
             const queue = queueName(scope, r.name)

@@ -91,6 +91,7 @@ export class CustomRunner extends PooledRunner {
           isolation: settings.isolation,
           depth,
           timeoutMs: settings.timeoutMs,
+          output: this.workerOutput(),
           backend: { kind: 'custom', module, exportName: this.source.export },
         })
     await startPool(this.pool)

@@ -270,6 +270,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
               'warmup.shapes or warmup.samples with valid inputs, or set warmup: false',
           )
       },
+      output: this.workerOutput(),
       observer: () => bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()),
       metrics: () => this.metrics,
       remotePool: target && ((o) => this.remotePool(target, o)),

@@ -8,6 +8,8 @@ import type { RemoteTarget } from './remote/target.js'
 import { notRunning, trackRunner } from './registry.js'
 import type { Runner, RunnerHealth, RunnerLog, RunnerRemote } from './runner.js'
 import type { TraceCarrier } from './tracing/index.js'
+import type { PoolOptions } from './pool/worker-pool.js'
+import { logWorkerOutput, ortSeverity } from './pool/worker-output.js'
 
 /**
  * The life every runner with workers shares, whatever runs in them (onnx, custom TypeScript):
@@ -69,6 +71,16 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
   /** Called by the server before start: what the runner reports goes to its log. */
   attachLog(log: RunnerLog): void {
     this.log = log
+  }
+
+  /** Where its workers' output goes: the attached log (worker-output.ts), else this process's stdout and stderr. */
+  protected workerOutput(): PoolOptions['output'] {
+    const log = this.log
+    if (log === undefined) return undefined
+    return {
+      lines: logWorkerOutput(log, this.name),
+      severity: ortSeverity(log.level, process.env.BUNDLE_ORT_LOG_LEVEL),
+    }
   }
 
   ready(): boolean {

@@ -10,12 +10,21 @@ import type { RemoteTarget } from './remote/target.js'
 export type RunnerKind = 'onnx' | 'custom' | 'ensemble'
 export type { RunnerHealth } from './metrics.js'
 
+type LogCall = (fields: Record<string, unknown>, message: string) => void
+
 /**
  * Where a runner reports what an operator should know but no request sees (a default warm-up
- * that failed): the server's logger (pino's call shape), attached before start.
+ * that failed, its workers' own output): the server's logger (pino's call shape), attached
+ * before start. `level` is the least severe level it writes.
  */
 export interface RunnerLog {
-  warn(fields: Record<string, unknown>, message: string): void
+  level?: string
+  warn: LogCall
+  trace?: LogCall
+  debug?: LogCall
+  info?: LogCall
+  error?: LogCall
+  fatal?: LogCall
 }
 
 /** A runner whose model version can change while it serves (the /v2 repository's load and unload). */

@@ -1,5 +1,6 @@
 import { BundleError } from '../errors/index.js'
 import type { GraphSignature, TensorSignature } from './types.js'
+import { quietOnnxRuntime } from './ort-env.js'
 
 interface OrtValueMetadata {
   name: string
@@ -24,11 +25,14 @@ function toSignature(meta: OrtValueMetadata): TensorSignature {
  * onnxruntime costs ~100 ms to load and most CLI commands never need it.
  */
 export async function readOnnxSignature(file: string, displayName: string): Promise<GraphSignature> {
+  quietOnnxRuntime()
   const ort = await import('onnxruntime-node')
   let session: Awaited<ReturnType<typeof ort.InferenceSession.create>> | undefined
   try {
     session = await ort.InferenceSession.create(file, {
       graphOptimizationLevel: 'disabled',
+      // Reading the signature is not serving it: the model's warnings come from its workers, logged.
+      logSeverityLevel: 3,
       intraOpNumThreads: 1,
       interOpNumThreads: 1,
     })

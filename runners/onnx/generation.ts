@@ -7,7 +7,7 @@ import { gpuDevices } from '../gpu/devices.js'
 import { placeWorkers, type GpuRequest } from '../gpu/placement.js'
 import type { TensorSpec } from '../inference.js'
 import { ONNX_RUN, SEQUENCE_RUN, type SequenceRunArgs, type SequenceSpec, type WireTensor } from '../pool/protocol.js'
-import { WorkerPool } from '../pool/worker-pool.js'
+import { type PoolOptions, WorkerPool } from '../pool/worker-pool.js'
 import { startPool, type Pool } from '../pool/pool.js'
 import type { SequenceBatcher } from '../sequence/batcher.js'
 import { signatureOf } from './inference.js'
@@ -56,6 +56,8 @@ export async function startLocal(o: {
   plan: BatchPlan
   /** A default warm-up failed (the model loads anyway): told why, once per worker. */
   onWarmupFailed?: (err: Error) => void
+  /** Where the workers' output lines go (unset: this process's stdout and stderr). */
+  output?: PoolOptions['output']
   newDispatcher: (slots: number, pool: () => WorkerPool, depth: number) => GenerationBatcher
   /** A stateful model: its workers keep each sequence's state (see runners/sequence/). */
   sequence?: SequenceSpec | undefined
@@ -104,6 +106,7 @@ export async function startLocal(o: {
     workers,
     timeoutMs: b.timeoutMs,
     ...(o.onWorkerEvent ? { onEvent: o.onWorkerEvent } : {}),
+    ...(o.output ? { output: o.output } : {}),
     backend: {
       kind: 'onnx',
       modelPath: o.modelFile,

@@ -4,7 +4,7 @@ import { resolveBatching } from '../defaults.js'
 import type { RunnerMetrics } from '../metrics.js'
 import { startPool, type Pool } from '../pool/pool.js'
 import type { SequenceSpec } from '../pool/protocol.js'
-import type { WorkerPool } from '../pool/worker-pool.js'
+import type { PoolOptions, WorkerPool } from '../pool/worker-pool.js'
 import type { RemotePool } from '../remote/remote-pool.js'
 import { SequenceBatcher } from '../sequence/batcher.js'
 import { DEFAULT_SEQUENCE_IDLE_MS, resolveSequence } from '../sequence/options.js'
@@ -25,6 +25,8 @@ export interface PrepareContext {
   metrics: () => RunnerMetrics | undefined
   /** A default warm-up failed on a worker; the model serves anyway. */
   warmupFailed: (err: Error) => void
+  /** Where the workers' output lines go (unset: this process's stdout and stderr). */
+  output?: PoolOptions['output']
   /** Remote mode: the pool whose batches become jobs in Redis. */
   remotePool?:
     | ((o: { timeoutMs: number; digest: string; onCapacity: (slots: number) => void }) => RemotePool)
@@ -58,6 +60,7 @@ export async function prepareGeneration(
       modelFile: files[onnxPath]!,
       plan,
       onWarmupFailed: ctx.warmupFailed,
+      ...(ctx.output ? { output: ctx.output } : {}),
       sequence,
       onWorkerEvent: (e) => batcher?.workerEvent(e),
       newDispatcher: (slots, pool, depth) =>

@@ -1,7 +1,10 @@
 import { fork } from 'node:child_process'
 import { existsSync } from 'node:fs'
+import { createInterface } from 'node:readline'
+import type { Readable } from 'node:stream'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
+import { quietOnnxRuntime } from '../../store/ort-env.js'
 import type { ParentMessage, WorkerMessage } from './protocol.js'
 
 /**
@@ -25,6 +28,21 @@ export interface Transport {
 
 export type Isolation = 'process' | 'thread'
 
+/** Where a worker's stdout and stderr lines go (unset: straight to this process's own). */
+export type OutputLines = (line: string, stream: 'stdout' | 'stderr') => void
+
+/** Each line of `stream` to `output`, as it comes. */
+function linesOf(stream: Readable | null | undefined, name: 'stdout' | 'stderr', output: OutputLines): void {
+  if (!stream) return
+  createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY }).on('line', (line) => output(line, name))
+}
+
+/** A worker's environment: this process's, onnxruntime set up (store/ort-env.ts), and the worker's own. */
+function workerEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  quietOnnxRuntime() // threads: onnxruntime reads this process's real environment
+  return { ...process.env, ...env }
+}
+
 // The compiled worker sits next to this file; from source (tests, tsx) it is the .ts file.
 function entry(): { file: string; execArgv: string[] } {
   const js = fileURLToPath(new URL('./worker-entry.js', import.meta.url))
@@ -35,14 +53,18 @@ function entry(): { file: string; execArgv: string[] } {
 const KILL_AFTER_MS = 2_000
 
 /** A worker in a child process, over child_process IPC with the 'advanced' serializer. */
-export function processTransport(title: string, env: Record<string, string> = {}): Transport {
+export function processTransport(title: string, env: Record<string, string> = {}, output?: OutputLines): Transport {
   const { file, execArgv } = entry()
   const child = fork(file, [title], {
     execArgv,
     serialization: 'advanced',
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    env: { ...process.env, ...env },
+    stdio: ['ignore', output ? 'pipe' : 'inherit', output ? 'pipe' : 'inherit', 'ipc'],
+    env: workerEnv(env),
   })
+  if (output) {
+    linesOf(child.stdout, 'stdout', output)
+    linesOf(child.stderr, 'stderr', output)
+  }
   // IPC to a worker that just died fails with EPIPE; the 'exit' listener does the cleanup.
   child.on('error', () => undefined)
   const gone = () => child.exitCode !== null || child.signalCode !== null
@@ -72,7 +94,7 @@ export function processTransport(title: string, env: Record<string, string> = {}
  * move without a copy (the pool transfers only buffers it made for the call). terminate() ends
  * a thread between two JavaScript steps: a model inside a native run() ends when that run does.
  */
-export function threadTransport(title: string, env: Record<string, string> = {}): Transport {
+export function threadTransport(title: string, env: Record<string, string> = {}, output?: OutputLines): Transport {
   const { file, execArgv } = entry()
   // Threads take no --import: from source, a one-line module loads the entry through tsx
   // (resolved from here, not from the working directory).
@@ -85,8 +107,15 @@ export function threadTransport(title: string, env: Record<string, string> = {})
   const worker = new Worker(source ?? file, {
     ...(source ? { eval: true } : {}),
     argv: [title],
-    env: { ...process.env, ...env },
+    // A thread's JavaScript output can be taken; onnxruntime's native lines go to this process's
+    // own stderr (its severity follows the server's log level, and its telemetry is off here too).
+    env: workerEnv(env),
+    ...(output ? { stdout: true, stderr: true } : {}),
   })
+  if (output) {
+    linesOf(worker.stdout, 'stdout', output)
+    linesOf(worker.stderr, 'stderr', output)
+  }
   let done = false
   const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()))
   let crash: string | undefined

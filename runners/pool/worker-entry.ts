@@ -18,6 +18,7 @@ import {
 import { ShmChannel } from './shm.js'
 import { sequenceMethods } from '../sequence/worker-methods.js'
 import { executeSpans, type ExecuteSpans, flushTracing, startTracing } from '../tracing/index.js'
+import { quietOnnxRuntime } from '../../store/ort-env.js'
 
 type Methods = Record<string, (args: unknown) => unknown>
 
@@ -90,12 +91,18 @@ async function load(spec: BackendSpec): Promise<Methods> {
 
 /** onnxruntime-node, loaded only in workers: its run() is a blocking native call. */
 async function loadOnnx(spec: Extract<BackendSpec, { kind: 'onnx' }>): Promise<Methods> {
+  quietOnnxRuntime()
   const ort = await import('onnxruntime-node')
+  // onnxruntime writes only what the server's log level keeps (the pool sets it; its lines come
+  // back to the server's logger through this worker's stderr, worker-output.ts).
+  const severity = Number(process.env.BUNDLE_ORT_LOG_SEVERITY ?? 2)
+  ort.env.logLevel = (['verbose', 'info', 'warning', 'error', 'fatal'] as const)[severity] ?? 'warning'
   const providers = spec.executionProviders ?? ['cpu']
   let session: Awaited<ReturnType<typeof ort.InferenceSession.create>>
   try {
     session = await ort.InferenceSession.create(spec.modelPath, {
       executionProviders: providers as never,
+      logSeverityLevel: severity as 0 | 1 | 2 | 3 | 4,
       ...(spec.intraOpThreads ? { intraOpNumThreads: spec.intraOpThreads } : {}),
     })
   } catch (err) {

@@ -4,6 +4,7 @@ import { shmDir } from './shm.js'
 import type { LocalPool } from './pool.js'
 import { PoolWorker, type Call, type Warmup } from './pool-worker.js'
 import { transportFor, type Isolation } from './transport.js'
+import type { WorkerOutput } from './worker-output.js'
 import type { TraceCarrier } from '../tracing/index.js'
 
 export type { Warmup } from './pool-worker.js'
@@ -30,6 +31,12 @@ export interface PoolOptions {
   onEvent?: (e: { type: 'crash' | 'restart' | 'timeout'; index: number; detail: string }) => void
   /** Dummy calls every worker runs before it counts as ready (after each restart too). */
   warmup?: Warmup
+  /**
+   * Where the workers' stdout and stderr lines go, one call per line (worker-output.ts logs
+   * them); unset, they go to this process's own. `severity` is onnxruntime's least severe level
+   * written (0 verbose … 4 fatal; default 2, warning).
+   */
+  output?: { lines: WorkerOutput; severity: number }
 }
 
 /** A place for one worker: it keeps its index and backoff across the worker's restarts. */
@@ -135,12 +142,17 @@ export class WorkerPool implements LocalPool {
 
   /** Starts the worker of `slot`; resolves when it is ready. Its exit schedules the next one. */
   private spawn(slot: Slot): Promise<void> {
-    const env = this.options.env?.(slot.index) ?? {}
+    const out = this.options.output
+    const env = {
+      ...this.options.env?.(slot.index),
+      ...(out ? { BUNDLE_ORT_LOG_SEVERITY: String(out.severity) } : {}),
+    }
+    const lines = out && ((line: string, stream: 'stdout' | 'stderr') => out.lines(line, stream, slot.index))
     const worker = new PoolWorker({
       runner: this.options.runner,
       index: slot.index,
       backend: this.options.backend,
-      transport: transportFor(this.kind)(workerTitle(this.options.runner, slot.index), env),
+      transport: transportFor(this.kind)(workerTitle(this.options.runner, slot.index), env, lines),
       shmDir: this.shmDir,
       thread: this.kind === 'thread',
       timeoutMs: this.options.timeoutMs,

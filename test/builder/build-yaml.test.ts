@@ -177,6 +177,7 @@ describe('the generated Dockerfile', () => {
     assert.match(gpu, /^COPY node \/usr\/local\/bin\/node$/m)
     assert.match(gpu, /^RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 /m)
     assert.match(gpu, /^ENV [^\n]*LOG_FORMAT="json"/m)
+    assert.match(gpu, /^ENV [^\n]*ORT_DISABLE_TELEMETRY=1/m, "the image turns onnxruntime's telemetry off")
     const own = (
       await bundle(['containerize', 'quickstart:1.0.0', '--print-dockerfile', '--base-image', 'my/node-cuda:1'], {
         BUNDLE_HOME: home,

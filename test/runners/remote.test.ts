@@ -101,6 +101,9 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     const metrics = await (await fetch(`${api.url}/metrics`)).text()
     assert.match(metrics, /bundle_runner_remote_workers\{service="[^"]+",runner="ocr-cls"\} 1/)
     await Promise.all([api.stop(), w.stop(), local.stop()])
+    // A worker says when it is told to stop and when it has (an operator sees a drain, not silence).
+    assert.match(w.output(), /"signal":"SIGTERM".*"msg":"SIGTERM: finishing the batches held, then exiting"/)
+    assert.match(w.output(), /"msg":"worker stopped"/)
   })
 
   it('the API server batches; a batch travels as one job; workers join and share the queue', {
