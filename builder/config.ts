@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { z } from 'zod'
-import { BundleError } from '../errors/index.js'
+import { BundleError, didYouMean } from '../errors/index.js'
 
 /**
  * bundle.yaml, next to the service. Every key is checked: an unknown one is an error that
@@ -137,12 +137,57 @@ export async function readBundleConfig(dir: string, file?: string): Promise<Reso
   }
   const parsed = BundleYaml.safeParse(doc ?? {})
   if (!parsed.success) {
-    const issue = parsed.error.issues[0]!
-    const where = issue.path.length ? issue.path.join('.') : '(top level)'
-    const keys =
-      issue.code === 'unrecognized_keys' ? `unknown key ${issue.keys.map((k) => `"${k}"`).join(', ')}` : issue.message
-    throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${path}: ${where}: ${keys}`)
+    throw new BundleError('E_BUNDLE_CONFIG_INVALID', `${path}: ${describeIssue(parsed.error.issues[0]!, doc)}`)
   }
   const models = (parsed.data.models ?? []).map((m) => (typeof m === 'string' ? { tag: m } : m))
   return { ...parsed.data, models, dir: resolve(file ? join(path, '..') : dir), file: path }
+}
+
+/**
+ * Where and what is wrong, with the value that is: an unknown key gets its near miss, a bad
+ * value or map key is quoted.
+ */
+function describeIssue(issue: z.core.$ZodIssue, doc: unknown): string {
+  const at = (path: readonly PropertyKey[]) => (path.length ? path.join('.') : '(top level)')
+  if (issue.code === 'unrecognized_keys') {
+    const known = keysAt(BundleYaml, issue.path)
+    return `${at(issue.path)}: unknown key ${issue.keys.map((k) => `"${k}"${didYouMean(k, known)}`).join(', ')}`
+  }
+  if (issue.code === 'invalid_key') {
+    const key = String(issue.path.at(-1))
+    return `${at(issue.path.slice(0, -1))}: ${issue.issues[0]?.message ?? issue.message} (got key ${quoted(key)})`
+  }
+  const value = issue.path.reduce<unknown>(
+    (v, k) => (v !== null && typeof v === 'object' ? (v as Record<PropertyKey, unknown>)[k] : undefined),
+    doc,
+  )
+  const scalar = typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean'
+  return `${at(issue.path)}: ${issue.message}${scalar ? ` (got ${quoted(value)})` : ''}`
+}
+
+const quoted = (v: string | number | boolean): string =>
+  JSON.stringify(typeof v === 'string' && v.length > 80 ? `${v.slice(0, 80)}…` : v)
+
+/** The keys the schema allows for the object at `path` (every object a union may hold there). */
+function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
+  const variants = (s: z.ZodType): z.ZodType[] =>
+    s instanceof z.ZodOptional
+      ? variants(s.unwrap() as z.ZodType)
+      : s instanceof z.ZodUnion
+        ? s.options.flatMap((o) => variants(o as z.ZodType))
+        : s instanceof z.ZodPipe
+          ? variants(s.in as z.ZodType)
+          : [s]
+  let here = variants(schema)
+  for (const key of path)
+    here = here.flatMap((s) => {
+      if (s instanceof z.ZodObject) {
+        const field = typeof key === 'string' ? (s.shape as Record<string, z.ZodType>)[key] : undefined
+        return field ? variants(field) : []
+      }
+      if (s instanceof z.ZodArray) return variants(s.element as z.ZodType)
+      if (s instanceof z.ZodRecord) return variants(s.valueType as z.ZodType)
+      return []
+    })
+  return here.flatMap((s) => (s instanceof z.ZodObject ? Object.keys(s.shape) : []))
 }

@@ -3,6 +3,7 @@ import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { BundleError } from '../errors/index.js'
 import type { ServiceDefinition } from '../framework/index.js'
+import { compileErrorMessage } from './compile-error.js'
 
 /** Splits `path/to/service.ts:ClassName` (the class part is optional). */
 export function parseEntry(entry: string): { file: string; className?: string } {
@@ -30,6 +31,9 @@ export async function findService(entry: string): Promise<{ definition: ServiceD
     mod = (await tsImport(pathToFileURL(file).href, import.meta.url)) as Record<string, unknown>
   } catch (err) {
     if ((err as { code?: string })?.code?.startsWith('E_')) throw err
+    // A syntax error says where it is, with the line, as the compiler would; anything else its first line.
+    const compiled = compileErrorMessage(err, file)
+    if (compiled !== undefined) throw new BundleError('E_SERVICE_LOAD', compiled, { cause: err })
     throw new BundleError('E_SERVICE_LOAD', `importing ${file} failed: ${(err as Error).message?.split('\n')[0]}`, {
       cause: err,
     })

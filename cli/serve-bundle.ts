@@ -3,7 +3,7 @@ import { register } from 'node:module'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { BundleManifest, EnsembleSpec } from '../builder/index.js'
-import { BundleError } from '../errors/index.js'
+import { BundleError, isBundleError } from '../errors/index.js'
 import type { ServiceDefinition } from '../framework/index.js'
 
 /** A built bundle directory holds bundle.json. */
@@ -53,6 +53,7 @@ export async function loadBundle(dir: string): Promise<{ definition: ServiceDefi
       'E_BUNDLE_INVALID',
       `bundle ${manifest.name}: ${manifest.service.entry} exports no service named ${manifest.service.export}`,
     )
+  const pins: Pin[] = []
   for (const runner of definition.runners) {
     const versions = runner.versions
     if (versions === undefined) continue
@@ -64,8 +65,49 @@ export async function loadBundle(dir: string): Promise<{ definition: ServiceDefi
         `bundle ${manifest.name}: runner ${runner.name} asks for ${tag}, which the bundle does not pin`,
       )
     versions.pin(model.tag, model.digest)
+    pins.push({ runner: runner.name, tag: model.tag, digest: model.digest })
   }
+  await checkPins(pins)
   return { definition: await withEnsembles(definition, manifest.ensembles), manifest }
+}
+
+interface Pin {
+  runner: string
+  tag: string
+  digest: string
+}
+
+/**
+ * Every model the runners pin is in the store, with the content the bundle was built with. The
+ * runners check this again as they start, but that is after the server listens: a bundle that
+ * cannot serve must fail before it opens a port (and before a probe or a client sees it).
+ */
+async function checkPins(pins: readonly Pin[]): Promise<void> {
+  if (pins.length === 0) return
+  const { ModelStore } = await import('../store/index.js')
+  const store = ModelStore.open()
+  try {
+    for (const pin of pins) {
+      let digest: string
+      try {
+        digest = store.get(pin.tag).digest
+      } catch (err) {
+        if (!isBundleError(err) || err.code !== 'E_STORE_MODEL_NOT_FOUND') throw err
+        throw new BundleError(
+          'E_BUNDLE_MODEL_MISMATCH',
+          `runner ${pin.runner}: the bundle pins ${pin.tag}, which is not in the store at ${store.home}; ` +
+            "import the bundle's archive (it carries its models)",
+        )
+      }
+      if (digest !== pin.digest)
+        throw new BundleError(
+          'E_BUNDLE_MODEL_MISMATCH',
+          `runner ${pin.runner}: the bundle pins ${pin.tag} with digest ${pin.digest}, the store has ${digest}`,
+        )
+    }
+  } finally {
+    store.close()
+  }
 }
 
 /** bundle.yaml's ensembles join the service's runners; they start after the models they call. */

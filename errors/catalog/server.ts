@@ -119,7 +119,8 @@ export const SERVER = {
   E_SERVICE_LOAD: entry(
     400,
     1,
-    'The service entry could not be loaded (missing file, no service class, import error).',
+    'The service entry could not be loaded (missing file, no service class, import error, or code that does not ' +
+      'compile: shown at its file:line:column with the source line).',
     'Check ENTRY is path/to/service.ts[:ClassName] and that the file exports a class decorated with @service.',
   ),
   E_SERVICE_DEFINITION: entry(

@@ -114,8 +114,10 @@ export const STORE = {
   E_ARCHIVE_MANIFEST_INVALID: entry(
     400,
     1,
-    'The archive manifest is missing, not first, or malformed.',
-    'Use an archive written by `bundle models export`.',
+    'The archive manifest is missing, not first, or malformed; or the archive is of the other kind (a bundle ' +
+      'archive given to `bundle models import`, a model archive to `bundle import`).',
+    'Use an archive written by `bundle models export` (or `bundle export` for `bundle import`); for an archive ' +
+      'of the other kind, run the import command the message names.',
   ),
   E_ARCHIVE_UNSAFE_ENTRY: entry(
     400,

@@ -9,6 +9,17 @@ export const FILES_PREFIX = 'files/'
 export const MANIFEST_KIND = 'modelbundle/model'
 export const FORMAT_VERSION = 1
 export const MAX_MANIFEST_BYTES = 1024 * 1024
+/** The first entry of a `.bundle` archive (a bundle and the models it pins). */
+export const BUNDLE_MANIFEST_NAME = 'bundle-archive.json'
+
+/**
+ * Each archive kind by its first entry, and the command that imports it: an archive given to the
+ * other import command is named for what it is.
+ */
+export const ARCHIVE_KINDS: Readonly<Record<string, { kind: string; importCommand: string }>> = {
+  [MANIFEST_NAME]: { kind: 'a model archive', importCommand: 'bundle models import' },
+  [BUNDLE_MANIFEST_NAME]: { kind: 'a bundle archive', importCommand: 'bundle import' },
+}
 
 /** The first entry of a `.bundlemodel` archive: the model's record without its tag, plus a format header. */
 export type ArchiveManifest = { kind: typeof MANIFEST_KIND; formatVersion: number } & Omit<ModelInfo, 'tag'>

@@ -8,7 +8,7 @@ import type { StagedBlob } from '../blobs.js'
 import { isSafeModelPath } from '../model-path.js'
 import type { ModelStore } from '../model-store.js'
 import type { ProgressFn } from '../types.js'
-import { MAX_MANIFEST_BYTES } from './manifest.js'
+import { ARCHIVE_KINDS, MAX_MANIFEST_BYTES } from './manifest.js'
 
 // Headers, padding and the end-of-archive blocks a well-formed archive adds to its files.
 const TAR_OVERHEAD_PER_ENTRY = 2048
@@ -76,11 +76,7 @@ export async function readArchive<M>(
     try {
       const path = entry.path
       if (entries === 1) {
-        if (path !== spec.manifestName || entry.type !== 'File')
-          throw new BundleError(
-            'E_ARCHIVE_MANIFEST_INVALID',
-            `the first archive entry must be ${spec.manifestName}, found ${JSON.stringify(path)}`,
-          )
+        if (path !== spec.manifestName || entry.type !== 'File') throw wrongFirstEntry(file, path, spec.manifestName)
         if ((entry.size ?? 0) > MAX_MANIFEST_BYTES)
           throw new BundleError(
             'E_ARCHIVE_MANIFEST_INVALID',
@@ -185,6 +181,25 @@ export async function readArchive<M>(
     throw toArchiveError(err, file)
   }
 }
+
+/** An archive of the other kind names the command that imports it; anything else says what was expected. */
+function wrongFirstEntry(file: string, first: string, expected: string): BundleError {
+  const found = ARCHIVE_KINDS[first]
+  const wanted = ARCHIVE_KINDS[expected]
+  if (found !== undefined && wanted !== undefined && found !== wanted)
+    return new BundleError(
+      'E_ARCHIVE_MANIFEST_INVALID',
+      `${file} is ${found.kind}, not ${wanted.kind}: import it with \`${found.importCommand} ${shellArg(file)}\``,
+    )
+  return new BundleError(
+    'E_ARCHIVE_MANIFEST_INVALID',
+    `the first archive entry must be ${expected}, found ${JSON.stringify(first)}` +
+      (wanted ? `: ${file} is not ${wanted.kind}` : ''),
+  )
+}
+
+/** A path as a shell word, quoted only when it must be (the hint is pasted into a shell). */
+const shellArg = (s: string): string => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`)
 
 function checkFreeSpace(dir: string, needed: number): void {
   try {

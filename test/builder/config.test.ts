@@ -50,6 +50,34 @@ docker: { baseImage: 'node:20-slim', systemPackages: [libgomp1], gpu: false, use
     await refuses('service: s.ts\nmodels: [{ tag: a:1, path: x }]\n', /unknown key "path"/)
   })
 
+  it('a misspelt key gets the "did you mean" the CLI gives for flags, at every level', async () => {
+    await refuses('service: s.ts\nmodles: [a:1]\n', /\(top level\): unknown key "modles" \(did you mean "models"\?\)$/)
+    await refuses(
+      'service: s.ts\ndocker: { baseimage: x }\n',
+      /unknown key "baseimage" \(did you mean "baseImage"\?\)$/,
+    )
+    await refuses(
+      'service: s.ts\nmodels: [{ tag: a:1, aliass: x }]\n',
+      /models\.0: unknown key "aliass" \(did you mean "alias"\?\)$/,
+    )
+    await refuses(
+      'service: s.ts\nensembles: { e: { steps: [{ model: m, inputMap: { a: b }, outputMap: { a: b }, ' +
+        'verison: x }] } }\n',
+      /ensembles\.e\.steps\.0: unknown key "verison" \(did you mean "version"\?\)$/,
+    )
+    // Nothing near: the key alone, as before.
+    await refuses('service: s.ts\nzzzzzz: 1\n', /unknown key "zzzzzz"$/)
+  })
+
+  it('a bad value or map key is quoted in the message, not only the rule it breaks', async () => {
+    await refuses('service: s.ts\nname: My Bundle\n', /: name: lower-case letters, digits, .* \(got "My Bundle"\)$/)
+    await refuses(
+      'service: s.ts\nenv: { BAD-NAME: x }\n',
+      /: env: an environment variable name \(got key "BAD-NAME"\)$/,
+    )
+    await refuses('service: s.ts\nmodels: [{ tag: a:1, alias: Rec }]\n', /models\.0\.alias: .* \(got "Rec"\)$/)
+  })
+
   it('bad values and a missing file say what is wrong', async () => {
     await refuses('name: x\n', /service/)
     await refuses('service: service.py\n', /path\/to\/service.ts/)
