@@ -39,7 +39,14 @@ export { createServiceApp, type AppOptions, type Phase, type ServiceApp } from '
 export type { ServedModel } from './server/v2/repository.js'
 export { openapiDocument } from './server/openapi.js'
 export { serve, type RunningServer, type ServeOptions } from './server/serve.js'
-export { createClient, type ClientOptions, type ClientOutput, type ServiceClient } from './client/create-client.js'
+export {
+  createClient,
+  type CallInit,
+  type ClientOptions,
+  type ClientOutput,
+  type ServiceClient,
+} from './client/create-client.js'
+export type { BinaryInput, ClientInput, ClientValue, TensorInput, TensorValues } from './client/wire-types.js'
 export { BundleError, isBundleError, type ErrorCode } from '../errors/index.js'
 export {
   onnxRunner,

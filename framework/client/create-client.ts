@@ -1,22 +1,43 @@
 import { BundleError, CATALOG, RETRYABLE_CODES, type ErrorCode } from '../../errors/index.js'
-import { parseTensorJson } from '../io/lenient-json.js'
 import { streamItems } from './sse.js'
+import { decodeAnswer, encodeInput, operationOf, type OpenApiPost, type Operation } from './wire.js'
+import type { ClientInput, ClientValue } from './wire-types.js'
 
-type AnyFn = (...args: any[]) => any
-
-/** What a call resolves to: the output, or for a streaming API (io.stream) the items as they come. */
-export type ClientOutput<R> = Awaited<R> extends AsyncIterable<infer T> ? AsyncIterable<T> : Awaited<R>
+type IsAny<T> = 0 extends 1 & T ? true : false
 
 /**
- * The client's methods: every instance method of the service class, input → Promise<output>
- * (a streaming API's promise resolves to an AsyncIterable of its items once the answer starts).
+ * What a call resolves to: the output in its wire form (see {@link ClientValue}), or for a
+ * streaming API (io.stream) the items as they come.
+ */
+export type ClientOutput<R> = Awaited<R> extends AsyncIterable<infer T> ? AsyncIterable<T> : ClientValue<Awaited<R>>
+
+/** Per-call options. */
+export interface CallInit {
+  signal?: AbortSignal
+  headers?: Record<string, string>
+}
+
+/** A method the client can call: not one whose input is a stream (io.stream inputs are WebSocket routes). */
+type Callable<M, K> = M extends (input: infer I, ...rest: any[]) => any
+  ? IsAny<I> extends true
+    ? K
+    : [I] extends [AsyncIterable<unknown>]
+      ? never
+      : K
+  : never
+
+/**
+ * The client's methods: every instance method of the service class, input → Promise<output>,
+ * with binary and tensor inputs and outputs in their wire forms ({@link ClientInput},
+ * {@link ClientValue}). A streaming API's promise resolves to an AsyncIterable of its items once
+ * the answer starts.
  */
 export type ServiceClient<C extends abstract new (...args: any) => any> = {
-  [K in keyof InstanceType<C> as InstanceType<C>[K] extends AnyFn ? K : never]: InstanceType<C>[K] extends (
+  [K in keyof InstanceType<C> as Callable<InstanceType<C>[K], K>]: InstanceType<C>[K] extends (
     input: infer I,
     ...rest: any[]
   ) => infer R
-    ? (input: I, init?: { signal?: AbortSignal; headers?: Record<string, string> }) => Promise<ClientOutput<R>>
+    ? (input: ClientInput<I>, init?: CallInit) => Promise<ClientOutput<R>>
     : never
 }
 
@@ -56,22 +77,19 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   })
 }
 
-interface Operation {
-  route: string
-  requestTypes: string[]
-  /** Answers with a stream of items (io.stream): asked for as Server-Sent Events. */
-  streams: boolean
-}
-
 /**
  * A typed client for a running service. Routes and request media types come from the
- * server's /openapi.json (read once); inputs are sent as JSON, text, or raw bytes.
+ * server's /openapi.json (read once). Inputs go in their wire forms: JSON and text as such,
+ * images, files and bytes as `{ bytes, mediaType }`, a Uint8Array or a Blob, tensors with
+ * typed-array data as raw bytes (or JSON values), a multipart input as an object of its parts.
+ * Binary answers come back as `{ bytes, mediaType, filename? }`, tensors with typed-array data.
  * A non-2xx answer throws a BundleError carrying the server's code, message and details;
  * calls the server shed or was not ready for are first retried after its Retry-After (`retries`).
  *
  * @example
  * const client = createClient<typeof Greeter>('http://localhost:3000')
  * const { greeting } = await client.greet({ name: 'ada' })
+ * const { angle } = await client.classify({ bytes: readFileSync('line.png'), mediaType: 'image/png' })
  */
 export function createClient<C extends abstract new (...args: any) => any>(
   baseUrl: string,
@@ -100,27 +118,10 @@ export function createClient<C extends abstract new (...args: any) => any>(
             'E_HTTP_NOT_FOUND',
             `${base}/openapi.json answered ${r.status}; is this a modelbundle server?`,
           )
-        const doc = (await r.json()) as {
-          paths: Record<
-            string,
-            {
-              post?: {
-                operationId?: string
-                requestBody?: { content?: Record<string, unknown> }
-                responses?: Record<string, { content?: Record<string, unknown> }>
-              }
-            }
-          >
-        }
+        const doc = (await r.json()) as { paths: Record<string, { post?: OpenApiPost }> }
         const map = new Map<string, Operation>()
-        for (const [route, item] of Object.entries(doc.paths)) {
-          if (item.post?.operationId)
-            map.set(item.post.operationId, {
-              route,
-              requestTypes: Object.keys(item.post.requestBody?.content ?? {}),
-              streams: Object.hasOwn(item.post.responses?.['200']?.content ?? {}, 'text/event-stream'),
-            })
-        }
+        for (const [route, item] of Object.entries(doc.paths))
+          if (item.post?.operationId) map.set(item.post.operationId, operationOf(route, item.post))
         return map
       })
       .catch((err) => {
@@ -128,46 +129,17 @@ export function createClient<C extends abstract new (...args: any) => any>(
         throw err
       }))
 
-  async function call(
-    name: string,
-    input: unknown,
-    init: { signal?: AbortSignal; headers?: Record<string, string> } = {},
-  ): Promise<unknown> {
+  async function call(name: string, input: unknown, init: CallInit = {}): Promise<unknown> {
     const op = (await load()).get(name)
     if (op === undefined) throw new BundleError('E_HTTP_NOT_FOUND', `the service at ${base} has no API named ${name}`)
-    let body: string | Uint8Array<ArrayBuffer>
-    let contentType: string
-    if (op.requestTypes.includes('application/json')) {
-      const tensorLike =
-        input !== null && typeof input === 'object' && ArrayBuffer.isView((input as { data?: unknown }).data)
-      body = JSON.stringify(
-        tensorLike
-          ? { ...(input as object), data: Array.from((input as { data: ArrayLike<number | bigint> }).data, Number) }
-          : input,
-      )
-      contentType = 'application/json'
-    } else if (op.requestTypes.includes('text/plain')) {
-      body = String(input)
-      contentType = 'text/plain; charset=utf-8'
-    } else if (input instanceof Uint8Array || (input as { bytes?: unknown })?.bytes instanceof Uint8Array) {
-      const declared = op.requestTypes.find((t) => !t.includes('*')) ?? 'application/octet-stream'
-      const file =
-        input instanceof Uint8Array
-          ? { bytes: input, mediaType: declared }
-          : (input as { bytes: Uint8Array; mediaType?: string })
-      body = file.bytes as Uint8Array<ArrayBuffer>
-      contentType = file.mediaType ?? declared
-    } else {
-      throw new BundleError(
-        'E_INPUT_INVALID',
-        `${name} takes ${op.requestTypes.join(', ')}; pass { bytes, mediaType } for binary inputs`,
-      )
-    }
+    const { body, headers: own } = encodeInput(name, op, input)
     // Header names are case-insensitive: merge on lower case so a caller's Content-Type replaces ours.
-    const headers: Record<string, string> = { 'content-type': contentType }
+    const headers: Record<string, string> = { ...own }
     for (const [k, v] of Object.entries({ ...options.headers, ...init.headers })) headers[k.toLowerCase()] = v
     if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`
     if (op.streams) headers.accept = 'text/event-stream'
+    // Tensors come back as raw bytes: exact, and no JSON to parse.
+    else if (op.tensorOut) headers.accept = 'application/octet-stream'
     const retries = options.retries ?? 2
     for (let attempt = 0; ; attempt++) {
       const res = await reach(`${base}${op.route}`, {
@@ -179,10 +151,7 @@ export function createClient<C extends abstract new (...args: any) => any>(
       const type = res.headers.get('content-type') ?? ''
       if (res.ok) {
         if (op.streams && type.startsWith('text/event-stream') && res.body) return streamItems(res.body, op.route)
-        // Tensor answers may hold NaN/Infinity tokens and integers past 2^53 (exact as BigInts).
-        if (type.includes('json')) return parseTensorJson(await res.text())
-        if (type.startsWith('text/')) return res.text()
-        return { bytes: new Uint8Array(await res.arrayBuffer()), mediaType: type }
+        return decodeAnswer(res, op)
       }
       const payload = type.includes('json')
         ? ((await res.json().catch(() => undefined)) as
@@ -211,7 +180,7 @@ export function createClient<C extends abstract new (...args: any) => any>(
   return new Proxy({} as ServiceClient<C>, {
     get: (_target, prop) =>
       typeof prop === 'string' && prop !== 'then'
-        ? (input: unknown, init?: { signal?: AbortSignal; headers?: Record<string, string> }) => call(prop, input, init)
+        ? (input: unknown, init?: CallInit) => call(prop, input, init)
         : undefined,
   })
 }
