@@ -125,6 +125,7 @@ interface ServeFlags {
   otelEndpoint?: string
   models?: string
   modelControlMode?: string
+  metricsCompat?: string
 }
 
 /** An origin as browsers send it (scheme://host[:port]), or `*`. */
@@ -252,6 +253,11 @@ export function serveCommand(): Command {
       'send OpenTelemetry traces over OTLP/HTTP to this collector (e.g. http://localhost:4318; default ' +
         '$OTEL_EXPORTER_OTLP_ENDPOINT; off when neither is set)',
     )
+    .option(
+      '--metrics-compat <set>',
+      "also export Triton's nv_inference_* metrics per model and version on /metrics (triton), from the same " +
+        'measurements as the bundle_* series (default $BUNDLE_METRICS_COMPAT; none when neither is set)',
+    )
     .action(async (entry: string | undefined, opts: ServeFlags) => {
       const modelPatterns = opts.models ?? (process.env.BUNDLE_MODELS || undefined)
       if (entry === undefined && modelPatterns === undefined)
@@ -313,6 +319,10 @@ export function serveCommand(): Command {
         ...(apiKey ? { apiKey } : {}),
         ...limits,
         ...(opts.accessLog === false ? { accessLog: false } : {}),
+        // Checked by the server before it opens a socket (E_SERVE_CONFIG_INVALID, as BUNDLE_METRICS_COMPAT).
+        ...(opts.metricsCompat !== undefined
+          ? { metricsCompat: opts.metricsCompat as NonNullable<ServeOptions['metricsCompat']> }
+          : {}),
         ...(opts.otelEndpoint !== undefined ? { otelEndpoint: opts.otelEndpoint } : {}),
         ...(runnerConfig ? { runnerConfig } : {}),
         ...(models ? { models } : {}),

@@ -365,7 +365,7 @@ export class Ensemble implements Runner {
           this.inferenceStats.computeInfer.ns += Math.round(ms * 1e6)
           return out
         } catch (err) {
-          this.inferenceStats.request(false, rows, performance.now() - started)
+          this.inferenceStats.request(false, rows, performance.now() - started, err)
           throw err
         }
       },

@@ -35,7 +35,7 @@ export {
 export { RunnerMetrics, type RunnerMetricsSource } from './metrics.js'
 export { envOverrides, mergeOverrides, parseServeConfig, validateOverrides, type RunnerOverrides } from './config.js'
 export type { InferenceModel, TensorSpec } from './inference.js'
-export { RunnerStats, type Duration } from './stats.js'
+export { FAILURE_REASONS, RunnerStats, type Duration, type FailureReason } from './stats.js'
 export { undeclaredRunners } from './registry.js'
 export { currentCall, withCallContext, type CallContext, type StageTimes } from './call-context.js'
 export { PRIORITY, parseClientPriority, toPriority, type Priority, type PriorityName } from './batching/priority.js'

@@ -28,6 +28,8 @@ export interface InferenceModel {
   /** Triton-style model configuration (the model configuration extension). */
   config(): Record<string, unknown>
   readonly stats: RunnerStats
+  /** Requests waiting in the model's batching queue now (absent: it has no queue of its own, as an ensemble). */
+  pending?(): number
   /** Ensembles: each step's model, the version it last called, and its successes and failures. */
   stepStats?(): {
     model_name: string

@@ -307,7 +307,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
       this.inferenceStats.request(true, this.rowsOf(inputs), performance.now() - started)
       return out
     } catch (err) {
-      this.inferenceStats.request(false, this.rowsOf(inputs), performance.now() - started)
+      this.inferenceStats.request(false, this.rowsOf(inputs), performance.now() - started, err)
       throw err
     }
   }
@@ -373,6 +373,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
       ready: () => this.ready(),
       run: (inputs, options) => this.run(inputs, options),
       stats: this.inferenceStats,
+      pending: () => this.dispatcher?.stats().queuedRequests ?? 0,
       sequence: this.running?.sequence,
     })
   }

@@ -32,8 +32,10 @@ export const RUNNERS = {
   E_SERVE_CONFIG_INVALID: entry(
     400,
     2,
-    'A serve config file, BUNDLE_RUNNER_* or OTEL_* variable has an unknown key, a bad value, or names no runner.',
-    'Fix the key the message names; see README "Tuning runners" (runners) and "Traces" (OTEL_*).',
+    'A serve config file, BUNDLE_RUNNER_* or OTEL_* variable, or another server setting (--metrics-compat, ' +
+      'BUNDLE_GPU_METRICS_INTERVAL_MS) has an unknown key, a bad value, or names no runner.',
+    'Fix the key the message names; see README "Tuning runners" (runners), "Traces" (OTEL_*) and ' +
+      'docs/operations.md (metrics settings).',
   ),
   E_RUNNER_BATCH_DIM: entry(
     500,

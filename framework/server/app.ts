@@ -26,6 +26,7 @@ import { fastPath } from './fast-path.js'
 import { Lifecycle, type Phase } from './lifecycle.js'
 import { LogSink } from './log-sink.js'
 import { createMetrics, type ServerMetrics } from './metrics.js'
+import { type MetricsCompat, metricsCompat, registerTritonMetrics } from './triton-metrics.js'
 import { openapiDocument } from './openapi.js'
 import { RequestPipeline } from './pipeline.js'
 import { traceFields } from './request-span.js'
@@ -57,6 +58,12 @@ export interface AppOptions {
    * runner queue, transfer and compute, the method, encode). Default off; BUNDLE_SERVER_TIMING=1.
    */
   serverTiming?: boolean
+  /**
+   * Also export another server's metric names from the same measurements: `triton` adds Triton's
+   * nv_inference_* series per model and version (see docs/operations.md). Default
+   * BUNDLE_METRICS_COMPAT, else none.
+   */
+  metricsCompat?: MetricsCompat | 'none'
   /** WebSocket routes' limits (message size, messages a second, idle timeout); else BUNDLE_WS_* or defaults. */
   websocket?: Partial<WsLimits>
   /** Runner overrides keyed by runner name (a serve config file's `runners:`); env wins over these. */
@@ -131,6 +138,8 @@ const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json
  * encode, and ends in exactly one response.
  */
 export function createServiceApp(definition: ServiceDefinition, options: AppOptions = {}): ServiceApp {
+  // Checked before anything is made: a bad value fails with one coded line.
+  const compat = metricsCompat(options.metricsCompat)
   // Buffered stdout (64 KiB or 250 ms, whichever first; see LogSink): a write(2) per access
   // line costs more than handling a small request. serve() flushes after lifecycle lines and at shutdown.
   const sink = options.logger ? undefined : new LogSink(1)
@@ -164,6 +173,7 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
     ...(options.servable ? { servable: options.servable } : {}),
     attach,
   })
+  if (compat === 'triton') registerTritonMetrics(metrics.registry, () => repository.models())
   const checkKey = options.apiKey ? keyChecker(options.apiKey) : undefined
   const taskApis = definition.apis.filter((a) => a.task)
   const redis = options.redis ?? options.remote?.link

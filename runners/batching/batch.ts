@@ -108,6 +108,8 @@ export class BatchRunner<P, R> {
     } catch (err) {
       result = Promise.reject(err)
     }
+    // What execute did before its first wait: the batch's inputs formed and handed to a worker.
+    const sent = clock.now()
     result
       .then(
         (results) => {
@@ -115,7 +117,12 @@ export class BatchRunner<P, R> {
           // The runner's own measure when it gives one; the rest was the way there and back.
           model.observe(taken, compute ?? total)
           if (compute !== undefined) this.d.overhead.observe(total - compute)
-          settings.observer?.batch(taken, waited, total, true)
+          if (settings.observer) {
+            const inputMs = Math.min(sent - started, total)
+            const computeMs = Math.min(compute ?? total - inputMs, total - inputMs)
+            const stages = { inputMs, computeMs, outputMs: total - inputMs - computeMs }
+            settings.observer.batch(taken, waited, total, true, stages)
+          }
           slices.forEach((s, i) => {
             const item = owners[i]!
             if (item.timing) {

@@ -15,7 +15,13 @@ import { Workers } from './workers.js'
 
 // The dispatcher's public surface, wherever its parts live: runners and tests import it from here.
 export type { Execute, Slice } from './batch.js'
-export { DEFAULT_DEADLINE_MS, DEFAULT_MAX_DELAY_MS, type DispatcherOptions, type DispatchObserver } from './options.js'
+export {
+  DEFAULT_DEADLINE_MS,
+  DEFAULT_MAX_DELAY_MS,
+  type BatchStages,
+  type DispatcherOptions,
+  type DispatchObserver,
+} from './options.js'
 export { overloaded, refusalPace, type RejectReason } from './refusal.js'
 export type { StageTimes, SubmitOptions } from './request.js'
 

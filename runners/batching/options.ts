@@ -2,10 +2,25 @@ import type { Clock } from './clock.js'
 import type { LatencyModel } from './latency-model.js'
 import type { RejectReason } from './refusal.js'
 
+/**
+ * Where a batch's run went, in ms; the three add up to its execution time. `inputMs`: forming
+ * the batch and handing its inputs to the worker (copied into shared memory or sent), measured
+ * in this process; `computeMs`: the run as the worker measured it (the whole round trip when it
+ * gives no measure); `outputMs`: the rest, the way back and the split of the outputs.
+ */
+export interface BatchStages {
+  inputMs: number
+  computeMs: number
+  outputMs: number
+}
+
 /** Hooks for metrics; the dispatcher itself stays free of any metrics library. */
 export interface DispatchObserver {
-  /** A batch finished: its rows, how long each of its requests waited, how long it ran (ms). */
-  batch(rows: number, waitedMs: readonly number[], executionMs: number, ok: boolean): void
+  /**
+   * A batch finished: its rows, how long each of its requests waited, how long it ran (ms) and,
+   * when it ran to the end, where that time went.
+   */
+  batch(rows: number, waitedMs: readonly number[], executionMs: number, ok: boolean, stages?: BatchStages): void
   rejected(reason: RejectReason): void
   /** A request whose caller had gone left the queue unrun (its rows still waiting). */
   cancelled?(rows: number): void

@@ -40,6 +40,8 @@ export function inferenceModel(r: {
   ready: () => boolean
   run: (inputs: Record<string, RunnerTensor>, options?: RunOptions) => Promise<Record<string, RunnerTensor>>
   stats: RunnerStats
+  /** Requests queued in the model's batcher now. */
+  pending: () => number
   /** A stateful model's state and constants: callers neither send nor get them. */
   sequence?: SequenceSpec | undefined
 }): InferenceModel {
@@ -83,6 +85,7 @@ export function inferenceModel(r: {
       digest: r.model.digest,
     }),
     stats: r.stats,
+    pending: r.pending,
     ...(seq ? { sequence: { idleTimeoutMs } } : {}),
     infer: r.run,
   }

@@ -193,6 +193,20 @@ describe('Open Inference Protocol over gRPC', () => {
     wrongShape.inputs[0]!.shape = [3, 2]
     const shape = await grpcError(client.call('ModelInfer', wrongShape, auth), Status.INVALID_ARGUMENT)
     assert.match(shape.details, /input "x": expected shape \[-1,3\]/)
+    // A wrong rank over raw_input_contents is said as a rank, in gRPC's terms (not HTTP's binary_data_size).
+    const wrongRank = twoInputs()
+    wrongRank.inputs[0]!.shape = [6]
+    const rank = await grpcError(client.call('ModelInfer', wrongRank, auth), Status.INVALID_ARGUMENT)
+    assert.match(rank.details, /input "x": expected rank 2 \(shape \[-1,3\], -1 = any\), got rank 1/)
+    const fewBytes = twoInputs()
+    fewBytes.raw_input_contents[0] = f32(1, 2, 3)
+    const size = await grpcError(client.call('ModelInfer', fewBytes, auth), Status.INVALID_ARGUMENT)
+    assert.match(size.details, /input "x": raw_input_contents\[0\] has 12 bytes; shape \[2,3\] of FP32 needs 24/)
+    assert.doesNotMatch(size.details, /binary_data_size/)
+    const unknownInput = twoInputs()
+    unknownInput.inputs[1]!.name = 'y'
+    const named = await grpcError(client.call('ModelInfer', unknownInput, auth), Status.INVALID_ARGUMENT)
+    assert.match(named.details, /model "two" has no input "y" \(its inputs: "x", "k"\)/)
     const short = { ...twoInputs(), raw_input_contents: [f32(1, 2, 3, 4, 5, 6)] }
     assert.match(
       (await grpcError(client.call('ModelInfer', short, auth), Status.INVALID_ARGUMENT)).details,

@@ -231,17 +231,35 @@ describe('Open Inference Protocol (/v2)', () => {
         [
           { inputs: [{ name: 'x', shape: [1, 3, 48, 192], datatype: 'INT64', data: [] }] },
           400,
-          /input "x": (expected datatype FP32, got INT64|shape \[1,3,48,192\] needs)/,
+          /input "x": expected datatype FP32, got INT64/,
         ],
         [
           { inputs: [{ name: 'x', shape: [3, 48, 192], datatype: 'FP32', data: Array(3 * 48 * 192).fill(0) }] },
           400,
-          /input "x": expected shape \[-1,3,-1,-1\] \(-1 = any\), got \[3,48,192\]/,
+          /input "x": expected rank 4 \(shape \[-1,3,-1,-1\], -1 = any\), got rank 3 \(shape \[3,48,192\]\)/,
         ],
         [
           { inputs: [{ name: 'y', shape: [1], datatype: 'FP32', data: [1] }] },
           400,
-          /unexpected input "y"; ocr-cls takes "x"/,
+          /model "ocr-cls" has no input "y" \(its inputs: "x"\)/,
+        ],
+        // Names before values: an unknown input whose data does not fill its shape is named as unknown.
+        [
+          { inputs: [{ name: 'y', shape: [1, 3, 1, 1], datatype: 'FP32', data: [1] }] },
+          400,
+          /model "ocr-cls" has no input "y" \(its inputs: "x"\)/,
+        ],
+        // Rank before values: a wrong rank is said as such, not as the values its shape would need.
+        [
+          { inputs: [{ name: 'x', shape: [3, 1, 1], datatype: 'FP32', data: [1, 2] }] },
+          400,
+          /input "x": expected rank 4/,
+        ],
+        // Datatype before values.
+        [
+          { inputs: [{ name: 'x', shape: [1, 3, 1, 1], datatype: 'INT32', data: [1.5] }] },
+          400,
+          /input "x": expected datatype FP32, got INT32/,
         ],
         [
           { inputs: [{ name: 'x', shape: [9, 3, 1, 1], datatype: 'FP32', data: Array(27).fill(0) }] },

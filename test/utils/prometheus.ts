@@ -49,16 +49,23 @@ export interface Prometheus {
 }
 
 /**
- * A real Prometheus scraping `targets` (host:port) every second under job `job`; promtool checks
- * its config first. Resolves once it is ready and every target is up.
+ * A real Prometheus scraping `targets` (host:port) every second under job `job`, adding `labels`
+ * to every series (as Kubernetes service discovery adds `pod`); promtool checks its config
+ * first. Resolves once it is ready and every target is up.
  */
-export async function startPrometheus(targets: readonly string[], job = 'modelbundle'): Promise<Prometheus> {
+export async function startPrometheus(
+  targets: readonly string[],
+  job = 'modelbundle',
+  labels: Record<string, string> = {},
+): Promise<Prometheus> {
   const dir = mkdtempSync(join(tmpdir(), 'mb-prom-'))
   const config = join(dir, 'prometheus.yml')
+  const extra = Object.entries(labels).map(([k, v]) => `${k}: '${v}'`)
   writeFileSync(
     config,
     `global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ${job}\n    static_configs:\n      - ` +
-      `targets: [${targets.map((t) => `'${t}'`).join(', ')}]\n`,
+      `targets: [${targets.map((t) => `'${t}'`).join(', ')}]\n` +
+      (extra.length ? `        labels: {${extra.join(', ')}}\n` : ''),
   )
   const check = spawnSync('promtool', ['check', 'config', config], { encoding: 'utf8' })
   assert.equal(check.status, 0, check.stdout + check.stderr)

@@ -142,9 +142,11 @@ export function parseWireRequest(msg: WireInferRequest): InferRequest {
     if (raw.length > 0) {
       if (input.contents !== null && Object.values(input.contents).some((v) => (v as unknown[]).length > 0))
         throw bad(`input "${name}": both contents and raw_input_contents are set; send one`)
-      return { name, datatype, shape, tensor: fromBinary(name, dtype, shape, raw[i]!) }
+      const bytes = raw[i]!
+      return { name, datatype, shape, decode: () => fromBinary(name, dtype, shape, bytes, `raw_input_contents[${i}]`) }
     }
-    return { name, datatype, shape, tensor: fromContents(name, datatype, dtype, shape, input.contents) }
+    const contents = input.contents
+    return { name, datatype, shape, decode: () => fromContents(name, datatype, dtype, shape, contents) }
   })
   const timeout = parameterValue(msg.parameters.timeout)
   if (timeout !== undefined && (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 0))

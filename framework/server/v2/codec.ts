@@ -53,7 +53,12 @@ export interface InferInput {
   name: string
   datatype: string
   shape: number[]
-  tensor: RunnerTensor
+  /**
+   * The input's values as a tensor. Called only after the input's name, datatype and shape have
+   * been checked against the model (models.ts check()), so a wrong name or rank is reported as
+   * such, not as a value count that follows from it.
+   */
+  decode: () => RunnerTensor
 }
 
 export interface InferRequest {
@@ -148,14 +153,16 @@ export function fromBinary(
   dtype: RunnerDType | 'string',
   shape: number[],
   bytes: Uint8Array,
+  /** What the protocol calls these bytes, for messages: HTTP's binary_data_size, gRPC's raw_input_contents[i]. */
+  field = 'binary_data_size',
 ): RunnerTensor {
   if (dtype === 'string') {
     const values = decodeStrings(bytes)
     if (values === undefined)
-      throw bad(`input "${name}": BYTES binary data is not a sequence of 4-byte lengths and their bytes`)
+      throw bad(`input "${name}": BYTES ${field} is not a sequence of 4-byte lengths and their bytes`)
     if (values.length !== count(shape))
       throw bad(
-        `input "${name}": shape [${shape.join(',')}] needs ${count(shape)} BYTES elements, the binary data holds ` +
+        `input "${name}": shape [${shape.join(',')}] needs ${count(shape)} BYTES elements, ${field} holds ` +
           `${values.length}`,
       )
     return { dtype: 'string', shape, data: values }
@@ -164,7 +171,7 @@ export function fromBinary(
   const expected = count(shape) * Ctor.BYTES_PER_ELEMENT
   if (bytes.byteLength !== expected)
     throw bad(
-      `input "${name}": binary_data_size is ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ` +
+      `input "${name}": ${field} has ${bytes.byteLength} bytes; shape [${shape.join(',')}] of ` +
         `${protocolType(dtype)} needs ${expected}`,
     )
   const aligned = new Uint8Array(bytes.byteLength) // the body offset may not suit the element size
@@ -221,9 +228,11 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
         throw bad(`input "${name}": binary_data_size ${size} runs past the end of the body`)
       const bytes = body.subarray(offset, offset + (size as number))
       offset += size as number
-      return { name, datatype, shape: shape as number[], tensor: fromBinary(name, dtype, shape as number[], bytes) }
+      const dims = shape as number[]
+      return { name, datatype, shape: dims, decode: () => fromBinary(name, dtype, dims, bytes) }
     }
-    return { name, datatype, shape: shape as number[], tensor: fromJson(name, dtype, shape as number[], raw.data) }
+    const data = raw.data
+    return { name, datatype, shape: shape as number[], decode: () => fromJson(name, dtype, shape as number[], data) }
   })
   if (offset !== body.byteLength)
     throw bad(`the body has ${body.byteLength - offset} bytes of binary data no input claims`)

@@ -42,7 +42,21 @@ export function requestDeadline(
  * the model's batcher as the request's own.
  */
 export async function runInference(req: InferRequest, call: InferCall): Promise<InferOutcome> {
+  let reached = false
+  try {
+    return await checkedInference(req, call, () => (reached = true))
+  } catch (err) {
+    // Refused before reaching the model (its inputs, outputs or sequence): still a failed request of
+    // that model (statistics `fail`; nv_inference_request_failure, reason OTHER).
+    if (!reached) call.model.stats.request(false, 0, performance.now() - call.arrived, err)
+    throw err
+  }
+}
+
+/** runInference; `reached` is called once the request is handed to the model, which counts it from there. */
+async function checkedInference(req: InferRequest, call: InferCall, reached: () => void): Promise<InferOutcome> {
   const m = call.model
+  // Names, datatypes and shapes first (and the request's other fields); only then the values.
   check(m, req.inputs)
   const known = m.outputs().map((x) => x.name)
   for (const r of req.outputs ?? [])
@@ -63,6 +77,7 @@ export async function runInference(req: InferRequest, call: InferCall): Promise<
       'E_SEQUENCE_INVALID',
       `model "${m.name}" is not stateful: send no parameters.sequence_id (or 0) to it`,
     )
+  const tensors = Object.fromEntries(req.inputs.map((i) => [i.name, i.decode()]))
   const target = call.versioned ? m : call.resolve()
   const deadline = requestDeadline(req.timeoutMs, call.arrived, call.deadline)
   const ctx = {
@@ -70,11 +85,9 @@ export async function runInference(req: InferRequest, call: InferCall): Promise<
     ...(req.priority !== undefined ? { priority: req.priority } : {}),
     ...(call.gone ? { gone: call.gone } : {}),
   }
+  reached()
   const result = await withCallContext(ctx, () =>
-    target.infer(
-      Object.fromEntries(req.inputs.map((i) => [i.name, i.tensor])),
-      req.sequence ? { sequence: req.sequence } : undefined,
-    ),
+    target.infer(tensors, req.sequence ? { sequence: req.sequence } : undefined),
   )
   const wanted = req.outputs ?? known.map((name) => ({ name, binary: undefined }))
   return {

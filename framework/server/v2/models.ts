@@ -98,31 +98,43 @@ export function loadRequest(text: string): LoadRequest {
   return loadParameters(p as Record<string, unknown>)
 }
 
-/** Checks inputs against what the model declares; messages name the input, what was expected and what came. */
+/**
+ * Checks inputs against what the model declares, in the order a client fixes them: names (unknown,
+ * then missing), then each input's datatype, rank and dimensions. Values are decoded only after
+ * (InferInput.decode), so a wrong name or rank is never reported as a wrong value count.
+ */
 export function check(m: InferenceModel, inputs: InferInput[]): void {
   const declared = m.inputs()
+  const names = declared.map((x) => `"${x.name}"`).join(', ') || 'none'
+  const unknown = inputs.find((i) => !declared.some((d) => d.name === i.name))
+  if (unknown !== undefined)
+    throw new BundleError('E_INPUT_INVALID', `model "${m.name}" has no input "${unknown.name}" (its inputs: ${names})`)
+  const missing = declared.filter((d) => !inputs.some((i) => i.name === d.name))
+  if (missing.length)
+    throw new BundleError(
+      'E_INPUT_INVALID',
+      `missing input ${missing.map((x) => `"${x.name}"`).join(', ')} (model "${m.name}" takes ${names})`,
+    )
   for (const input of inputs) {
-    const d = declared.find((x) => x.name === input.name)
-    if (d === undefined)
-      throw new BundleError(
-        'E_INPUT_INVALID',
-        `unexpected input "${input.name}"; ${m.name} takes ${declared.map((x) => `"${x.name}"`).join(', ')}`,
-      )
+    const d = declared.find((x) => x.name === input.name)!
     if (protocolType(d.dtype) !== input.datatype)
       throw new BundleError(
         'E_INPUT_INVALID',
         `input "${input.name}": expected datatype ${protocolType(d.dtype)}, got ${input.datatype}`,
       )
-    const fits = d.shape.length === input.shape.length && d.shape.every((n, i) => n < 0 || n === input.shape[i])
-    if (!fits)
+    const want = `[${d.shape.join(',')}]`
+    if (d.shape.length !== input.shape.length)
       throw new BundleError(
         'E_INPUT_INVALID',
-        `input "${input.name}": expected shape [${d.shape.join(',')}] (-1 = any), got [${input.shape.join(',')}]`,
+        `input "${input.name}": expected rank ${d.shape.length} (shape ${want}, -1 = any), got rank ` +
+          `${input.shape.length} (shape [${input.shape.join(',')}])`,
+      )
+    if (!d.shape.every((n, i) => n < 0 || n === input.shape[i]))
+      throw new BundleError(
+        'E_INPUT_INVALID',
+        `input "${input.name}": expected shape ${want} (-1 = any), got [${input.shape.join(',')}]`,
       )
   }
-  const missing = declared.filter((d) => !inputs.some((i) => i.name === d.name))
-  if (missing.length)
-    throw new BundleError('E_INPUT_INVALID', `missing input ${missing.map((x) => `"${x.name}"`).join(', ')}`)
   // A model that runs requests as given takes any shape its inputs declare (checked above).
   const rows = inputs[0]?.shape[0] ?? 1
   if (m.maxBatchSize() > 0 && rows > m.maxBatchSize())
