@@ -108,9 +108,17 @@ export class Lifecycle {
           })
       const instance = definition.create()
       this.instance = instance
-      for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
+      // Start-up can take a while (a first run imports models, workers warm up): each step is logged as it begins.
+      for (const hook of definition.onStartup) {
+        log.info({ hook }, `start-up hook ${hook}`)
+        await (instance[hook] as () => unknown).call(instance)
+      }
       // Ensembles check their steps against the models, so they start after every runner.
-      for (const r of definition.runners) if (r.kind !== 'ensemble') await r.start()
+      for (const r of definition.runners)
+        if (r.kind !== 'ensemble') {
+          log.info({ runner: r.name, kind: r.kind }, `starting runner ${r.name} (its workers load and warm up)`)
+          await r.start()
+        }
       for (const r of definition.runners) if (r.kind === 'ensemble') await r.start()
       await this.loadModels()
       await tasks?.start(instance)

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { execFile, spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, it } from 'node:test'
+import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { pullFailure, runEngine } from '../../builder/engine.js'
@@ -24,14 +24,22 @@ const required = process.env.BUNDLE_REQUIRE_CONTAINER_TESTS === '1'
 const skip = !hasPodman && !required ? 'podman is not installed (README "Containers" says how); CI installs it' : false
 
 describe('bundle containerize (podman)', { skip }, () => {
+  const BASE = 'localhost/modelbundle-node-test:20'
   let base: Promise<string> | undefined
+  // Whether these tests made the base image (then they remove it: a test run leaves no image behind).
+  let made = false
   /** A Node base image assembled from this machine (no registry here), built once for these tests. */
   const localBase = () =>
-    (base ??= sh(
-      join(REPO, 'docker/local-base-image.sh'),
-      ['-t', 'localhost/modelbundle-node-test:20', join(REPO, 'node_modules')],
-      { maxBuffer: 64 << 20 },
-    ).then((r) => r.stdout.trim()))
+    (base ??= (async () => {
+      made = spawnSync('podman', ['image', 'exists', BASE], { stdio: 'ignore' }).status !== 0
+      const r = await sh(join(REPO, 'docker/local-base-image.sh'), ['-t', BASE, join(REPO, 'node_modules')], {
+        maxBuffer: 64 << 20,
+      })
+      return r.stdout.trim()
+    })())
+  after(async () => {
+    if (made) await sh('podman', ['rmi', '-f', BASE]).catch(() => undefined)
+  })
 
   it('the quickstart image holds only what runs (≤ base + 95 MB), shows progress, runs as non-root, answers ' +
     '/classify correctly, serves /metrics and stops cleanly', {
@@ -42,7 +50,7 @@ describe('bundle containerize (podman)', { skip }, () => {
     const env = { BUNDLE_HOME: home }
     assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], env)).code, 0)
     const base = await localBase()
-    assert.equal(base, 'localhost/modelbundle-node-test:20')
+    assert.equal(base, BASE)
 
     const dockerfile = (
       await bundle(['containerize', 'quickstart:1.0.0', '--print-dockerfile', '--base-image', base], env)

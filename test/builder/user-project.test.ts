@@ -49,6 +49,16 @@ function readmeTsconfig(): string {
   return m[1]!
 }
 
+/** The allowScripts the README's `npm pkg set allowScripts.…` line gives a user's project. */
+function readmeAllowScripts(): Record<string, boolean> {
+  const readme = readFileSync(join(REPO, 'README.md'), 'utf8')
+  const line = readme.slice(readme.indexOf('### From your own project')).match(/^npm pkg set allowScripts\..*$/m)?.[0]
+  assert.ok(line, 'the README sets allowScripts')
+  const pairs = [...line.matchAll(/allowScripts\.(\S+)=(true|false)/g)]
+  assert.ok(pairs.length > 0)
+  return Object.fromEntries(pairs.map((m) => [m[1]!, m[2] === 'true']))
+}
+
 describe('modelbundle from a user project (npm pack)', () => {
   it('installs from the packed tarball, type-checks, builds a bundle, serves it and answers', {
     timeout: 900_000,
@@ -71,15 +81,9 @@ describe('modelbundle from a user project (npm pack)', () => {
         private: true,
         type: 'module',
         dependencies: { modelbundle: `file:./${tarball}`, zod: `^${version('zod')}` },
-        // As the README says: npm runs only the install scripts a project approves. These native
-        // packages need theirs; onnxruntime-node's would download CUDA binaries, so it is denied.
-        allowScripts: {
-          'better-sqlite3': true,
-          esbuild: true,
-          'onnxruntime-node': false,
-          'msgpackr-extract': false,
-          '@scarf/scarf': false,
-        },
+        // As the README says (its `npm pkg set` line, read from it): npm runs only the install
+        // scripts a project approves, and warns about each one the list leaves out.
+        allowScripts: readmeAllowScripts(),
       }),
     )
     // The README's tsconfig.json, as written there (no skipLibCheck).
@@ -93,6 +97,29 @@ describe('modelbundle from a user project (npm pack)', () => {
       maxBuffer: 64 << 20,
     })
     assert.doesNotMatch(install.stderr, /Unknown (?:project|env|cli) config/, 'no warning about our settings')
+    // npm asks about a tarball's own `prepare` (the README denies it next); nothing else.
+    const asked = install.stderr.split('\n').filter((l) => /^npm warn install-scripts {3}\S/.test(l))
+    assert.deepEqual(
+      asked.map((l) => l.split(/\s+/)[3]!.replace(/@[^@]*$/, '')),
+      ['modelbundle'],
+      `npm asks only about modelbundle's prepare: ${install.stderr}`,
+    )
+    await sh('npm', ['install-scripts', 'deny', 'modelbundle'], { cwd: dir, env })
+    const again = await sh('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], {
+      cwd: dir,
+      env,
+      maxBuffer: 64 << 20,
+    })
+    assert.doesNotMatch(again.stderr, /install-scripts/, "with the README's steps, npm has nothing more to ask")
+    // Every install script in the tree is listed, and nothing else (a stale entry).
+    const installed = JSON.parse(readFileSync(join(dir, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { hasInstallScript?: boolean }>
+    }
+    const scripted = Object.entries(installed.packages)
+      .filter(([k, p]) => p.hasInstallScript && k.includes('node_modules/'))
+      .map(([k]) => k.slice(k.lastIndexOf('node_modules/') + 'node_modules/'.length))
+      .filter((name) => name !== 'modelbundle')
+    assert.deepEqual([...new Set(scripted)].sort(), Object.keys(readmeAllowScripts()).sort())
     // The TypeScript a user gets today with `npm install -D typescript @types/node`, not ours.
     await sh('npm', ['install', '-D', '--no-audit', '--no-fund', 'typescript', '@types/node'], {
       cwd: dir,

@@ -111,7 +111,12 @@ describe('bundle bench', () => {
       [[server.url, '--model', 'nope', '--shape', '1'], 2, /model "nope" is not served/],
       [[server.url, '--model', 'ocr-cls', '--shape', '1,3,48,192', '--concurrency', '0:4'], 2, /START:END/],
       [[server.url, '--api', '/classify', '--input', '/no/such.png'], 2, /no such file/],
-      [[server.url, '--api', '/nope', '--input', PNG], 1, /first request with E_HTTP_NOT_FOUND/],
+      // A route it does not serve is the same mistake as a model it does not serve: one exit code.
+      [
+        [server.url, '--api', '/nope', '--input', PNG],
+        2,
+        /route "\/nope" is not served at .*its APIs: \/classify, \/classifyTensor/,
+      ],
       [['http://127.0.0.1:1', '--api', '/classify', '--input', PNG], 1, /E_SERVER_UNREACHABLE: cannot reach/],
       [['ftp://x', '--model', 'm'], 2, /scheme must be http, https or grpc/],
     ]

@@ -145,12 +145,32 @@ async function makeTarget(o: BenchOptions, w: Where, sockets: number): Promise<T
   return apiTarget(w.http!, o.api!, payloads, { ...(o.key ? { key: o.key } : {}), sockets })
 }
 
-/** One request first: a wrong URL, route, key or input fails now with the server's answer, not as a table of errors. */
-async function probe(target: Target, url: string): Promise<void> {
+/** The APIs a service serves, from its /openapi.json (none when it has none to give). */
+async function servedRoutes(url: string, key: string | undefined): Promise<string[]> {
+  const res = await fetch(new URL('/openapi.json', url), {
+    signal: AbortSignal.timeout(5_000),
+    ...(key ? { headers: { authorization: `Bearer ${key}` } } : {}),
+  }).catch(() => undefined)
+  const doc = (await res?.json().catch(() => undefined)) as { paths?: Record<string, object> } | undefined
+  // APIs take POST; the health and metrics routes are GETs.
+  return Object.entries(doc?.paths ?? {}).flatMap(([path, ops]) => ('post' in ops ? [path] : []))
+}
+
+/**
+ * One request first: a wrong URL, route, key or input fails now with the server's answer, not
+ * as a table of errors. A route the server does not serve is the same mistake as a model it does
+ * not serve (a name on the command line): E_CLI_USAGE for both, naming what it does serve.
+ */
+async function probe(target: Target, o: BenchOptions): Promise<void> {
+  const url = o.url
   const first = await target.send()
   if (first.ok || first.refused) return
   if (/^E(CONN|HOST|NOTFOUND|AI_)|^UNAVAILABLE$|^14$/.test(first.code))
     throw new BundleError('E_SERVER_UNREACHABLE', `cannot reach ${url}: ${first.code}`)
+  if (o.api !== undefined && first.code === 'E_HTTP_NOT_FOUND') {
+    const routes = await servedRoutes(url, o.key)
+    throw usage(`route "${o.api}" is not served at ${url}${routes.length ? ` (its APIs: ${routes.join(', ')})` : ''}`)
+  }
   throw new BundleError(
     'E_SERVER_REQUEST_FAILED',
     `the server answered the first request with ${first.code}${first.message ? ` (${first.message})` : ''}; check ` +
@@ -162,7 +182,7 @@ async function probe(target: Target, url: string): Promise<void> {
 export async function prepareTarget(o: BenchOptions, sockets: number): Promise<Target> {
   const target = await makeTarget(o, where(o.url), sockets)
   try {
-    await probe(target, o.url)
+    await probe(target, o)
   } catch (err) {
     target.close()
     throw err
@@ -192,7 +212,7 @@ export async function runBench(
   const target = await makeTarget(o, w, loads[0]!.mode === 'rate' ? Math.max(64, Math.ceil(most)) : Math.ceil(most))
   const rows: BenchRow[] = []
   try {
-    await probe(target, o.url)
+    await probe(target, o)
     const stats = { ...w, ...(o.key ? { key: o.key } : {}) }
     for (const load of loads) {
       const name = load.mode === 'rate' ? `${load.value}/s` : `c=${load.value}`
