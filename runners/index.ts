@@ -37,6 +37,7 @@ export { envOverrides, mergeOverrides, parseServeConfig, validateOverrides, type
 export type { InferenceModel, TensorSpec } from './inference.js'
 export { FAILURE_REASONS, RunnerStats, type Duration, type FailureReason } from './stats.js'
 export { undeclaredRunners } from './registry.js'
+export { ortSeverity } from './pool/worker-output.js'
 export { currentCall, withCallContext, type CallContext, type StageTimes } from './call-context.js'
 export { PRIORITY, parseClientPriority, toPriority, type Priority, type PriorityName } from './batching/priority.js'
 export {

@@ -12,6 +12,7 @@ import {
   type RunnerOverrides,
   startGpuMonitor,
   gpuMetricsInterval,
+  ortSeverity,
 } from '../../runners/index.js'
 import type { ServiceDefinition } from '../service/definition.js'
 import { accessLog } from './access-log.js'
@@ -140,6 +141,7 @@ const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json
 export function createServiceApp(definition: ServiceDefinition, options: AppOptions = {}): ServiceApp {
   // Checked before anything is made: a bad value fails with one coded line.
   const compat = metricsCompat(options.metricsCompat)
+  ortSeverity(undefined, process.env.BUNDLE_ORT_LOG_LEVEL)
   // Buffered stdout (64 KiB or 250 ms, whichever first; see LogSink): a write(2) per access
   // line costs more than handling a small request. serve() flushes after lifecycle lines and at shutdown.
   const sink = options.logger ? undefined : new LogSink(1)

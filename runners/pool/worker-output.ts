@@ -1,3 +1,4 @@
+import { BundleError } from '../../errors/index.js'
 import type { RunnerLog } from '../runner.js'
 
 // What a worker process writes to stdout or stderr — onnxruntime's own log lines (written by its
@@ -60,7 +61,13 @@ export const ORT_LOG_LEVELS = { verbose: 0, info: 1, warning: 2, error: 3, fatal
  */
 export function ortSeverity(serverLevel: string | undefined, ortLevel?: string): 0 | 1 | 2 | 3 | 4 {
   const named = ortLevel?.trim().toLowerCase()
-  if (named !== undefined && named in ORT_LOG_LEVELS) return ORT_LOG_LEVELS[named as keyof typeof ORT_LOG_LEVELS]
+  if (named !== undefined && named !== '') {
+    if (named in ORT_LOG_LEVELS) return ORT_LOG_LEVELS[named as keyof typeof ORT_LOG_LEVELS]
+    throw new BundleError(
+      'E_SERVE_CONFIG_INVALID',
+      `BUNDLE_ORT_LOG_LEVEL must be one of ${Object.keys(ORT_LOG_LEVELS).join(', ')}, got ${JSON.stringify(ortLevel)}`,
+    )
+  }
   switch (serverLevel) {
     case 'trace':
       return 0

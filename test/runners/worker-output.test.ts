@@ -50,7 +50,12 @@ describe("workers' output lines", () => {
     )
     assert.equal(ortSeverity('info', 'verbose'), 0)
     assert.equal(ortSeverity('debug', 'ERROR'), 3)
-    assert.equal(ortSeverity('debug', 'nonsense'), 1)
+    assert.equal(ortSeverity('debug', ''), 1)
+    assert.throws(
+      () => ortSeverity('debug', 'loud'),
+      (e: { code?: string; message: string }) =>
+        e.code === 'E_SERVE_CONFIG_INVALID' && /BUNDLE_ORT_LOG_LEVEL must be one of verbose, info/.test(e.message),
+    )
   })
 })
 
