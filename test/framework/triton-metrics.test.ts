@@ -3,7 +3,6 @@ import { describe, it } from 'node:test'
 import pino from 'pino'
 import { Registry } from 'prom-client'
 import { BundleError } from '../../errors/index.js'
-import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { z } from 'zod'
 import { createServiceApp, defineApi, defineService, io, onnxRunner } from '../../framework/index.js'
@@ -12,12 +11,11 @@ import { Dispatcher } from '../../runners/batching/dispatcher.js'
 import type { BatchStages } from '../../runners/batching/options.js'
 import { type InferenceModel, RunnerStats } from '../../runners/index.js'
 import { bothObservers } from '../../runners/stats.js'
-import { ModelStore } from '../../store/index.js'
 import { FakeClock } from '../utils/fake-clock.js'
-import { encodeModel, node } from '../utils/onnx-graph.js'
 import { parsePrometheus } from '../utils/prom.js'
 import { type Payload, trained } from '../utils/sim-runner.js'
 import { tempDir } from '../utils/tmp.js'
+import { saveNegModel } from '../utils/v2-models.js'
 
 // `--metrics-compat triton` in parts: where a batch's time goes (dispatcher, fake time), how the
 // statistics add it up per request as Triton does, the nv_inference_* families read from them, and
@@ -207,18 +205,7 @@ describe('Triton metrics: the series', () => {
 
   it("a service API's runner calls count for the runner's model, as /v2 calls do", { timeout: 120_000 }, async () => {
     const home = join(tempDir(), 'home')
-    const file = join(tempDir(), 'neg.onnx')
-    writeFileSync(
-      file,
-      encodeModel({
-        nodes: [node('Neg', ['x'], ['y'])],
-        inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', 2] }],
-        outputs: [{ name: 'y', dtype: 'float32', dims: ['batch', 2] }],
-      }),
-    )
-    const store = ModelStore.open({ home })
-    await store.save({ name: 'neg', version: '3.1.0', paths: [file] })
-    store.close()
+    await saveNegModel(home, '3.1.0')
     const neg = onnxRunner('neg:3.1.0', { home, workers: 1 })
     const def = defineService({
       name: 'negate',

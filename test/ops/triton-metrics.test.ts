@@ -1,18 +1,16 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { ModelStore } from '../../store/index.js'
 import { BIN, bundle } from '../utils/cli.js'
 import { inferenceClient } from '../utils/grpc.js'
-import { encodeModel, node } from '../utils/onnx-graph.js'
 import { listeningUrl } from '../utils/port.js'
 import { parsePrometheus, type Sample } from '../utils/prom.js'
 import { monitoring, startPrometheus, type Prometheus, type Series } from '../utils/prometheus.js'
 import { owned, untilReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
 import { until } from '../utils/until.js'
+import { saveNegModel } from '../utils/v2-models.js'
 
 // `bundle serve --metrics-compat triton`, for users whose dashboards and alerts read Triton's
 // nv_inference_* metrics: a real server (real worker process, real sockets) gets successful and
@@ -25,25 +23,6 @@ import { until } from '../utils/until.js'
 const home = join(tempDir(), 'home')
 const env = { BUNDLE_HOME: home, BUNDLE_ACCESS_LOG: '0', BUNDLE_METRICS_COMPAT: '' }
 const POD = 'modelbundle-0'
-
-/** The store: `neg`, y = -x over [batch, 2] float32 rows. */
-async function saveModel(): Promise<void> {
-  const file = join(tempDir(), 'neg.onnx')
-  writeFileSync(
-    file,
-    encodeModel({
-      nodes: [node('Neg', ['x'], ['y'])],
-      inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', 2] }],
-      outputs: [{ name: 'y', dtype: 'float32', dims: ['batch', 2] }],
-    }),
-  )
-  const store = ModelStore.open({ home })
-  try {
-    await store.save({ name: 'neg', version: '1', paths: [file] })
-  } finally {
-    store.close()
-  }
-}
 
 /** `bundle serve --models neg ARGS` on ports the OS picks; resolves once ready. */
 async function serveModels(args: string[]) {
@@ -96,7 +75,7 @@ describe('bundle serve --metrics-compat triton', () => {
   let prom: Prometheus | undefined
 
   before(async () => {
-    await saveModel()
+    await saveNegModel(home)
     const s = await serveModels(['--metrics-compat', 'triton', '--grpc-port', '0'])
     stops.push(s.stop)
     server = s

@@ -1,17 +1,16 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, it } from 'node:test'
 import { ortSeverity, parseOutputLine } from '../../runners/pool/worker-output.js'
-import { ModelStore } from '../../store/index.js'
 import { BIN } from '../utils/cli.js'
-import { encodeModel, node } from '../utils/onnx-graph.js'
 import { listeningUrl } from '../utils/port.js'
 import { childrenOf } from '../utils/procs.js'
 import { untilReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
+import { saveNegModel } from '../utils/v2-models.js'
 
 // What workers write (onnxruntime's C++ logger, a custom runner's console) reaches the server's
 // logger as records of its own: stdout stays one JSON object per line.
@@ -62,21 +61,6 @@ describe("workers' output lines", () => {
 describe('bundle serve: workers log through the server', () => {
   const home = join(tempDir(), 'home')
 
-  const saveModel = async () => {
-    const file = join(tempDir(), 'neg.onnx')
-    writeFileSync(
-      file,
-      encodeModel({
-        nodes: [node('Neg', ['x'], ['y'])],
-        inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', 2] }],
-        outputs: [{ name: 'y', dtype: 'float32', dims: ['batch', 2] }],
-      }),
-    )
-    const store = ModelStore.open({ home })
-    await store.save({ name: 'neg', version: '1', paths: [file] })
-    store.close()
-  }
-
   /** Serves the fixture at `level`, calls it once, stops it; what it wrote, and its workers' environments. */
   const serve = async (level: string) => {
     const child = spawn(process.execPath, [BIN, 'serve', SERVICE, '--port', '0'], {
@@ -120,7 +104,7 @@ describe('bundle serve: workers log through the server', () => {
   it("logs onnxruntime's lines and a custom runner's console as JSON records; telemetry off in every worker", {
     timeout: 240_000,
   }, async () => {
-    await saveModel()
+    await saveNegModel(home)
     const debug = await serve('debug')
     const logged = records(debug.stdout)
     const ort = logged.filter((r) => r.source === 'onnxruntime')

@@ -1,4 +1,9 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { z } from 'zod'
+import { ModelStore } from '../../store/index.js'
+import { encodeModel, node } from './onnx-graph.js'
+import { tempDir } from './tmp.js'
 import { defineApi, defineService, io, type RunnerDeclaration } from '../../framework/index.js'
 import { writeOnnxModel } from './onnx-builder.js'
 
@@ -39,4 +44,23 @@ export function runnersService(name: string, runners: readonly RunnerDeclaration
       }),
     },
   })
+}
+
+/** Saves `neg:VERSION` (y = −x over [batch, 2] float32 rows) into the store at `home`. */
+export async function saveNegModel(home: string, version = '1'): Promise<void> {
+  const file = join(tempDir(), 'neg.onnx')
+  writeFileSync(
+    file,
+    encodeModel({
+      nodes: [node('Neg', ['x'], ['y'])],
+      inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', 2] }],
+      outputs: [{ name: 'y', dtype: 'float32', dims: ['batch', 2] }],
+    }),
+  )
+  const store = ModelStore.open({ home })
+  try {
+    await store.save({ name: 'neg', version, paths: [file] })
+  } finally {
+    store.close()
+  }
 }
