@@ -1,6 +1,7 @@
 // Runs every test/**/*.test.ts through node:test with tsx (Node 20's --test has no globs).
 import { spawnSync } from 'node:child_process'
-import { readdirSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 function find(dir) {
@@ -17,7 +18,23 @@ if (files.length === 0) {
   console.error('no test files found under test/')
   process.exit(1)
 }
-const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-timeout=300000', ...files], {
-  stdio: 'inherit',
-})
+// Two files at a time (BUNDLE_TEST_CONCURRENCY to change it); scripts/test-slot.mjs runs the files
+// that measure speed alone.
+const concurrency = process.env.BUNDLE_TEST_CONCURRENCY ?? '2'
+const slots = mkdtempSync(join(tmpdir(), 'mb-test-slots-'))
+const r = spawnSync(
+  process.execPath,
+  [
+    '--import',
+    'tsx',
+    '--import',
+    './scripts/test-slot.mjs',
+    '--test',
+    `--test-concurrency=${concurrency}`,
+    '--test-timeout=300000',
+    ...files,
+  ],
+  { stdio: 'inherit', env: { ...process.env, BUNDLE_TEST_SLOTS: slots } },
+)
+rmSync(slots, { recursive: true, force: true })
 process.exit(r.status ?? 1)

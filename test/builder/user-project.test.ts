@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { execFile, spawn } from 'node:child_process'
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -64,7 +64,13 @@ describe('modelbundle from a user project (npm pack)', () => {
     timeout: 900_000,
   }, async () => {
     const dir = tempDir('mb-user-')
-    const { stdout } = await sh('npm', ['pack', '--pack-destination', dir], { cwd: REPO, maxBuffer: 16 << 20 })
+    // `npm test` has just built dist/ (its build step): packing with scripts would run `prepare`,
+    // the same build, again.
+    assert.ok(existsSync(join(REPO, 'dist/cli/main.js')), 'dist/ is built (npm run build)')
+    const { stdout } = await sh('npm', ['pack', '--ignore-scripts', '--pack-destination', dir], {
+      cwd: REPO,
+      maxBuffer: 16 << 20,
+    })
     const tarball = stdout.trim().split('\n').at(-1)!
     mkdirSync(join(dir, 'models'))
     copyFileSync(MODELS.cls, join(dir, 'models/cls.onnx'))

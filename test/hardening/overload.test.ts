@@ -1,3 +1,4 @@
+// test-slot: exclusive (it measures latency or throughput on the machine's cores: see scripts/test-slot.mjs)
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'

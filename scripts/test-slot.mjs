@@ -1,0 +1,69 @@
+// Loaded (--import) into every test file's process by scripts/test.mjs, which runs two files at
+// once: most of the run is spent waiting on child processes, sockets, npm and podman, and one
+// file at a time left a third of the two cores idle. A file that measures throughput or latency
+// on those cores must still run alone; it says so with a line starting `// test-slot: exclusive`.
+// A reader-writer lock in the directory BUNDLE_TEST_SLOTS (one per run): shared holders may run
+// together, an exclusive one waits for them to finish and keeps new ones waiting meanwhile.
+// Holders are files named by kind and pid; a holder that died (a killed test) no longer counts.
+import { mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+const file = process.argv[1] ?? ''
+const dir = process.env.BUNDLE_TEST_SLOTS
+if (dir && file.endsWith('.test.ts')) await acquire(dir, /^\/\/ test-slot: exclusive/m.test(readFileSync(file, 'utf8')))
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return e.code === 'EPERM'
+  }
+}
+
+/** Runs `fn` holding the directory's mutex (mkdir is atomic); false if another process holds it. */
+function locked(dir, fn) {
+  const mutex = join(dir, 'mutex')
+  try {
+    mkdirSync(mutex)
+  } catch {
+    // A mutex older than 10 s belongs to a process that died inside these few lines.
+    try {
+      if (Date.now() - statSync(mutex).mtimeMs > 10_000) rmdirSync(mutex)
+    } catch {
+      // Gone already: the next try takes it.
+    }
+    return false
+  }
+  try {
+    fn()
+    return true
+  } finally {
+    rmdirSync(mutex)
+  }
+}
+
+async function acquire(dir, exclusive) {
+  const pid = process.pid
+  const me = join(dir, `${exclusive ? 'x' : 's'}-${pid}`)
+  const wish = join(dir, `w-${pid}`)
+  let done = false
+  for (;;) {
+    locked(dir, () => {
+      const others = readdirSync(dir)
+        .map((n) => /^([sxw])-(\d+)$/.exec(n))
+        .filter((m) => m && Number(m[2]) !== pid && alive(Number(m[2])))
+        .map((m) => m[1])
+      const free = exclusive ? !others.includes('s') && !others.includes('x') : !others.some((k) => k !== 's')
+      if (free) {
+        writeFileSync(me, '')
+        rmSync(wish, { force: true })
+        done = true
+      } else if (exclusive) writeFileSync(wish, '')
+    })
+    if (done) break
+    // A poll, not an event: the holders are other processes, and a file's wait is its neighbour's run.
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  process.on('exit', () => rmSync(me, { force: true }))
+}
