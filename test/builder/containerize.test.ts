@@ -1,3 +1,4 @@
+// test-slot: exclusive (podman: beside the other file that builds images, a build's COPY failed midway)
 import assert from 'node:assert/strict'
 import { execFile, spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
