@@ -1,6 +1,6 @@
 // npm run bench:against -- REF — the served path of this checkout against an earlier commit, on
 // the same machine in the same run: REF is checked out into a git worktree (its own build, this
-// checkout's node_modules), both serve the quickstart, and wrk loads them interleaved (A B B A …),
+// checkout's node_modules), both serve the quickstart, and wrk loads them interleaved (pair.ts),
 // so a claim of "no regression" is a ratio measured side by side, not two numbers from two days.
 // Goodput counts 2xx answers only. Writes the "against" section of bench/RESULTS.md.
 import { execFileSync } from 'node:child_process'
@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { interleaved } from './pair.js'
 import { fmt, machine, median, writeSection } from './results.js'
 import { startServer, waitReady, type Server } from './server.js'
 import { hasWrk, wrk, type WrkResult } from './wrk.js'
@@ -59,66 +60,61 @@ interface Row {
   load: (typeof LOADS)[number]
   head: WrkResult[]
   base: WrkResult[]
+  ratios: number[]
 }
 const rows: Row[] = []
-const servers: Partial<Record<'head' | 'base', Server>> = {}
+const servers: Server[] = []
 try {
-  servers.head = await serve(REPO, join(dir, 'home-head'))
-  servers.base = await serve(tree, join(dir, 'home-base'))
+  const headServer = await serve(REPO, join(dir, 'home-head'))
+  servers.push(headServer)
+  const baseServer = await serve(tree, join(dir, 'home-base'))
+  servers.push(baseServer)
   for (const load of LOADS) {
-    const run = (s: Server, seconds = SECONDS) =>
+    const headers: Record<string, string> = load.tensor
+      ? { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,192' }
+      : { 'content-type': 'image/png' }
+    const run = (url: string, seconds = SECONDS) =>
       wrk({
-        url: s.url + load.path,
+        url: url + load.path,
         bodyFile: load.bodyFile,
-        headers: load.tensor
-          ? { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,192' }
-          : { 'content-type': 'image/png' },
+        headers,
         connections: load.connections,
         seconds,
         threads: load.connections >= 16 ? 2 : 1,
       })
-    await run(servers.head!, 2)
-    await run(servers.base!, 2)
-    const row: Row = { load, head: [], base: [] }
-    // A B, then B A: a slow drift of the machine lands on both sides alike.
-    for (let i = 0; i < ROUNDS; i++) {
-      const order = i % 2 === 0 ? (['head', 'base'] as const) : (['base', 'head'] as const)
-      for (const side of order) row[side].push(await run(servers[side]!))
-      const r = row.head.at(-1)!.goodput / Math.max(row.base.at(-1)!.goodput, 1e-9)
-      console.error(`${load.name} c=${load.connections} round ${i + 1}: head/base ${fmt(r, 3)}`)
-    }
-    rows.push(row)
+    const r = await interleaved(run, headServer.url, baseServer.url, ROUNDS, (i, ratio) =>
+      console.error(`${load.name} c=${load.connections} round ${i}: head/base ${fmt(ratio, 3)}`),
+    )
+    rows.push({ load, head: r.as, base: r.bs, ratios: r.ratios })
   }
 } finally {
-  for (const s of Object.values(servers)) s?.child.kill('SIGTERM')
-  await new Promise((r) => setTimeout(r, 1000))
+  // The servers go before their worktree does.
+  await Promise.all(
+    servers.map((s) => {
+      const gone = s.child.exitCode === null ? new Promise((r) => s.child.once('exit', r)) : undefined
+      s.child.kill('SIGTERM')
+      return gone
+    }),
+  )
   git('worktree', 'remove', '--force', tree)
   if (existsSync(dir)) rmSync(dir, { recursive: true, force: true })
 }
 
-const ratios = (r: Row) => r.head.map((h, i) => h.goodput / Math.max(r.base[i]!.goodput, 1e-9))
-const med = (xs: WrkResult[], f: (x: WrkResult) => number) => median(xs.map(f))
+const med = (xs: WrkResult[], f: (x: WrkResult) => number, digits: number) => fmt(median(xs.map(f)), digits)
 const table = [
   `| route | connections | goodput ${head} req/s | goodput ${base} req/s | ratio (median of rounds) | ` +
     'ratios, lowest – highest | p50 ms head / base | p99 ms head / base |',
   '|---|---|---|---|---|---|---|---|',
   ...rows.map((r) => {
-    const rs = ratios(r)
     const both = (f: (x: WrkResult) => number, digits: number) =>
-      `${fmt(med(r.head, f), digits)} / ${fmt(med(r.base, f), digits)}`
+      `${med(r.head, f, digits)} / ${med(r.base, f, digits)}`
     const cells = [
       r.load.name,
       r.load.connections,
-      fmt(
-        med(r.head, (x) => x.goodput),
-        0,
-      ),
-      fmt(
-        med(r.base, (x) => x.goodput),
-        0,
-      ),
-      fmt(median(rs), 3),
-      `${fmt(Math.min(...rs), 2)} – ${fmt(Math.max(...rs), 2)}`,
+      med(r.head, (x) => x.goodput, 0),
+      med(r.base, (x) => x.goodput, 0),
+      fmt(median(r.ratios), 3),
+      `${fmt(Math.min(...r.ratios), 2)} – ${fmt(Math.max(...r.ratios), 2)}`,
       both((x) => x.p50Ms, 2),
       both((x) => x.p99Ms, 1),
     ]

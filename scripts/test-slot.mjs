@@ -21,7 +21,7 @@ function alive(pid) {
   }
 }
 
-/** Runs `fn` holding the directory's mutex (mkdir is atomic); false if another process holds it. */
+/** `fn()` run holding the directory's mutex (mkdir is atomic); false if another process holds it. */
 function locked(dir, fn) {
   const mutex = join(dir, 'mutex')
   try {
@@ -36,8 +36,7 @@ function locked(dir, fn) {
     return false
   }
   try {
-    fn()
-    return true
+    return fn()
   } finally {
     rmdirSync(mutex)
   }
@@ -47,23 +46,20 @@ async function acquire(dir, exclusive) {
   const pid = process.pid
   const me = join(dir, `${exclusive ? 'x' : 's'}-${pid}`)
   const wish = join(dir, `w-${pid}`)
-  let done = false
-  for (;;) {
-    locked(dir, () => {
-      const others = readdirSync(dir)
-        .map((n) => /^([sxw])-(\d+)$/.exec(n))
-        .filter((m) => m && Number(m[2]) !== pid && alive(Number(m[2])))
-        .map((m) => m[1])
-      const free = exclusive ? !others.includes('s') && !others.includes('x') : !others.some((k) => k !== 's')
-      if (free) {
-        writeFileSync(me, '')
-        rmSync(wish, { force: true })
-        done = true
-      } else if (exclusive) writeFileSync(wish, '')
-    })
-    if (done) break
-    // A poll, not an event: the holders are other processes, and a file's wait is its neighbour's run.
-    await new Promise((r) => setTimeout(r, 100))
+  /** Takes the slot if it is free (true); an exclusive file that must wait says so (`w-`). */
+  const take = () => {
+    const others = readdirSync(dir)
+      .map((n) => /^([sxw])-(\d+)$/.exec(n))
+      .filter((m) => m && Number(m[2]) !== pid && alive(Number(m[2])))
+      .map((m) => m[1])
+    const free = exclusive ? !others.includes('s') && !others.includes('x') : others.every((k) => k === 's')
+    if (free) {
+      writeFileSync(me, '')
+      rmSync(wish, { force: true })
+    } else if (exclusive) writeFileSync(wish, '')
+    return free
   }
+  // A poll, not an event: the holders are other processes, and a file's wait is its neighbour's run.
+  while (!locked(dir, take)) await new Promise((r) => setTimeout(r, 100))
   process.on('exit', () => rmSync(me, { force: true }))
 }
