@@ -5,12 +5,32 @@
 // A reader-writer lock in the directory BUNDLE_TEST_SLOTS (one per run): shared holders may run
 // together, an exclusive one waits for them to finish and keeps new ones waiting meanwhile.
 // Holders are files named by kind and pid; a holder that died (a killed test) no longer counts.
-import { mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import {
+  appendFileSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs'
+import { join, relative } from 'node:path'
 
 const file = process.argv[1] ?? ''
 const dir = process.env.BUNDLE_TEST_SLOTS
+const asked = Date.now()
 if (dir && file.endsWith('.test.ts')) await acquire(dir, /^\/\/ test-slot: exclusive/m.test(readFileSync(file, 'utf8')))
+// BUNDLE_TEST_TIMES=path: each file appends `seconds-run seconds-waited file` when it exits, to find
+// what a run spends its time on (`sort -rn path | head`).
+const times = process.env.BUNDLE_TEST_TIMES
+if (times && file.endsWith('.test.ts')) {
+  const started = Date.now()
+  process.on('exit', () => {
+    const s = (ms) => (ms / 1000).toFixed(1)
+    appendFileSync(times, `${s(Date.now() - started)} ${s(started - asked)} ${relative(process.cwd(), file)}\n`)
+  })
+}
 
 function alive(pid) {
   try {

@@ -1,6 +1,6 @@
 // Runs every test/**/*.test.ts through node:test with tsx (Node 20's --test has no globs).
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -12,28 +12,33 @@ function find(dir) {
   })
 }
 
+/**
+ * The order files start in: those that run alone first (one after the other, nothing waits
+ * beside them), then the long ones (`// test-slot: long`, a minute or more), so that they overlap
+ * the many short files instead of running on by themselves at the end; then the rest.
+ */
+function ordered(files) {
+  const rank = (f) => {
+    const head = readFileSync(f, 'utf8').slice(0, 2000)
+    if (/^\/\/ test-slot: exclusive/m.test(head)) return 0
+    return /^\/\/ test-slot: long/m.test(head) ? 1 : 2
+  }
+  const ranks = new Map(files.map((f) => [f, rank(f)]))
+  return [...files].sort((a, b) => ranks.get(a) - ranks.get(b) || a.localeCompare(b))
+}
+
 const only = process.argv.slice(2)
-const files = only.length ? only : find('test').sort()
+const files = only.length ? only : ordered(find('test'))
 if (files.length === 0) {
   console.error('no test files found under test/')
   process.exit(1)
 }
 // Two files at a time (BUNDLE_TEST_CONCURRENCY to change it); scripts/test-slot.mjs runs the files
-// that measure speed alone.
-const concurrency = process.env.BUNDLE_TEST_CONCURRENCY ?? '2'
+// that measure speed alone. scripts/run-tests.mjs keeps the order above (`node --test` sorts).
 const slots = mkdtempSync(join(tmpdir(), 'mb-test-slots-'))
 const r = spawnSync(
   process.execPath,
-  [
-    '--import',
-    'tsx',
-    '--import',
-    './scripts/test-slot.mjs',
-    '--test',
-    `--test-concurrency=${concurrency}`,
-    '--test-timeout=300000',
-    ...files,
-  ],
+  ['--import', 'tsx', '--import', './scripts/test-slot.mjs', 'scripts/run-tests.mjs', ...files],
   { stdio: 'inherit', env: { ...process.env, BUNDLE_TEST_SLOTS: slots } },
 )
 rmSync(slots, { recursive: true, force: true })

@@ -1,3 +1,4 @@
+// test-slot: long (a minute or more: started early, see scripts/test.mjs)
 import assert from 'node:assert/strict'
 import { execFile, spawn } from 'node:child_process'
 import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'

@@ -1,3 +1,4 @@
+// test-slot: long (a minute or more: started early, see scripts/test.mjs)
 import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
