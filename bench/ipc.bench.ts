@@ -7,6 +7,7 @@
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import { WorkerPool } from '../runners/pool/worker-pool.js'
+import { customBackend } from '../runners/custom/protocol.js'
 import { fmt, machine, median, writeSection } from './results.js'
 
 const ECHO = fileURLToPath(new URL('../test/fixtures/echo-runner.ts', import.meta.url))
@@ -59,7 +60,7 @@ async function roundTrips(pools: Echo[], bytes: number, iterations: number): Pro
 }
 
 const echo = () =>
-  new WorkerPool({ runner: 'echo', workers: 1, backend: { kind: 'custom', module: ECHO, exportName: 'EchoRunner' } })
+  new WorkerPool({ runner: 'echo', workers: 1, backend: customBackend({ module: ECHO, exportName: 'EchoRunner' }) })
 const shmPool = echo()
 await shmPool.start()
 process.env.BUNDLE_IPC_SHM = '0'

@@ -28,6 +28,8 @@ export interface K8sOptions {
 }
 
 const PORT = 3000
+/** How long a pod keeps accepting after SIGTERM (bundle serve --drain-delay), past its preStop hook. */
+const DRAIN_DELAY_MS = 2_000
 
 /** Kubernetes names: lower-case alphanumerics and "-" (bundle names may hold "." and "_"). */
 const k8sName = (name: string): string =>
@@ -95,8 +97,9 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
     labels,
     annotations: { 'modelbundle.io/bundle': bundle.tag, 'modelbundle.io/digest': bundle.digest },
   }
-  // The server drains for up to graceMs after SIGTERM; the pod must not be killed before it ends.
-  const graceSeconds = Math.ceil((o.graceMs ?? 30_000) / 1000) + 15
+  // After SIGTERM the server keeps accepting for DRAIN_DELAY_MS (answering 503, Connection: close),
+  // then finishes in-flight work for up to graceMs: the pod must not be killed before it ends.
+  const graceSeconds = Math.ceil(((o.graceMs ?? 30_000) + DRAIN_DELAY_MS) / 1000) + 15
   // With Redis, the API pods hold no model processes: GPUs and model memory go to the workers.
   const remote = o.redis !== undefined
   const gpu = remote ? 0 : (o.gpu ?? 0)
@@ -133,13 +136,15 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
                 { name: 'PORT', value: String(PORT) },
                 ...(o.grpcPort ? [{ name: 'GRPC_PORT', value: String(o.grpcPort) }] : []),
                 { name: 'HOST', value: '0.0.0.0' },
+                { name: 'BUNDLE_DRAIN_DELAY_MS', value: String(DRAIN_DELAY_MS) },
                 ...redisEnv,
                 ...Object.entries(m.env ?? {}).map(([k, v]) => ({ name: k, value: v })),
               ],
               startupProbe: { httpGet: { path: '/livez', port: 'http' }, periodSeconds: 2, failureThreshold: 60 },
               readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 5, failureThreshold: 2 },
               livenessProbe: { httpGet: { path: '/livez', port: 'http' }, periodSeconds: 10, failureThreshold: 3 },
-              // Endpoints are removed asynchronously: keep answering a few seconds before SIGTERM.
+              // Endpoints are removed asynchronously: keep answering a few seconds before SIGTERM (and,
+              // after it, the drain delay answers 503 to whatever still arrives).
               lifecycle: { preStop: { exec: { command: ['node', '-e', 'setTimeout(() => {}, 5000)'] } } },
               resources: {
                 requests: { cpu: o.cpu ?? '1', memory: o.memory ?? '1Gi', ...(gpu ? { 'nvidia.com/gpu': gpu } : {}) },

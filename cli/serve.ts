@@ -116,6 +116,7 @@ interface ServeFlags {
   sendTimeout?: string
   maxConnections?: string
   grace?: string
+  drainDelay?: string
   config?: string
   accessLog: boolean
   reload: boolean
@@ -160,6 +161,7 @@ function serverLimits(
     | 'sendTimeoutMs'
     | 'maxConnections'
     | 'graceMs'
+    | 'drainDelayMs'
     | 'corsOrigins'
   >
 > {
@@ -175,6 +177,10 @@ function serverLimits(
     sendTimeoutMs: wholeNumber('--send-timeout', opts.sendTimeout, 100),
     maxConnections: wholeNumber('--max-connections', opts.maxConnections, 0),
     graceMs: wholeNumber('--grace', opts.grace, 0),
+    drainDelayMs:
+      opts.drainDelay !== undefined
+        ? wholeNumber('--drain-delay', opts.drainDelay, 0)
+        : wholeNumber('BUNDLE_DRAIN_DELAY_MS', process.env.BUNDLE_DRAIN_DELAY_MS || undefined, 0),
     corsOrigins: origins.length ? origins.map(origin) : undefined,
   }
   return Object.fromEntries(Object.entries(out).filter(([, v]) => v !== undefined))
@@ -234,6 +240,11 @@ export function serveCommand(): Command {
       'most open connections, more are closed at once (default: open-file limit - 256; 0 = no cap)',
     )
     .option('--grace <ms>', 'how long shutdown waits for in-flight requests (default 30000)')
+    .option(
+      '--drain-delay <ms>',
+      'on shutdown, keep accepting this long after /readyz turns 503, answering new requests 503 with ' +
+        'Connection: close, so load balancers stop sending first (default $BUNDLE_DRAIN_DELAY_MS or 0)',
+    )
     .option('-c, --config <file>', 'YAML file of runner overrides keyed by runner name (see README "Tuning runners")')
     .option('--no-access-log', 'do not log one line per request (default: log; or BUNDLE_ACCESS_LOG=0)')
     .option('--reload', 'restart when source files change (development)', false)

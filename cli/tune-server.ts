@@ -24,26 +24,30 @@ export async function start(entry: string, config: string | undefined, deadline:
     clearTimeout(t)
   }
   let out = ''
-  child.stdout.on('data', (c: Buffer) => void (out = (out + c.toString()).slice(-8192)))
-  child.stderr.on('data', (c: Buffer) => void (out = (out + c.toString()).slice(-8192)))
+  const said = (c: Buffer): void => void (out = (out + c.toString()).slice(-8192))
+  child.stdout.on('data', said)
+  child.stderr.on('data', said)
+  // The server logs its URL ("listening") and then "service ready" once its runners have started:
+  // both read from its output as they come, no polling of /readyz.
   let url: string | undefined
-  for (;;) {
-    const m = url
-      ? undefined
-      : /"url":"(http[^"]+)".*"msg":"listening"|"msg":"listening".*"url":"(http[^"]+)"/.exec(out)
-    if (m) url = m[1] ?? m[2]!
-    if (url) {
-      const ready = await fetch(`${url}/readyz`).catch(() => undefined)
-      if (ready?.status === 200) return { url, stop }
-    }
-    if (child.exitCode !== null || child.signalCode !== null) {
-      const line = /"msg":"start-up failed: ([^"]+)"/.exec(out)?.[1] ?? out.trim().split('\n').pop() ?? ''
-      return `the server did not start: ${line}`
-    }
-    if (Date.now() > deadline) {
-      await stop()
-      return 'the server was not ready in time'
-    }
-    await new Promise((r) => setTimeout(r, 100))
+  const ready = new Promise<void>((resolve) =>
+    child.stdout.on('data', () => {
+      url ??= /"url":"(http[^"]+)".*"msg":"listening"|"msg":"listening".*"url":"(http[^"]+)"/
+        .exec(out)
+        ?.slice(1)
+        .find((u) => u !== undefined)
+      if (url && /"msg":"service ready"/.test(out)) resolve()
+    }),
+  )
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), Math.max(0, deadline - Date.now()))))
+  const outcome = await Promise.race([ready.then(() => 'ready' as const), exited.then(() => 'exited' as const), late])
+  clearTimeout(timer)
+  if (outcome === 'ready') return { url: url!, stop }
+  if (outcome === 'exited') {
+    const line = /"msg":"start-up failed: ([^"]+)"/.exec(out)?.[1] ?? out.trim().split('\n').pop() ?? ''
+    return `the server did not start: ${line}`
   }
+  await stop()
+  return 'the server was not ready in time'
 }

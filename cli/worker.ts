@@ -1,5 +1,5 @@
 import { Command } from 'commander'
-import { BundleError } from '../errors/index.js'
+import { BundleError, ignore } from '../errors/index.js'
 import { redisUrl, resolveEntry } from './entry.js'
 import { followParentUnderNpm } from './follow-parent.js'
 
@@ -76,8 +76,16 @@ export function workerCommand(): Command {
         const stop = async (code: number, signal: string) => {
           const since = performance.now()
           log.info({ signal }, `${signal}: finishing the batches held, then exiting`)
-          await Promise.all(served.map((s) => s.close().catch(() => undefined)))
-          await Promise.all(chosen.map((r) => r.stop().catch(() => undefined)))
+          await Promise.all(
+            served.map((s) =>
+              s.close().catch(ignore('shutting down after a failure: that failure is the one reported')),
+            ),
+          )
+          await Promise.all(
+            chosen.map((r) =>
+              r.stop().catch(ignore('shutting down after a failure: that failure is the one reported')),
+            ),
+          )
           await link.close()
           await stopTracing()
           log.info({ ms: Math.round(performance.now() - since) }, 'worker stopped')
@@ -113,8 +121,14 @@ export function workerCommand(): Command {
           }
         } catch (err) {
           // A worker that cannot serve everything it was asked to exits, so an orchestrator restarts it.
-          await Promise.all(served.map((s) => s.close().catch(() => undefined)))
-          await Promise.all(chosen.map((r) => r.stop().catch(() => undefined)))
+          await Promise.all(
+            served.map((s) =>
+              s.close().catch(ignore('shutting down: a server that cannot close goes with the process')),
+            ),
+          )
+          await Promise.all(
+            chosen.map((r) => r.stop().catch(ignore('shutting down: a runner that cannot stop goes with the process'))),
+          )
           await link.close()
           await stopTracing()
           throw err

@@ -3,3 +3,4 @@ export { BundleError, isBundleError, type BundleErrorOptions } from './bundle-er
 export { didYouMean, similar } from './did-you-mean.js'
 export { CATALOG, errorCodes, RETRYABLE_CODES, type CatalogEntry, type ErrorCode } from './catalog.js'
 export { errorFromWire, errorToWire, isErrorCode, type WireError } from './wire.js'
+export { ignore } from './ignore.js'

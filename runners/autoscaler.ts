@@ -1,3 +1,4 @@
+import { ignore } from '../errors/index.js'
 import { realClock, type Clock } from './batching/clock.js'
 import type { DispatcherStats } from './batching/dispatcher.js'
 
@@ -89,14 +90,14 @@ export function autoscale(target: ScaleTarget, o: ScaleOptions, clock: Clock = r
       pool
         .grow()
         .then(() => d.setSlots(pool.size))
-        .catch(() => undefined) // a worker that cannot start: try again next interval
+        .catch(ignore('a worker that cannot start: the next interval tries again'))
         .finally(() => (scaling = false))
     } else if (decision === 'shrink') {
       scaling = true
       d.setSlots(pool.size - 1)
       pool
         .shrink()
-        .catch(() => undefined)
+        .catch(ignore('a worker that does not stop in time is killed by the pool'))
         .finally(() => (scaling = false))
     }
   }

@@ -9,6 +9,9 @@ export type {
 } from './sequence/options.js'
 export type { SequenceStats } from './sequence/batcher.js'
 export { customRunner, CustomRunner, type CustomRunnerOptions, type CustomMethodOptions } from './custom-runner.js'
+export { backendRunner, BackendRunner, type BackendRunnerOptions, type BackendSource } from './backend-runner.js'
+export type { Backend, BackendContext, BackendMethod, BackendModule } from './pool/backend.js'
+export type { WireTensor } from './pool/protocol.js'
 export {
   isVersioned,
   type Runner,

@@ -28,6 +28,7 @@ import type { RunnerHealth } from './metrics.js'
 import { SequenceBatcher, type SequenceStats } from './sequence/batcher.js'
 import { frameOf, frameRequest, type RunOptions, type SequenceFrame } from './sequence/options.js'
 import { refuseConflicts } from './sequence/setup.js'
+import { IdleTimer } from './idle-timer.js'
 
 export type { BatchingOptions, OnnxRunnerOptions, WarmupOptions } from './onnx/options.js'
 export type { RunOptions } from './sequence/options.js'
@@ -63,8 +64,8 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   private warmupFailure: string | undefined
 
   private pinned: { tag: string; digest: string } | undefined
-  private lastUsed = Date.now()
-  private idleTimer: NodeJS.Timeout | undefined
+  /** Unloads the model after idleUnloadMs without a call (unset: it never does). */
+  private idle: IdleTimer | undefined
   /** Set while the model is unloaded for idleness; the next run() loads it again. */
   private suspended = false
   private resuming: Promise<void> | undefined
@@ -89,7 +90,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
 
   /** Every call counts as use, remote batches too: an idle-unloaded model loads again for it. */
   protected override wake(): Promise<void> | undefined {
-    this.lastUsed = Date.now()
+    this.idle?.touch()
     return this.suspended ? this.resume() : undefined
   }
 
@@ -146,7 +147,6 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     this.cache = openResponseCache(this.name, this.options.cache, this.redis)
     this.apply(await this.prepare(this.pinned?.tag ?? this.tag, this.pinned))
     this.suspended = false
-    this.lastUsed = Date.now()
     this.watchIdle()
     this.watchLoad()
   }
@@ -169,21 +169,25 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     return !this.suspended && this.pool !== undefined && this.dispatcher !== undefined
   }
 
-  /** Checks for idleness a few times per idleUnloadMs; the timer never keeps the process alive. */
+  /** Unloads the model once idleUnloadMs pass without a call (the timer never keeps the process alive). */
   private watchIdle(): void {
     const after = this.options.idleUnloadMs
-    clearInterval(this.idleTimer)
-    if (after === undefined || !(after > 0)) return
-    this.idleTimer = setInterval(() => void this.unloadIfIdle(after), Math.max(50, Math.min(after / 4, 5_000)))
-    this.idleTimer.unref()
+    this.idle?.stop()
+    this.idle = after !== undefined && after > 0 ? new IdleTimer(after, () => this.unloadIfIdle()) : undefined
+    this.idle?.start()
   }
 
-  private async unloadIfIdle(after: number): Promise<void> {
+  /**
+   * Idle for idleUnloadMs: unloads unless work is queued or running. False once unloaded or
+   * stopped (the next generation applied starts the watch again), true to keep watching.
+   */
+  private async unloadIfIdle(): Promise<boolean> {
     const d = this.dispatcher
-    if (this.suspended || this.resuming || d === undefined || Date.now() - this.lastUsed < after) return
+    if (this.suspended || d === undefined) return false
+    if (this.resuming) return true
     const { queuedRows, inFlight } = d.stats()
     // Live sequences keep their state in the workers: those stay until the sequences end or are evicted.
-    if (queuedRows > 0 || inFlight > 0 || (d instanceof SequenceBatcher && d.active() > 0)) return
+    if (queuedRows > 0 || inFlight > 0 || (d instanceof SequenceBatcher && d.active() > 0)) return true
     this.suspended = true
     this.idleUnloads++
     const pool = this.pool
@@ -191,6 +195,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     this.pool = undefined
     await d.drain()
     await pool?.stop()
+    return false
   }
 
   /** Loads the model again after an idle unload; concurrent callers share one load. */
@@ -247,6 +252,8 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     }
     this.pool = g.pool
     this.dispatcher = g.dispatcher
+    // A new generation (start, a load after an idle unload, a swap) is use: idleness counts from now.
+    this.idle?.start()
   }
 
   /** Starts a generation of `tag` with the options as they are now (it keeps them: see effectiveConfig). */
@@ -390,7 +397,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */
   async stop(): Promise<void> {
-    clearInterval(this.idleTimer)
+    this.idle?.stop()
     this.stopScaling?.()
     this.suspended = false
     await this.dispatcher?.drain()

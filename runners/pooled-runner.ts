@@ -19,7 +19,7 @@ import { logWorkerOutput, ortSeverity } from './pool/worker-output.js'
  * adds only what it does with a call.
  */
 export abstract class PooledRunner implements Runner, RunnerRemote {
-  abstract readonly kind: 'onnx' | 'custom'
+  abstract readonly kind: string
   /** The pool batches go to now (replaced by a version swap, cleared by an idle unload). */
   protected pool: Pool | undefined
   /** Set by the server before start: batches go to remote workers through Redis. */

@@ -7,7 +7,8 @@ import type { RedisLink } from './remote/link.js'
 import type { TraceCarrier } from './tracing/index.js'
 import type { RemoteTarget } from './remote/target.js'
 
-export type RunnerKind = 'onnx' | 'custom' | 'ensemble'
+/** The built-in kinds, and any a backend module adds (backendRunner). */
+export type RunnerKind = 'onnx' | 'custom' | 'ensemble' | (string & {})
 export type { RunnerHealth } from './metrics.js'
 
 type LogCall = (fields: Record<string, unknown>, message: string) => void

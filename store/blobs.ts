@@ -1,3 +1,4 @@
+import { ignore } from '../errors/index.js'
 import { createHash } from 'node:crypto'
 import {
   createReadStream,
@@ -67,7 +68,7 @@ export class BlobStore {
     try {
       await pipeline(source, meter, createWriteStream(tmpPath, { mode: 0o644 }), signal ? { signal } : {})
     } catch (err) {
-      await unlink(tmpPath).catch(() => undefined)
+      await unlink(tmpPath).catch(ignore('the temporary file may not exist'))
       throw err
     }
     return { sha256: hash.digest('hex'), size, tmpPath }
@@ -90,7 +91,7 @@ export class BlobStore {
     const target = this.path(staged.sha256)
     try {
       if (existsSync(target)) {
-        void unlink(staged.tmpPath).catch(() => undefined)
+        void unlink(staged.tmpPath).catch(ignore('the temporary file may not exist'))
         return false
       }
       const fd = openSync(staged.tmpPath, 'r')
@@ -110,7 +111,7 @@ export class BlobStore {
   }
 
   async discard(staged: readonly StagedBlob[]): Promise<void> {
-    await Promise.all(staged.map((s) => unlink(s.tmpPath).catch(() => undefined)))
+    await Promise.all(staged.map((s) => unlink(s.tmpPath).catch(ignore('the temporary files may not exist'))))
   }
 
   /** Re-hashes a stored blob; `missing` when the file is gone. */

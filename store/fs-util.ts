@@ -3,7 +3,7 @@ import { closeSync, fsyncSync, openSync, renameSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
-import { BundleError, isBundleError } from '../errors/index.js'
+import { BundleError, isBundleError, ignore } from '../errors/index.js'
 
 /** Makes a rename durable: the directory entry itself must reach the disk. */
 export function fsyncDir(dir: string): void {
@@ -44,7 +44,7 @@ export function isProcessAlive(pid: number): boolean {
 }
 
 export async function removeQuietly(path: string): Promise<void> {
-  await rm(path, { recursive: true, force: true }).catch(() => undefined)
+  await rm(path, { recursive: true, force: true }).catch(ignore('a temporary directory already gone'))
 }
 
 /** Turns filesystem errors into coded store errors that name the file. */

@@ -1,19 +1,15 @@
-import { BundleError } from '../errors/index.js'
+import { BundleError, ignore } from '../errors/index.js'
 import type { GraphSignature, TensorSignature } from './types.js'
 import { quietOnnxRuntime } from './ort-env.js'
 
-interface OrtValueMetadata {
-  name: string
-  isTensor: boolean
-  type?: string
-  shape?: ReadonlyArray<number | string>
-}
+/** onnxruntime's public description of a model input or output (InferenceSession.inputMetadata). */
+type OrtValueMetadata = import('onnxruntime-node').InferenceSession.ValueMetadata
 
 function toSignature(meta: OrtValueMetadata): TensorSignature {
-  const dims = meta.isTensor ? (meta.shape ?? []) : []
+  const dims = meta.isTensor ? meta.shape : []
   return {
     name: meta.name,
-    dtype: meta.isTensor ? (meta.type ?? 'unknown') : 'non-tensor',
+    dtype: meta.isTensor ? meta.type : 'non-tensor',
     // -1 marks a variable dimension, as the Open Inference Protocol spells it.
     shape: dims.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)),
     dimNames: dims.map((d) => (typeof d === 'string' && d !== '' ? d : null)),
@@ -36,12 +32,11 @@ export async function readOnnxSignature(file: string, displayName: string): Prom
       intraOpNumThreads: 1,
       interOpNumThreads: 1,
     })
-    const s = session as unknown as { inputMetadata: OrtValueMetadata[]; outputMetadata: OrtValueMetadata[] }
-    return { inputs: s.inputMetadata.map(toSignature), outputs: s.outputMetadata.map(toSignature) }
+    return { inputs: session.inputMetadata.map(toSignature), outputs: session.outputMetadata.map(toSignature) }
   } catch (cause) {
     const reason = ((cause as Error).message ?? String(cause)).split('\n')[0]
     throw new BundleError('E_STORE_ONNX_INVALID', `${displayName} is not a loadable ONNX model: ${reason}`, { cause })
   } finally {
-    await session?.release().catch(() => undefined)
+    await session?.release().catch(ignore('the signature is read; a session that cannot release goes with the process'))
   }
 }

@@ -153,6 +153,7 @@ export function createClient<C extends abstract new (...args: any) => any>(
         if (op.streams && type.startsWith('text/event-stream') && res.body) return streamItems(res.body, op.route)
         return decodeAnswer(res, op)
       }
+      // A body that is not JSON (a proxy's page) is no payload: the error below still names the status.
       const payload = type.includes('json')
         ? ((await res.json().catch(() => undefined)) as
             | { error?: { code?: string; message?: string; details?: unknown } }

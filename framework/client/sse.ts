@@ -1,4 +1,4 @@
-import { BundleError, CATALOG, type ErrorCode } from '../../errors/index.js'
+import { BundleError, CATALOG, type ErrorCode, ignore } from '../../errors/index.js'
 
 /** One Server-Sent Event: its type (`message` unless named) and its data lines joined. */
 export interface ServerEvent {
@@ -38,7 +38,7 @@ export async function* serverEvents(body: ReadableStream<Uint8Array>): AsyncGene
     }
   } finally {
     // Leaving early (a break in for await) cancels the response: the server stops the stream.
-    await reader.cancel().catch(() => undefined)
+    await reader.cancel().catch(ignore('done reading: cancelling only frees the stream'))
   }
 }
 

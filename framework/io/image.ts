@@ -130,6 +130,7 @@ export function image(options: ImageOptions = {}): IODescriptor<Image, Image> {
       // sharp reads whatever format the bytes are; only what this API declares is accepted
       // (an SVG or TIFF sent as image/png could rasterise to a huge canvas).
       if (sniff(bytes) === undefined) {
+        // What sharp makes of it, for the message; nothing when it cannot read it either.
         const format = await Promise.resolve()
           .then(() => sharp(bytes).metadata())
           .then((m) => m.format as string | undefined)

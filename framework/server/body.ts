@@ -1,4 +1,4 @@
-import { BundleError } from '../../errors/index.js'
+import { BundleError, ignore } from '../../errors/index.js'
 
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
@@ -34,7 +34,7 @@ export async function readBody(
     if (done) break
     size += value.byteLength
     if (size > max) {
-      await reader.cancel().catch(() => undefined)
+      await reader.cancel().catch(ignore('the body is refused already; cancelling only frees its stream'))
       throw tooLarge(max)
     }
     chunks.push(value)

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { BundleError, isBundleError } from '../../errors/index.js'
+import { BundleError, isBundleError, ignore } from '../../errors/index.js'
 import {
   envOverrides,
   mergeOverrides,
@@ -188,7 +188,7 @@ export class Lifecycle {
     if (this.phase !== 'failed') this.phase = 'draining'
     this.reason = 'shutting down'
     // Shutdown hooks run after start-up hooks, never beside them.
-    await this.starting?.catch(() => undefined)
+    await this.starting?.catch(ignore('a failed start-up was reported when it failed'))
     // Every hook and runner gets its turn even if one fails; the first failure is reported.
     let failure: unknown
     const attempt = async (what: string, fn: () => unknown): Promise<void> => {

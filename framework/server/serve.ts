@@ -9,6 +9,7 @@ import { BundleError, isBundleError } from '../../errors/index.js'
 import { createServiceApp, type AppOptions, type ServiceApp } from './app.js'
 import { startGrpcServer, type GrpcServer } from './grpc/server.js'
 import { lingerOnClose } from './linger.js'
+import { pendingBytes, responseStarted, stopListening } from './node-internals.js'
 import { startTracing, stopTracing, tracingSettings } from '../../runners/index.js'
 import type { ServiceDefinition } from '../service/definition.js'
 
@@ -19,6 +20,13 @@ export interface ServeOptions extends AppOptions {
   host?: string
   /** How long shutdown waits for in-flight requests. Default 30 000 ms. */
   graceMs?: number
+  /**
+   * On shutdown, how long to keep accepting connections after readiness drops, answering new
+   * requests 503 with `Connection: close` and `Retry-After` while load balancers stop sending
+   * (Kubernetes removes an endpoint a moment after the pod is told to stop). Default 0: only
+   * the connections already waiting to be accepted are taken and answered.
+   */
+  drainDelayMs?: number
   /** A client must send all its headers within this (default 15 000 ms); guards against slowloris. */
   headersTimeoutMs?: number
   /** A client must send its whole request, body included, within this (default 60 000 ms). */
@@ -69,6 +77,7 @@ function defaultMaxConnections(): number {
   }
 }
 
+const asked = Symbol('asked')
 const stallSince = Symbol('stallSince')
 const stallPending = Symbol('stallPending')
 
@@ -78,11 +87,11 @@ const stallPending = Symbol('stallPending')
  * partial write), so a slow reader that keeps reading is progress, not a stall.
  */
 function stalled(
-  socket: Socket & { [stallSince]?: number; [stallPending]?: number; _handle?: { writeQueueSize?: number } | null },
+  socket: Socket & { [stallSince]?: number; [stallPending]?: number },
   now: number,
   limit: number,
 ): boolean {
-  const pending = socket.destroyed ? 0 : socket.writableLength + (socket._handle?.writeQueueSize ?? 0)
+  const pending = pendingBytes(socket)
   if (pending === 0 || pending !== socket[stallPending]) {
     socket[stallPending] = pending
     socket[stallSince] = now
@@ -118,6 +127,58 @@ function listenError(err: NodeJS.ErrnoException, host: string, port: number): Er
     )
   }
   return err
+}
+
+/** How long shutdown waits for a connection just accepted to send its request (then it is closed). */
+const FIRST_REQUEST_MS = 1_000
+/** The listener closes once no client has connected for this long (clients told 503 wait or leave)… */
+const QUIET_MS = 20
+/** …or after this much, for clients that connect again the instant they are refused. */
+const QUIET_MAX_MS = 500
+
+/**
+ * The listener's end, without resetting a client: accepts for `drainDelayMs` (new requests are
+ * answered 503 by then), then until no client has connected for QUIET_MS (capped at
+ * QUIET_MAX_MS), stops listening, and gives each connection that has asked nothing yet a moment
+ * to send its request, which is answered 503 with Connection: close. A client that connects in
+ * the instant the listener closes is reset by the kernel (it was in the listen backlog): closing
+ * when clients have gone quiet makes that rare. Resolves with the promise that the last
+ * connection has closed.
+ */
+async function stopAccepting(
+  server: Server,
+  connections: Set<Socket & { [asked]?: true }>,
+  drainDelayMs: number,
+  accepted: () => number,
+): Promise<{ done: Promise<void> }> {
+  if (drainDelayMs > 0) await new Promise((r) => setTimeout(r, drainDelayMs))
+  const giveUp = performance.now() + QUIET_MAX_MS
+  for (let seen = -1; seen !== accepted() && performance.now() < giveUp; ) {
+    seen = accepted()
+    await new Promise((r) => setTimeout(r, QUIET_MS))
+  }
+  // The backlog's last arrivals: a turn with a poll phase in it, where libuv accepts them.
+  await new Promise((r) => setImmediate(r))
+  const done = stopListening(server)
+  const fresh = [...connections].filter((s) => s[asked] !== true && !s.destroyed)
+  if (fresh.length > 0) {
+    // Its request reaches the app (503, Connection: close) and the response's end closes it.
+    const waiting = new Map<Socket, () => void>()
+    const onRequest = (req: IncomingMessage): void => waiting.get(req.socket)?.()
+    server.on('request', onRequest)
+    let timer: NodeJS.Timeout | undefined
+    const asks = fresh.map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          waiting.set(s, resolve)
+          s.once('close', () => resolve())
+        }),
+    )
+    await Promise.race([Promise.all(asks), new Promise((r) => (timer = setTimeout(r, FIRST_REQUEST_MS)))])
+    clearTimeout(timer)
+    server.off('request', onRequest)
+  }
+  return { done }
 }
 
 /**
@@ -208,12 +269,18 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
     open++
     res.on('close', responseClosed)
   })
-  // Stalls are watched per connection (a response's unsent bytes sit in its socket).
-  const connections = new Set<Socket>()
+  // Stalls are watched per connection (a response's unsent bytes sit in its socket); shutdown
+  // waits for connections accepted but not yet asked anything (`asked` unset).
+  const connections = new Set<Socket & { [asked]?: true }>()
+  let accepted = 0
   server.on('connection', (socket: Socket) => {
+    accepted++
     lingerOnClose(socket)
     connections.add(socket)
     socket.once('close', () => connections.delete(socket))
+  })
+  server.prependListener('request', (req: IncomingMessage) => {
+    ;(req.socket as Socket & { [asked]?: true })[asked] = true
   })
   const responsesDone = (): Promise<void> =>
     open === 0 ? Promise.resolve() : new Promise<void>((resolve) => (onIdle = resolve))
@@ -252,8 +319,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
     const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
     if (timedOut) closedEarly.labels(definition.name, 'slow_request').inc()
     // Nothing to write to a gone client, or after a response has started (its bytes would corrupt it).
-    const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage
-    if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) return void socket.destroy()
+    if (err.code === 'ECONNRESET' || !socket.writable || responseStarted(socket as Socket)) return void socket.destroy()
     const [status, text, code, message] =
       err.code === 'HPE_HEADER_OVERFLOW'
         ? [
@@ -310,12 +376,13 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   const close = (): Promise<void> =>
     (closing ??= (async () => {
       const graceMs = options.graceMs ?? 30_000
-      service.log.info({ inFlight: service.inFlight(), graceMs }, 'shutting down')
+      const drainDelayMs = options.drainDelayMs ?? 0
+      service.log.info({ inFlight: service.inFlight(), graceMs, drainDelayMs }, 'shutting down')
       // The send-stall sweep goes on until the last connection is closed: a client that stopped
       // reading must not hold the shutdown for the whole grace period.
-      service.drain()
-      const grpcClosed = grpc?.close(graceMs)
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+      service.drain() // /readyz and new requests answer 503 from now on, each with Connection: close
+      const grpcClosed = grpc?.close(graceMs + drainDelayMs)
+      const closed = await stopAccepting(server, connections, drainDelayMs, () => accepted)
       server.closeIdleConnections()
       let timer: NodeJS.Timeout | undefined
       const graceOver = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), graceMs)))
@@ -338,7 +405,7 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
         // Whatever a shutdown hook did, no connection is left open.
         server.closeAllConnections()
         clearInterval(sweep)
-        await closed
+        await closed.done
         // The last requests' spans (the workers sent theirs as they stopped).
         await stopTracing()
         service.log.info('stopped')

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
-import { BundleError } from '../../errors/index.js'
+import { BundleError, ignore } from '../../errors/index.js'
 import type { StreamBody } from '../io/types.js'
 import { clientFacing } from './error-response.js'
 
@@ -99,7 +99,7 @@ export class StreamAnswer {
       // hold the answer open.
       void Promise.resolve()
         .then(() => it.return?.())
-        .catch(() => undefined)
+        .catch(ignore("the stream is over: its generator's cleanup cannot reach the client any more"))
       this.settle(status)
     }
   }

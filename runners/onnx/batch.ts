@@ -2,13 +2,8 @@ import { BundleError } from '../../errors/index.js'
 import type { Slice } from '../batching/dispatcher.js'
 import type { Pool } from '../pool/pool.js'
 import type { TraceCarrier } from '../tracing/index.js'
-import {
-  type GatheredTensor,
-  ONNX_RUN,
-  type OnnxRunArgs,
-  type OnnxRunResult,
-  type WireTensor,
-} from '../pool/protocol.js'
+import type { GatheredTensor, WireTensor } from '../pool/protocol.js'
+import { ONNX_RUN, type OnnxRunArgs, type OnnxRunResult } from './protocol.js'
 import { concatRows, fromWire, type RunnerTensor, sliceRows, toWire } from '../tensor.js'
 import type { BatchPlan } from './batch-plan.js'
 import type { Request } from './generation.js'

@@ -1,6 +1,6 @@
 import type { ModelInfo } from '../../store/index.js'
 import { resolveBatching, RUNNER_DEFAULTS } from '../defaults.js'
-import type { SequenceSpec } from '../pool/protocol.js'
+import type { SequenceSpec } from '../sequence/protocol.js'
 import { sequenceView } from '../sequence/setup.js'
 import type { BatchPlan } from './batch-plan.js'
 import type { OnnxRunnerOptions } from './options.js'

@@ -6,7 +6,9 @@ import { resolveBatching, RUNNER_DEFAULTS } from '../defaults.js'
 import { gpuDevices } from '../gpu/devices.js'
 import { placeWorkers, type GpuRequest } from '../gpu/placement.js'
 import type { TensorSpec } from '../inference.js'
-import { ONNX_RUN, SEQUENCE_RUN, type SequenceRunArgs, type SequenceSpec, type WireTensor } from '../pool/protocol.js'
+import type { BackendSpec, WireTensor } from '../pool/protocol.js'
+import { ONNX_RUN, onnxBackend } from './protocol.js'
+import { SEQUENCE_RUN, sequenceBackend, type SequenceRunArgs, type SequenceSpec } from '../sequence/protocol.js'
 import { type PoolOptions, WorkerPool } from '../pool/worker-pool.js'
 import { startPool, type Pool } from '../pool/pool.js'
 import type { SequenceBatcher } from '../sequence/batcher.js'
@@ -107,13 +109,7 @@ export async function startLocal(o: {
     timeoutMs: b.timeoutMs,
     ...(o.onWorkerEvent ? { onEvent: o.onWorkerEvent } : {}),
     ...(o.output ? { output: o.output } : {}),
-    backend: {
-      kind: 'onnx',
-      modelPath: o.modelFile,
-      ...(providers ? { executionProviders: providers } : {}),
-      ...(threads ? { intraOpThreads: threads } : {}),
-      ...(seq ? { sequence: seq } : {}),
-    },
+    backend: backendOf(o.modelFile, providers, threads, seq),
     ...(warm.calls.length
       ? {
           warmup: {
@@ -156,4 +152,19 @@ export async function startLocal(o: {
     sequence: seq,
     gpus: placement,
   }
+}
+
+/** What the workers load: the onnx backend, or the sequence backend for a stateful model. */
+function backendOf(
+  modelPath: string,
+  providers: string[] | undefined,
+  threads: number | undefined,
+  seq: SequenceSpec | undefined,
+): BackendSpec {
+  const o = {
+    modelPath,
+    ...(providers ? { executionProviders: providers } : {}),
+    ...(threads ? { intraOpThreads: threads } : {}),
+  }
+  return seq ? sequenceBackend({ ...o, sequence: seq }) : onnxBackend(o)
 }

@@ -6,7 +6,7 @@ import type { BatchPlan } from './batch-plan.js'
 import type { OnnxRunnerOptions } from './options.js'
 import { MAX_PRIORITY, PRIORITY } from '../batching/priority.js'
 import { resolveBatching } from '../defaults.js'
-import type { SequenceSpec } from '../pool/protocol.js'
+import type { SequenceSpec } from '../sequence/protocol.js'
 import { DEFAULT_SEQUENCE_IDLE_MS, frameSignature, type RunOptions } from '../sequence/options.js'
 import { sequenceBatching } from '../sequence/setup.js'
 

@@ -1,4 +1,4 @@
-import { BundleError, errorFromWire } from '../../errors/index.js'
+import { BundleError, errorFromWire, ignore } from '../../errors/index.js'
 import {
   isGathered,
   joined,
@@ -92,7 +92,7 @@ export class PoolWorker {
 
   constructor(private readonly o: PoolWorkerOptions) {
     this.t = o.transport
-    this.started.catch(() => undefined) // the pool awaits it; a restart nobody awaits must not be unhandled
+    this.started.catch(ignore('the pool awaits it; a restart nobody awaits must not be an unhandled rejection'))
     const file = ShmChannel.create(o.shmDir, `${o.runner}-${o.index}`)
     this.exited = new Promise((resolve) => (this.gone = (detail) => resolve(this.onExit(detail, file))))
     this.t.onExit((detail) => this.gone(detail))

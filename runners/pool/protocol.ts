@@ -57,80 +57,17 @@ export interface ShmSlot {
 }
 
 /**
- * The ONNX backend's method (ONNX_RUN): one batch's input tensors by name, optionally the
- * outputs to compute (all by default); it answers every output as a WireTensor. A local pool
- * may be handed GatheredTensors, which reach the worker as WireTensors.
+ * What a runner worker runs: a backend module, named by file, that the worker imports and asks to
+ * `load(options)`. The worker knows nothing else of it — ONNX models (`runners/onnx/backend.ts`),
+ * stateful ONNX models (`runners/sequence/backend.ts`) and a user's TypeScript class
+ * (`runners/custom/backend.ts`) are three such modules, and a new kind of runner is one more file
+ * anywhere (see `backendRunner`). `options` crosses the process boundary as a structured clone.
  */
-export const ONNX_RUN = 'run'
-export interface OnnxRunArgs {
-  inputs: Record<string, WireTensor | GatheredTensor>
-  outputs?: string[]
+export interface BackendSpec {
+  /** The module's absolute path (TypeScript is loaded through tsx). */
+  module: string
+  options?: unknown
 }
-export type OnnxRunResult = Record<string, WireTensor>
-
-/** A sequence's id, as its caller names it (Triton's sequence_id: a number or a string). */
-export type SequenceId = string | number
-
-/** One row of a sequence batch: whose frame it is, and whether it starts or ends its sequence. */
-export interface SequenceRow {
-  id: SequenceId
-  start: boolean
-  end: boolean
-}
-
-/**
- * A stateful model's state, as its worker keeps it between calls: which output feeds which
- * input on the sequence's next frame, the axis rows stack along, and one sequence's shape (batch
- * axis 1) and dtype for the zeros a start frame begins from.
- */
-export interface StateSpec {
-  input: string
-  output: string
-  batchAxis: number
-  dtype: string
-  shape: number[]
-}
-
-/** What a sequence runner's worker needs beyond the model: its state and the constants fed to every batch. */
-export interface SequenceSpec {
-  state: StateSpec[]
-  constants: Record<string, WireTensor>
-  /** [input, output] dimension the non-state tensors' rows run along. */
-  batchDims: [number, number]
-}
-
-/**
- * The sequence batcher's method (SEQUENCE_RUN): one frame per row, from different sequences,
- * non-state inputs stacked as ONNX_RUN has them. The worker stacks each row's state beside them
- * (zeros on a start), runs the model, keeps each row's new state (frees it on an end) and
- * answers the non-state outputs of the rows it ran. `missing`: rows it did not run, their
- * sequence having no state in this worker and no start flag.
- */
-export const SEQUENCE_RUN = 'sequence-run'
-export interface SequenceRunArgs {
-  inputs: Record<string, WireTensor | GatheredTensor>
-  rows: SequenceRow[]
-}
-export interface SequenceRunResult {
-  outputs: Record<string, WireTensor>
-  missing: number[]
-}
-/** Frees the state of these sequences (evicted while idle); answers how many it held. */
-export const SEQUENCE_FREE = 'sequence-free'
-export interface SequenceFreeArgs {
-  ids: SequenceId[]
-}
-
-/** What a worker loads. `sequence`: a stateful model, served by SEQUENCE_RUN. */
-export type BackendSpec =
-  | { kind: 'custom'; module: string; exportName: string }
-  | {
-      kind: 'onnx'
-      modelPath: string
-      executionProviders?: string[]
-      intraOpThreads?: number
-      sequence?: SequenceSpec
-    }
 
 export type ParentMessage =
   /** `shm`: the shared-memory file tensor bytes travel through (see shm.ts); absent: all inline. */

@@ -1,4 +1,4 @@
-import { BundleError } from '../../errors/index.js'
+import { BundleError, ignore } from '../../errors/index.js'
 import { workerTitle, type BackendSpec } from './protocol.js'
 import { shmDir } from './shm.js'
 import type { LocalPool } from './pool.js'
@@ -187,7 +187,7 @@ export class WorkerPool implements LocalPool {
       if (this.stopping || slot.retiring) return
       this.restarts++
       this.options.onEvent?.({ type: 'restart', index: slot.index, detail: `after ${delay} ms` })
-      this.spawn(slot).catch(() => undefined) // a failed restart exits and schedules the next one
+      this.spawn(slot).catch(ignore('a failed restart exits and schedules the next one'))
     }, delay).unref()
   }
 

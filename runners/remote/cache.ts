@@ -1,3 +1,4 @@
+import { ignore } from '../../errors/index.js'
 import { createHash } from 'node:crypto'
 import { deserialize, serialize } from 'node:v8'
 import type { RedisLink } from './link.js'
@@ -61,9 +62,6 @@ export class ResponseCache {
     if (this.link.unavailable() !== undefined) return
     const bytes = serialize(value)
     if (bytes.byteLength > this.maxEntryBytes) return
-    this.link
-      .client()
-      .set(key, bytes, 'PX', this.ttlMs)
-      .catch(() => undefined)
+    this.link.client().set(key, bytes, 'PX', this.ttlMs).catch(ignore('a cache entry not written is a miss next time'))
   }
 }

@@ -1,3 +1,4 @@
+import { ignore } from '../../errors/index.js'
 import type { RedisLink } from './link.js'
 
 // Who serves a runner's queue: remote workers (and how many batches each takes at once) and
@@ -21,7 +22,7 @@ export function announce(
     link
       .client()
       .hset(key(link, queue, role), id, `${concurrency}|${link.now() + TTL_MS}`)
-      .catch(() => undefined)
+      .catch(ignore('a missed heartbeat: the next one writes it, and a stale entry expires'))
   void beat()
   const timer = setInterval(beat, 1_000)
   timer.unref()
@@ -30,7 +31,7 @@ export function announce(
     await link
       .client()
       .hdel(key(link, queue, role), id)
-      .catch(() => undefined)
+      .catch(ignore('the entry expires by itself'))
   }
 }
 
@@ -58,6 +59,6 @@ export async function capacity(
     await link
       .client()
       .hdel(key(link, queue, role), ...gone)
-      .catch(() => undefined)
+      .catch(ignore('the entries expire by themselves'))
   return { workers, slots }
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { Queue, QueueEvents } from 'bullmq'
-import { BundleError, errorFromWire } from '../../errors/index.js'
+import { BundleError, errorFromWire, ignore } from '../../errors/index.js'
 import { announce, capacity } from './capacity.js'
 import type { RedisLink } from './link.js'
 import { pack, TRANSPORT_FAILURE, unpack, type JobData, type JobResult } from './payload.js'
@@ -139,7 +139,9 @@ export class RemotePool implements RemoteLikePool {
     this.unannounce = announce(link, queue, randomUUID(), 1, 'apis')
     if (up)
       await Promise.all([
-        Promise.race([this.events.waitUntilReady(), new Promise((r) => setTimeout(r, 3_000))]).catch(() => undefined),
+        Promise.race([this.events.waitUntilReady(), new Promise((r) => setTimeout(r, 3_000))]).catch(
+          ignore('the events connection keeps trying by itself; answers come once it is up'),
+        ),
         refresh(),
       ])
     this.poll = setInterval(refresh, 1_000)
@@ -195,10 +197,7 @@ export class RemotePool implements RemoteLikePool {
     // batch a worker holds is locked and stays (remove answers 0): its answer is on its way.
     const removed = await this.queue?.remove(jobId).catch(() => 0)
     if (removed !== 1) return
-    void this.o.link
-      .client()
-      .del(this.payloadKey(jobId))
-      .catch(() => undefined)
+    void this.o.link.client().del(this.payloadKey(jobId)).catch(ignore('the payload expires by its TTL anyway'))
     this.take(jobId)?.reject(this.noWorkers())
   }
 
@@ -266,7 +265,7 @@ export class RemotePool implements RemoteLikePool {
     })
     // It may be rejected (Redis lost, grace over) while the batch is still being queued, before
     // anyone awaits it: that must not count as an unhandled rejection, which ends the process.
-    result.catch(() => undefined)
+    result.catch(ignore("the batch's caller awaits it and hears the failure"))
     if (this.live.workers === 0) this.armGrace(jobId)
     try {
       const data: JobData = {
@@ -294,10 +293,7 @@ export class RemotePool implements RemoteLikePool {
     const p = this.take(jobId)
     if (p === undefined) return
     // The batch's payload key, if it had one, is no longer needed by any worker.
-    void this.o.link
-      .client()
-      .del(this.payloadKey(jobId))
-      .catch(() => undefined)
+    void this.o.link.client().del(this.payloadKey(jobId)).catch(ignore('the payload expires by its TTL anyway'))
     if (failed?.startsWith(`${TRANSPORT_FAILURE}:`)) {
       p.reject(
         new BundleError(
@@ -341,8 +337,8 @@ export class RemotePool implements RemoteLikePool {
     await this.unannounce?.()
     // BullMQ's close waits on its connections; with Redis gone that could be forever.
     const closing = Promise.all([
-      this.events?.close().catch(() => undefined),
-      this.queue?.close().catch(() => undefined),
+      this.events?.close().catch(ignore('closing: a connection that cannot close goes with the pool')),
+      this.queue?.close().catch(ignore('closing: a connection that cannot close goes with the pool')),
     ])
     await Promise.race([closing, new Promise((r) => setTimeout(r, 1_000).unref())])
     for (const c of this.conns) this.o.link.release(c)

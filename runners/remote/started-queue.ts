@@ -1,3 +1,4 @@
+import { ignore } from '../../errors/index.js'
 /** Queues seen started: a start that succeeded cannot fail later, so each is asked once. */
 const started = new WeakSet<object>()
 
@@ -22,6 +23,6 @@ export async function startedQueue<Q extends { waitUntilReady(): Promise<unknown
     started.add(q)
     return q
   }
-  q.close().catch(() => undefined)
+  q.close().catch(ignore('a queue that never started has nothing to close'))
   return open()
 }

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os'
 import { Worker } from 'bullmq'
-import { errorToWire } from '../../errors/index.js'
+import { errorToWire, ignore } from '../../errors/index.js'
 import { announce } from './capacity.js'
 import type { RedisLink } from './link.js'
 import { executeSpans, type TraceCarrier } from '../tracing/index.js'
@@ -37,7 +37,8 @@ export const RUN_RETRY_MS = 1_000
 /**
  * Resolves once Redis answers on the link's command connection, the one pack and unpack use
  * (it has no offline queue: a command sent before it is connected fails at once). Waits as long
- * as it takes, unless `stop` says to give up.
+ * as it takes, unless `stop` says to give up. Between tries it waits for the link to change (down,
+ * then up: link.onChange); a ping refused on a link that stays up is tried again after a second.
  */
 async function usable(link: RedisLink, stop: () => boolean = () => false): Promise<boolean> {
   while (!stop()) {
@@ -46,11 +47,26 @@ async function usable(link: RedisLink, stop: () => boolean = () => false): Promi
       await link.client().ping()
       return true
     } catch {
-      await new Promise((r) => setTimeout(r, 200))
+      await changeOrSecond(link)
     }
   }
   return false
 }
+
+/** The link's next change (down or up), or a second, whichever comes first. */
+function changeOrSecond(link: RedisLink): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = (): void => {
+      off()
+      clearTimeout(timer)
+      resolve()
+    }
+    const off = link.onChange(done)
+    const timer = setTimeout(done, RETRY_MS)
+  })
+}
+
+const RETRY_MS = 1_000
 
 /**
  * Serves a runner's queue: takes the batches API servers formed, runs them on the runner's own
@@ -81,7 +97,7 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
       } finally {
         recovering = false
       }
-    })().catch(() => undefined)
+    })().catch(ignore('the next batch that fails to move calls recover() again'))
   }
   // Catalog codes (and their details) travel; anything else arrives as a plain failure.
   const answer = (err: unknown): JobResult => ({ error: errorToWire(err) })
@@ -161,7 +177,7 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
   worker.on('error', () => undefined)
   // Both of the worker's own connections (commands and the blocking wait for jobs).
   await worker.waitUntilReady()
-  void worker.run().catch(() => undefined)
+  void worker.run().catch(ignore('the worker reports its failures through its error event'))
   const stopAnnouncing = announce(o.link, o.queue, `${hostname()}:${process.pid}:${o.runner.name}`, concurrency)
   return {
     async close() {
@@ -169,7 +185,9 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
       await stopAnnouncing()
       // Finishes the batches it holds and takes no new ones. With Redis gone it cannot hand
       // answers back, so it waits no longer than a lock lasts (others run those batches anyway).
-      const finished = worker.close().catch(() => undefined)
+      const finished = worker
+        .close()
+        .catch(ignore('without Redis it cannot close cleanly: its locks lapse and others run its batches'))
       const cap = new Promise<void>((resolve) => {
         const giveUp = () => setTimeout(resolve, lockMs + 1_000).unref()
         if (o.link.unavailable() !== undefined) return void giveUp()

@@ -1,7 +1,8 @@
-import { BundleError, isBundleError } from '../../errors/index.js'
+import { BundleError, isBundleError, ignore } from '../../errors/index.js'
 import { Dispatcher, type DispatcherOptions, type DispatcherStats, type SubmitOptions } from '../batching/dispatcher.js'
 import { LatencyModel } from '../batching/latency-model.js'
-import { SEQUENCE_FREE, type SequenceId, type SequenceSpec, type WireTensor } from '../pool/protocol.js'
+import type { WireTensor } from '../pool/protocol.js'
+import { SEQUENCE_FREE, type SequenceId, type SequenceSpec } from './protocol.js'
 import { Frame } from './frame.js'
 import type { SequenceFrame } from './options.js'
 import { type FrameResult, type PinnedPool, runSequenceBatch } from './run-batch.js'
@@ -80,7 +81,7 @@ export class SequenceBatcher {
         void o
           .pool()
           .runOn(w, SEQUENCE_FREE, { ids })
-          .catch(() => undefined),
+          .catch(ignore('a worker that cannot free sequences has lost them already (it restarts empty)')),
       evicted: (n) => {
         this.evicted += n
         o.onEvicted?.(n)

@@ -1,5 +1,6 @@
 import type { SubmitOptions } from '../batching/dispatcher.js'
-import type { SequenceId, WireTensor } from '../pool/protocol.js'
+import type { WireTensor } from '../pool/protocol.js'
+import type { SequenceId } from './protocol.js'
 import type { HeldFrame } from './table.js'
 
 type Request = Record<string, WireTensor>

@@ -1,10 +1,11 @@
 import { BundleError } from '../../errors/index.js'
 import type { TensorSpec } from '../inference.js'
 import { rowsRequest } from '../onnx/batch.js'
-import type { SequenceId, SequenceSpec, StateSpec, WireTensor } from '../pool/protocol.js'
+import type { WireTensor } from '../pool/protocol.js'
+import type { SequenceId, SequenceSpec, StateSpec } from './protocol.js'
 import { type RunnerTensor, TYPED_ARRAYS, toWire } from '../tensor.js'
 
-export type { SequenceId } from '../pool/protocol.js'
+export type { SequenceId } from './protocol.js'
 
 /** One state tensor of a stateful model: the output that becomes this input on the sequence's next frame. */
 export interface SequenceStateOptions {

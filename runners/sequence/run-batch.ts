@@ -1,6 +1,7 @@
 import type { Slice } from '../batching/dispatcher.js'
 import { splitOutputs, stackInputs, tracesOf } from '../onnx/batch.js'
-import { SEQUENCE_RUN, type SequenceRunArgs, type SequenceRunResult, type WireTensor } from '../pool/protocol.js'
+import type { WireTensor } from '../pool/protocol.js'
+import { SEQUENCE_RUN, type SequenceRunArgs, type SequenceRunResult } from './protocol.js'
 import type { WorkerPool } from '../pool/worker-pool.js'
 import type { Frame } from './frame.js'
 

@@ -1,7 +1,7 @@
 import { BundleError } from '../../errors/index.js'
 import { RUNNER_DEFAULTS } from '../defaults.js'
 import type { OnnxRunnerOptions } from '../onnx/options.js'
-import type { SequenceSpec } from '../pool/protocol.js'
+import type { SequenceSpec } from './protocol.js'
 import { DEFAULT_SEQUENCE_IDLE_MS, type SequenceOptions } from './options.js'
 
 // How an onnx runner with a `sequence` option differs at start and in what it reports: the

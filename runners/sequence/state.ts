@@ -1,4 +1,5 @@
-import type { SequenceId, SequenceRow, SequenceSpec, WireTensor } from '../pool/protocol.js'
+import type { WireTensor } from '../pool/protocol.js'
+import type { SequenceId, SequenceRow, SequenceSpec } from './protocol.js'
 import { concatRows, type RunnerDType, sliceRows, zeros } from '../tensor.js'
 
 /**

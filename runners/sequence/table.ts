@@ -1,5 +1,5 @@
 import { BundleError } from '../../errors/index.js'
-import type { SequenceId } from '../pool/protocol.js'
+import type { SequenceId } from './protocol.js'
 
 /** What the table needs of a frame it holds. */
 export interface HeldFrame {

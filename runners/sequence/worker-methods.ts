@@ -1,3 +1,4 @@
+import type { WireTensor } from '../pool/protocol.js'
 import {
   SEQUENCE_FREE,
   SEQUENCE_RUN,
@@ -5,8 +6,7 @@ import {
   type SequenceRunArgs,
   type SequenceRunResult,
   type SequenceSpec,
-  type WireTensor,
-} from '../pool/protocol.js'
+} from './protocol.js'
 import { concatRows, sliceRows } from '../tensor.js'
 import { SequenceStates } from './state.js'
 

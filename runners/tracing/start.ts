@@ -1,5 +1,6 @@
 import { activeTracing, setTracing } from './state.js'
 import type { TracingSettings } from './settings.js'
+import { ignore } from '../../errors/index.js'
 
 // One start per process, shared by concurrent callers (two would register two providers).
 const STARTING = Symbol.for('modelbundle.tracingStart')
@@ -31,7 +32,10 @@ export function startTracing(
 /** Resolves when `p` does or after `ms`, whichever is first: a collector that does not answer holds no shutdown. */
 async function bounded(p: Promise<unknown>, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined
-  await Promise.race([p.catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, ms)))])
+  await Promise.race([
+    p.catch(ignore('the spans not sent are lost either way; tracing must not fail a shutdown')),
+    new Promise<void>((r) => (timer = setTimeout(r, ms))),
+  ])
   clearTimeout(timer)
 }
 

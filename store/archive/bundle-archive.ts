@@ -4,7 +4,7 @@ import { unlink } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
-import { BundleError } from '../../errors/index.js'
+import { BundleError, ignore } from '../../errors/index.js'
 import { exportTarget } from './target.js'
 import { modelDigest } from '../digest.js'
 import { ioError, publish, removeQuietly, tempName } from '../fs-util.js'
@@ -94,7 +94,7 @@ export async function exportBundle(
     }
     const gzip = createGzip({ level: 6 })
     const written = pipeline(gzip, createWriteStream(partial, { mode: 0o644 }))
-    written.catch(() => undefined)
+    written.catch(ignore('awaited below, where its failure is thrown'))
     const tar = new TarWriter(gzip, new Date(Date.parse(bundle.created) - (Date.parse(bundle.created) % 1000)))
     const copy = async (entry: string, file: string, size: number) => {
       await tar.begin(entry, size)
@@ -111,7 +111,7 @@ export async function exportBundle(
     publish(partial, target)
     return { path: target, bundle }
   } catch (err) {
-    await unlink(partial).catch(() => undefined)
+    await unlink(partial).catch(ignore('the partial file may not exist'))
     throw ioError(err, `writing ${target}`)
   } finally {
     await removeQuietly(work)

@@ -4,7 +4,7 @@ import { unlink } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
-import { BundleError } from '../../errors/index.js'
+import { BundleError, ignore } from '../../errors/index.js'
 import { exportTarget } from './target.js'
 import { ioError, publish } from '../fs-util.js'
 import type { ModelStore } from '../model-store.js'
@@ -43,13 +43,13 @@ export async function exportModel(
   const sink = createWriteStream(partial, { mode: 0o644 })
   // pipeline() owns the error events of both streams (EFBIG, ENOSPC): no unhandled 'error'.
   const written = pipeline(gzip, sink)
-  written.catch(() => undefined)
+  written.catch(ignore('awaited below, where its failure is thrown'))
   const tar = new TarWriter(gzip, new Date(Date.parse(model.created) - (Date.parse(model.created) % 1000)))
   const total = model.size
   let done = 0
   try {
     const failed = written.then(() => new Promise<never>(() => undefined))
-    failed.catch(() => undefined)
+    failed.catch(ignore('raced below, where its failure is thrown'))
     const step = <T>(p: Promise<T>): Promise<T> => Promise.race([p, failed])
     await step(tar.file(MANIFEST_NAME, Buffer.from(`${JSON.stringify(manifestOf(model), null, 2)}\n`)))
     for (const f of [...model.files].sort((a, b) => (a.path < b.path ? -1 : 1))) {
@@ -68,7 +68,7 @@ export async function exportModel(
   } catch (err) {
     gzip.destroy()
     sink.destroy()
-    await unlink(partial).catch(() => undefined)
+    await unlink(partial).catch(ignore('the partial file may not exist'))
     throw ioError(err, `writing ${target}`)
   }
   return { path: target, model }

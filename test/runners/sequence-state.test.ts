@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
+import type { WireTensor } from '../../runners/pool/protocol.js'
 import {
   SEQUENCE_FREE,
   SEQUENCE_RUN,
   type SequenceRunResult,
   type SequenceSpec,
-  type WireTensor,
-} from '../../runners/pool/protocol.js'
+} from '../../runners/sequence/protocol.js'
 import { SequenceStates } from '../../runners/sequence/state.js'
 import { sequenceMethods } from '../../runners/sequence/worker-methods.js'
 import { concatRows, fromWire, sliceRows, toWire } from '../../runners/tensor.js'

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { type BundleError, isBundleError } from '../../errors/index.js'
-import type { SequenceId } from '../../runners/pool/protocol.js'
+import type { SequenceId } from '../../runners/sequence/protocol.js'
 import { type FrameOutcome, type HeldFrame, SequenceTable } from '../../runners/sequence/table.js'
 
 // The per-sequence ordering, placement, eviction and loss of the sequence batcher, without

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { describe, it } from 'node:test'
 import type { BundleError } from '../../errors/index.js'
 import { WorkerPool } from '../../runners/pool/worker-pool.js'
+import { customBackend } from '../../runners/custom/protocol.js'
 import type { GatheredTensor } from '../../runners/pool/protocol.js'
 import { join } from 'node:path'
 import ort from 'onnxruntime-node'
@@ -19,7 +20,7 @@ const pool = (extra: Partial<ConstructorParameters<typeof WorkerPool>[0]> = {}) 
     runner: 'echo',
     workers: 2,
     isolation: 'thread',
-    backend: { kind: 'custom', module: ECHO, exportName: 'EchoRunner' },
+    backend: customBackend({ module: ECHO, exportName: 'EchoRunner' }),
     backoffMs: { min: 50, max: 400 },
     ...extra,
   })

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url'
 import { describe, it } from 'node:test'
 import type { BundleError } from '../../errors/index.js'
 import { WorkerPool } from '../../runners/pool/worker-pool.js'
+import { customBackend } from '../../runners/custom/protocol.js'
 import { until } from '../utils/until.js'
 
 const ECHO = fileURLToPath(new URL('../fixtures/echo-runner.ts', import.meta.url))
@@ -11,7 +12,7 @@ const pool = (extra: Partial<ConstructorParameters<typeof WorkerPool>[0]> = {}) 
   new WorkerPool({
     runner: 'echo',
     workers: 2,
-    backend: { kind: 'custom', module: ECHO, exportName: 'EchoRunner' },
+    backend: customBackend({ module: ECHO, exportName: 'EchoRunner' }),
     backoffMs: { min: 50, max: 400 },
     ...extra,
   })
@@ -103,7 +104,7 @@ describe('WorkerPool (real child processes)', () => {
     const bad = new WorkerPool({
       runner: 'bad',
       workers: 1,
-      backend: { kind: 'custom', module: ECHO, exportName: 'Nope' },
+      backend: customBackend({ module: ECHO, exportName: 'Nope' }),
     })
     await assert.rejects(
       bad.start(),

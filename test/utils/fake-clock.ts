@@ -16,6 +16,11 @@ export class FakeClock implements Clock {
     return id
   }
 
+  /** Timers set and not yet fired or cleared. */
+  pending(): number {
+    return this.timers.length
+  }
+
   clearTimeout(handle: unknown): void {
     this.timers = this.timers.filter((t) => t.id !== handle)
   }

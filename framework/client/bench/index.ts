@@ -86,6 +86,7 @@ async function modelInputs(
   })
   if (res.status === 404) throw usage(`model "${model}" is not served at ${o.url} (see /v2/repository/index)`)
   if (!res.ok) throw unreachable(`HTTP ${res.status}`)
+  // Not JSON: refused just below, as a body without inputs.
   const meta = (await res.json().catch(() => undefined)) as { inputs?: unknown } | undefined
   if (!Array.isArray(meta?.inputs))
     throw new BundleError(
@@ -147,6 +148,7 @@ async function makeTarget(o: BenchOptions, w: Where, sockets: number): Promise<T
 
 /** The APIs a service serves, from its /openapi.json (none when it has none to give). */
 async function servedRoutes(url: string, key: string | undefined): Promise<string[]> {
+  // No document (unreachable, not JSON): no routes to offer, which the caller reports.
   const res = await fetch(new URL('/openapi.json', url), {
     signal: AbortSignal.timeout(5_000),
     ...(key ? { headers: { authorization: `Bearer ${key}` } } : {}),

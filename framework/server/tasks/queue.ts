@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq'
 import type { Logger } from 'pino'
-import { BundleError, isBundleError } from '../../../errors/index.js'
+import { BundleError, isBundleError, ignore } from '../../../errors/index.js'
 import { SpanKind } from '@opentelemetry/api'
 import {
   isTransportError,
@@ -64,7 +64,10 @@ export class TaskService {
   /** Each API's queue connection, kept when a queue is opened again (see queue()). */
   private readonly queueConns = new Map<string, ReturnType<RedisLink['connection']>>()
   private readonly workers: Worker[] = []
-  private readonly running = new Map<string, AbortController>()
+  /** The tasks this replica runs now: how to stop each, and the key a cancel sets. */
+  private readonly running = new Map<string, { ac: AbortController; cancelKey: string }>()
+  /** Called when the last running task ends (stop() waits for it). */
+  private onIdle: (() => void) | undefined
   private subscriber: ReturnType<RedisLink['connection']> | undefined
   private started = false
   private stopping = false
@@ -123,7 +126,7 @@ export class TaskService {
   async start(instance: Record<string, unknown>): Promise<void> {
     const { link } = this.o
     // Not for long: the server starts while Redis is down, and tasks answer 503 until it is back.
-    await link.connected(3_000).catch(() => undefined)
+    await link.connected(3_000).catch(ignore('Redis is down: tasks answer 503 until it is back'))
     for (const a of this.o.apis) {
       this.queues.set(a.name, this.openQueue(a))
       const w = new Worker(this.queueName(a), (job) => this.process(a, instance, job), {
@@ -141,10 +144,13 @@ export class TaskService {
     // A cancel reaches the replica running the task, wherever it was asked.
     this.subscriber = link.connection(true)
     this.subscriber.on('message', (_ch: string, id: string) =>
-      this.running.get(id)?.abort(new BundleError('E_TASK_CANCELLED', 'the task was cancelled')),
+      this.running.get(id)?.ac.abort(new BundleError('E_TASK_CANCELLED', 'the task was cancelled')),
     )
+    // A cancel published while the subscription was down is missed, but its key stays: each
+    // time the connection is back, subscribe (confirmed), then read the running tasks' keys.
+    this.subscriber.on('ready', () => void this.resubscribed())
     // Not awaited: with Redis down it would wait for its return; ioredis subscribes again on reconnect.
-    this.subscriber.subscribe(this.channel).catch(() => undefined)
+    this.subscriber.subscribe(this.channel).catch(ignore('Redis is down: ioredis subscribes again once it is back'))
     this.started = true
   }
 
@@ -168,19 +174,10 @@ export class TaskService {
   private async run(a: ApiDefinition, instance: Record<string, unknown>, job: Job): Promise<TaskResult> {
     const id = job.id!
     const data = job.data as TaskData
-    // Registered before anything else, so a cancel published from now on reaches it; the key
-    // is also polled, for a cancel sent while this server's subscription was down.
+    // Registered before anything else, so a cancel published from now on reaches it (and one sent
+    // while this server's subscription was down, when it is back: resubscribed()).
     const ac = new AbortController()
-    this.running.set(id, ac)
-    const poll = setInterval(() => {
-      this.o.link
-        .client()
-        .exists(this.cancelKey(a, id))
-        .then(
-          (n) => n === 1 && ac.abort(),
-          () => undefined,
-        )
-    }, 2_000)
+    this.running.set(id, { ac, cancelKey: this.cancelKey(a, id) })
     try {
       if ((await this.o.link.client().exists(this.cancelKey(a, id))) === 1) throw new UnrecoverableError('cancelled')
       const input = await unpack(this.o.link, data.input, false)
@@ -198,10 +195,7 @@ export class TaskService {
       const body = typeof whole === 'string' ? Buffer.from(whole) : Buffer.from(whole)
       // The input is no longer needed once the task succeeded (a failed one keeps it for retry).
       if ('ref' in data.input)
-        void this.o.link
-          .client()
-          .del(data.input.ref)
-          .catch(() => undefined)
+        void this.o.link.client().del(data.input.ref).catch(ignore('the stored input expires by its TTL anyway'))
       return {
         body: body.toString('base64'),
         contentType: enc.contentType,
@@ -221,8 +215,8 @@ export class TaskService {
           : 'the task failed; the server log has the details',
       )
     } finally {
-      clearInterval(poll)
       this.running.delete(id)
+      if (this.running.size === 0) this.onIdle?.()
     }
   }
 
@@ -299,6 +293,19 @@ export class TaskService {
     await job.retry('failed')
   }
 
+  /** The subscription is back: cancels sent while it was down are read from their keys. */
+  private async resubscribed(): Promise<void> {
+    try {
+      await this.subscriber?.subscribe(this.channel)
+      for (const { ac, cancelKey } of this.running.values())
+        if ((await this.o.link.client().exists(cancelKey)) === 1)
+          ac.abort(new BundleError('E_TASK_CANCELLED', 'the task was cancelled'))
+      this.o.log.debug({ running: this.running.size }, 'task cancels re-read after reconnecting')
+    } catch {
+      // Redis went away again: its next 'ready' comes here once more.
+    }
+  }
+
   /**
    * Stops taking tasks. Those running get a few seconds to finish; the rest are left to their
    * locks, which lapse, and run again on another replica (or this one after a restart).
@@ -306,12 +313,23 @@ export class TaskService {
   async stop(): Promise<void> {
     this.started = false
     this.stopping = true
-    for (const w of this.workers) void w.pause(true).catch(() => undefined)
-    const until = Date.now() + 5_000
-    while (this.running.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
+    for (const w of this.workers)
+      void w.pause(true).catch(ignore('stopping: a worker that cannot pause is closed next'))
+    if (this.running.size > 0) {
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([
+        new Promise<void>((r) => (this.onIdle = r)),
+        new Promise<void>((r) => (timer = setTimeout(r, 5_000))),
+      ])
+      clearTimeout(timer)
+    }
     const closing = Promise.all([
-      ...this.workers.map((w) => w.close(true).catch(() => undefined)),
-      ...[...this.queues.values()].map((q) => q.close().catch(() => undefined)),
+      ...this.workers.map((w) =>
+        w.close(true).catch(ignore('stopping: a connection that cannot close goes with the process')),
+      ),
+      ...[...this.queues.values()].map((q) =>
+        q.close().catch(ignore('stopping: a connection that cannot close goes with the process')),
+      ),
     ])
     await Promise.race([closing, new Promise((r) => setTimeout(r, 1_000).unref())])
     this.subscriber?.disconnect()

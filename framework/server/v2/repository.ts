@@ -1,4 +1,4 @@
-import { BundleError, isBundleError } from '../../../errors/index.js'
+import { BundleError, isBundleError, ignore } from '../../../errors/index.js'
 import {
   isVersioned,
   OnnxRunner,
@@ -144,7 +144,7 @@ export class ModelRepository {
 
   private serially<T>(name: string, fn: () => Promise<T>): Promise<T> {
     const prev = this.locks.get(name) ?? Promise.resolve()
-    const next = prev.catch(() => undefined).then(fn)
+    const next = prev.catch(ignore('that failure was answered to its own caller')).then(fn)
     this.locks.set(name, next)
     return next
   }
@@ -239,7 +239,7 @@ export class ModelRepository {
       try {
         await other.start()
       } catch (err) {
-        await other.stop().catch(() => undefined)
+        await other.stop().catch(ignore('the failed start is what the caller hears'))
         throw err
       }
       entry.others.set(other.model!.version, other)
@@ -266,7 +266,7 @@ export class ModelRepository {
     try {
       await runner.start()
     } catch (err) {
-      await runner.stop().catch(() => undefined)
+      await runner.stop().catch(ignore('the failed start is what the caller hears'))
       e.state = 'UNAVAILABLE'
       e.reason = `failed to load: ${redactPaths((err as Error).message)}`
       throw err
@@ -324,6 +324,8 @@ export class ModelRepository {
 
   async stopAll(): Promise<void> {
     const all = [...this.entries.values()].flatMap((e) => [...(e.declared ? [] : [e.primary]), ...e.others.values()])
-    await Promise.all(all.map((r) => r.stop().catch(() => undefined)))
+    await Promise.all(
+      all.map((r) => r.stop().catch(ignore('unloading every model: one that fails to stop does not hold the others'))),
+    )
   }
 }

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { BundleError } from '../../../errors/index.js'
+import { BundleError, ignore } from '../../../errors/index.js'
 import { type CallContext, withCallContext } from '../../../runners/index.js'
 import type { StreamDescriptor } from '../../io/stream.js'
 import type { HeaderReader, IODescriptor } from '../../io/types.js'
@@ -231,7 +231,10 @@ export class WsSession {
       if (!this.closed) this.fail(err)
     } finally {
       clearTimeout(this.idle)
-      if (it) void Promise.resolve(it.return?.()).catch(() => undefined)
+      if (it)
+        void Promise.resolve(it.return?.()).catch(
+          ignore("the session is over: its generator's cleanup cannot reach the client any more"),
+        )
       this.o.metrics.ended(this.a.name)
       this.finish()
     }
