@@ -44,6 +44,54 @@ function only(where: string, obj: Record<string, unknown>, keys: readonly string
     if (!keys.includes(k)) throw bad(`${where}: unknown key "${k}" (known: ${keys.join(', ')})`)
 }
 
+/** A runner's `batching:` overrides. */
+function validateBatching(where: string, raw: unknown): NonNullable<RunnerOverrides['batching']> {
+  const b = raw as Record<string, unknown>
+  if (b === null || typeof b !== 'object') throw bad(`${where} must be a mapping`)
+  only(where, b, ['enabled', 'maxBatchSize', 'maxDelayMs', 'maxQueueSize', 'maxLatencyMs', 'batchDim'])
+  const out: NonNullable<RunnerOverrides['batching']> = {}
+  if (b.enabled !== undefined) {
+    if (typeof b.enabled !== 'boolean') throw bad(`${where}.enabled must be true or false`)
+    out.enabled = b.enabled
+  }
+  // 0: never merge requests (Triton's max_batch_size 0), each runs as given.
+  if (b.maxBatchSize !== undefined)
+    out.maxBatchSize = b.maxBatchSize === 0 ? 0 : positiveInt(`${where}.maxBatchSize (or 0)`, b.maxBatchSize)
+  if (b.maxDelayMs !== undefined) out.maxDelayMs = atLeastZero(`${where}.maxDelayMs`, b.maxDelayMs)
+  if (b.maxQueueSize !== undefined) out.maxQueueSize = positiveInt(`${where}.maxQueueSize`, b.maxQueueSize)
+  if (b.maxLatencyMs !== undefined) out.maxLatencyMs = positive(`${where}.maxLatencyMs`, b.maxLatencyMs)
+  if (b.batchDim !== undefined) {
+    const dim = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
+    if (dim(b.batchDim)) out.batchDim = b.batchDim as number
+    else if (Array.isArray(b.batchDim) && b.batchDim.length === 2 && b.batchDim.every(dim))
+      out.batchDim = b.batchDim as [number, number]
+    else
+      throw bad(
+        `${where}.batchDim must be a dimension index (0, 1, …) or [input dimension, output dimension], ` +
+          `got ${JSON.stringify(b.batchDim)}`,
+      )
+  }
+  return out
+}
+
+/** A runner's `resources:` overrides (CPU cores per worker, GPUs). */
+function validateResources(where: string, raw: unknown): NonNullable<RunnerOverrides['resources']> {
+  const r = raw as Record<string, unknown>
+  if (r === null || typeof r !== 'object') throw bad(`${where} must be a mapping`)
+  only(where, r, ['cpu', 'gpu'])
+  const out: NonNullable<RunnerOverrides['resources']> = {}
+  if (r.cpu !== undefined) out.cpu = positive(`${where}.cpu`, r.cpu)
+  if (r.gpu !== undefined) {
+    if (
+      !(typeof r.gpu === 'number' && r.gpu >= 0) &&
+      !(Array.isArray(r.gpu) && r.gpu.every((d) => typeof d === 'number' || typeof d === 'string'))
+    )
+      throw bad(`${where}.gpu must be a number or a device list`)
+    out.gpu = r.gpu as GpuRequest
+  }
+  return out
+}
+
 /** Validates one runner's overrides (from YAML or env); unknown keys are errors that name the key. */
 export function validateOverrides(where: string, raw: unknown): RunnerOverrides {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
@@ -86,51 +134,8 @@ export function validateOverrides(where: string, raw: unknown): RunnerOverrides 
       throw bad(`${where}.executionProviders must be a list of names, e.g. [cuda, cpu]`)
     out.executionProviders = o.executionProviders as string[]
   }
-  if (o.batching !== undefined) {
-    const b = o.batching as Record<string, unknown>
-    if (b === null || typeof b !== 'object') throw bad(`${where}.batching must be a mapping`)
-    only(`${where}.batching`, b, ['enabled', 'maxBatchSize', 'maxDelayMs', 'maxQueueSize', 'maxLatencyMs', 'batchDim'])
-    out.batching = {}
-    if (b.enabled !== undefined) {
-      if (typeof b.enabled !== 'boolean') throw bad(`${where}.batching.enabled must be true or false`)
-      out.batching.enabled = b.enabled
-    }
-    // 0: never merge requests (Triton's max_batch_size 0), each runs as given.
-    if (b.maxBatchSize !== undefined)
-      out.batching.maxBatchSize =
-        b.maxBatchSize === 0 ? 0 : positiveInt(`${where}.batching.maxBatchSize (or 0)`, b.maxBatchSize)
-    if (b.maxDelayMs !== undefined) out.batching.maxDelayMs = atLeastZero(`${where}.batching.maxDelayMs`, b.maxDelayMs)
-    if (b.maxQueueSize !== undefined)
-      out.batching.maxQueueSize = positiveInt(`${where}.batching.maxQueueSize`, b.maxQueueSize)
-    if (b.maxLatencyMs !== undefined)
-      out.batching.maxLatencyMs = positive(`${where}.batching.maxLatencyMs`, b.maxLatencyMs)
-    if (b.batchDim !== undefined) {
-      const dim = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
-      if (dim(b.batchDim)) out.batching.batchDim = b.batchDim as number
-      else if (Array.isArray(b.batchDim) && b.batchDim.length === 2 && b.batchDim.every(dim))
-        out.batching.batchDim = b.batchDim as [number, number]
-      else
-        throw bad(
-          `${where}.batching.batchDim must be a dimension index (0, 1, …) or [input dimension, output dimension], ` +
-            `got ${JSON.stringify(b.batchDim)}`,
-        )
-    }
-  }
-  if (o.resources !== undefined) {
-    const r = o.resources as Record<string, unknown>
-    if (r === null || typeof r !== 'object') throw bad(`${where}.resources must be a mapping`)
-    only(`${where}.resources`, r, ['cpu', 'gpu'])
-    out.resources = {}
-    if (r.cpu !== undefined) out.resources.cpu = positive(`${where}.resources.cpu`, r.cpu)
-    if (r.gpu !== undefined) {
-      if (
-        !(typeof r.gpu === 'number' && r.gpu >= 0) &&
-        !(Array.isArray(r.gpu) && r.gpu.every((d) => typeof d === 'number' || typeof d === 'string'))
-      )
-        throw bad(`${where}.resources.gpu must be a number or a device list`)
-      out.resources.gpu = r.gpu as GpuRequest
-    }
-  }
+  if (o.batching !== undefined) out.batching = validateBatching(`${where}.batching`, o.batching)
+  if (o.resources !== undefined) out.resources = validateResources(`${where}.resources`, o.resources)
   if (o.warmup !== undefined) out.warmup = validateWarmup(`${where}.warmup`, o.warmup, bad)
   return out
 }

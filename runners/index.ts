@@ -81,4 +81,5 @@ export {
   stopTracing,
   tracingSettings,
   type TraceCarrier,
+  type TracingSettings,
 } from './tracing/index.js'

@@ -43,12 +43,8 @@ export interface Generation {
 // Device discovery runs only for runners that ask for a GPU (nvidia-smi costs a process spawn).
 const devicesFor = (gpu: GpuRequest | undefined): string[] => (gpu === undefined || gpu === 0 ? [] : gpuDevices())
 
-/**
- * Starts a generation whose batches run in worker processes on this machine: as many workers
- * as asked (or as the cores hold, with resources.cpu), placed on GPUs when asked, each warmed
- * up before it reports ready — its warm-up timings seed the batcher.
- */
-export async function startLocal(o: {
+/** What startLocal needs to start a generation. */
+export interface LocalGeneration {
   name: string
   options: OnnxRunnerOptions
   model: ModelInfo
@@ -65,8 +61,10 @@ export async function startLocal(o: {
   sequence?: SequenceSpec | undefined
   /** Told when a worker crashes, times out or restarts (a sequence batcher loses that worker's sequences). */
   onWorkerEvent?: (e: { type: 'crash' | 'restart' | 'timeout'; index: number; detail: string }) => void
-}): Promise<Generation> {
-  const model = o.model
+}
+
+/** How many workers, on which devices, with how many threads each, under which isolation. */
+function placement(o: LocalGeneration) {
   const cpu = o.options.resources?.cpu
   const workers =
     o.options.minWorkers ??
@@ -74,14 +72,68 @@ export async function startLocal(o: {
     (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : RUNNER_DEFAULTS.workers)
   const threads = o.options.intraOpThreads ?? (cpu ? Math.max(1, Math.ceil(cpu)) : undefined)
   // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
-  const placement = placeWorkers(workers, o.options.resources?.gpu, devicesFor(o.options.resources?.gpu))
-  const providers = o.options.executionProviders ?? (placement ? ['cuda'] : undefined)
+  const gpus = placeWorkers(workers, o.options.resources?.gpu, devicesFor(o.options.resources?.gpu))
+  const providers = o.options.executionProviders ?? (gpus ? ['cuda'] : undefined)
+  const isolation = o.options.isolation ?? RUNNER_DEFAULTS.isolation
+  // CUDA_VISIBLE_DEVICES is read once per process: GPU placement needs a process per worker.
+  if (isolation === 'thread' && gpus)
+    throw new BundleError(
+      'E_SERVE_CONFIG_INVALID',
+      `runner ${o.name}: isolation 'thread' runs workers inside the API process, where each cannot see only its ` +
+        `own GPUs; use isolation 'process' with resources.gpu`,
+    )
+  return { workers, threads, gpus, providers, isolation }
+}
+
+/**
+ * The pool's warm-up: the planned calls (a sequence's as one-frame sequences that leave no state),
+ * their timings seeding the batcher; none when nothing is to be warmed.
+ */
+function warmupOf(
+  o: LocalGeneration,
+  warm: ReturnType<typeof warmupPlan>,
+  dispatcher: GenerationBatcher,
+  b: ReturnType<typeof resolveBatching>,
+): Pick<PoolOptions, 'warmup'> {
+  if (warm.calls.length === 0) return {}
+  const seq = o.sequence
+  return {
+    warmup: {
+      method: seq ? SEQUENCE_RUN : ONNX_RUN,
+      steps: warm.calls.map((c) => ({
+        rows: c.rows,
+        untimed: c.untimed,
+        timed: c.timed,
+        args: () => {
+          const inputs = c.inputs()
+          if (!seq) return { inputs }
+          // Sequences of one frame each (start and end): they leave no state behind.
+          const frames = Array.from({ length: c.rows }, (_, i) => ({ id: `warm-up ${i}`, start: true, end: true }))
+          return { inputs, rows: frames } satisfies SequenceRunArgs
+        },
+      })),
+      // Warm-up timings seed the batcher: it starts with measured batch times.
+      observe: (rows: number, ms: number) => dispatcher.model.observe(rows, ms),
+      // A batch twice this size would already blow the latency bound: bigger ones
+      // are not worth warming (start-up time), the batcher measures them if it ever uses them.
+      enough: (_rows: number, ms: number) => b.enabled && o.plan.batched && 2 * ms > b.deadlineMs,
+      ...(warm.required ? {} : { optional: (err: Error) => o.onWarmupFailed?.(err) }),
+    },
+  }
+}
+
+/**
+ * Starts a generation whose batches run in worker processes on this machine: as many workers
+ * as asked (or as the cores hold, with resources.cpu), placed on GPUs when asked, each warmed
+ * up before it reports ready — its warm-up timings seed the batcher.
+ */
+export async function startLocal(o: LocalGeneration): Promise<Generation> {
+  const { workers, threads, gpus, providers, isolation } = placement(o)
   const b = resolveBatching(o.options)
-  const { enabled: batching, maxBatchSize, deadlineMs } = b
   // Each generation's batches run on its own workers (a swap drains the old ones there).
   let pool: WorkerPool | undefined
   const dispatcher = o.newDispatcher(workers, () => pool!, b.batchesPerWorker)
-  const signature = signatureOf(model, o.onnxPath)
+  const signature = signatureOf(o.model, o.onnxPath)
   const seq = o.sequence
   // A sequence runner's callers send neither its state nor its constants: neither is warmed as an input.
   const fed = new Set(seq ? [...seq.state.map((s) => s.input), ...Object.keys(seq.constants)] : [])
@@ -90,59 +142,23 @@ export async function startLocal(o: {
     o.options,
     signature.inputs.filter((i) => !fed.has(i.name)),
     o.plan,
-    { enabled: batching, maxBatchSize },
+    { enabled: b.enabled, maxBatchSize: b.maxBatchSize },
   )
-  const isolation = o.options.isolation ?? RUNNER_DEFAULTS.isolation
-  // CUDA_VISIBLE_DEVICES is read once per process: GPU placement needs a process per worker.
-  if (isolation === 'thread' && placement)
-    throw new BundleError(
-      'E_SERVE_CONFIG_INVALID',
-      `runner ${o.name}: isolation 'thread' runs workers inside the API process, where each cannot see only its ` +
-        `own GPUs; use isolation 'process' with resources.gpu`,
-    )
   pool = new WorkerPool({
     isolation,
     depth: b.batchesPerWorker,
-    ...(placement ? { env: (i: number) => ({ CUDA_VISIBLE_DEVICES: placement[i]!.join(',') }) } : {}),
+    ...(gpus ? { env: (i: number) => ({ CUDA_VISIBLE_DEVICES: gpus[i]!.join(',') }) } : {}),
     runner: o.name,
     workers,
     timeoutMs: b.timeoutMs,
     ...(o.onWorkerEvent ? { onEvent: o.onWorkerEvent } : {}),
     ...(o.output ? { output: o.output } : {}),
     backend: backendOf(o.modelFile, providers, threads, seq),
-    ...(warm.calls.length
-      ? {
-          warmup: {
-            method: seq ? SEQUENCE_RUN : ONNX_RUN,
-            steps: warm.calls.map((c) => ({
-              rows: c.rows,
-              untimed: c.untimed,
-              timed: c.timed,
-              args: () => {
-                const inputs = c.inputs()
-                if (!seq) return { inputs }
-                // Sequences of one frame each (start and end): they leave no state behind.
-                const frames = Array.from({ length: c.rows }, (_, i) => ({
-                  id: `warm-up ${i}`,
-                  start: true,
-                  end: true,
-                }))
-                return { inputs, rows: frames } satisfies SequenceRunArgs
-              },
-            })),
-            // Warm-up timings seed the batcher: it starts with measured batch times.
-            observe: (rows: number, ms: number) => dispatcher.model.observe(rows, ms),
-            // A batch twice this size would already blow the latency bound: bigger ones
-            // are not worth warming (start-up time), the batcher measures them if it ever uses them.
-            enough: (_rows: number, ms: number) => batching && o.plan.batched && 2 * ms > deadlineMs,
-            ...(warm.required ? {} : { optional: (err: Error) => o.onWarmupFailed?.(err) }),
-          },
-        }
-      : {}),
+    ...warmupOf(o, warm, dispatcher, b),
   })
   await startPool(pool)
   return {
-    model,
+    model: o.model,
     signature,
     plan: o.plan,
     warmupPlan: warm.view,
@@ -150,7 +166,7 @@ export async function startLocal(o: {
     pool,
     dispatcher,
     sequence: seq,
-    gpus: placement,
+    gpus,
   }
 }
 

@@ -68,6 +68,72 @@ function changeOrSecond(link: RedisLink): Promise<void> {
 
 const RETRY_MS = 1_000
 
+// Catalog codes (and their details) travel; anything else arrives as a plain failure.
+const answer = (err: unknown): JobResult => ({ error: errorToWire(err) })
+
+/** Why a batch is not run here: its deadline has passed (stale), or it was formed for another model. */
+function refused(o: RemoteWorkerOptions, d: JobData): JobResult | undefined {
+  if (o.link.now() > d.deadline)
+    return {
+      error: {
+        code: 'E_RUNNER_TIMEOUT',
+        message: `runner ${o.runner.name}: the batch waited past its deadline and was not run`,
+      },
+      stale: true,
+    }
+  const mine = o.runner.digest?.()
+  if (d.digest && mine && d.digest !== mine)
+    return {
+      error: {
+        code: 'E_REMOTE_MODEL_MISMATCH',
+        message:
+          `runner ${o.runner.name}: the API server serves model ${d.digest.slice(0, 19)}…, this worker ` +
+          `runs ${mine.slice(0, 19)}…; run workers of the same bundle`,
+      },
+    }
+  return undefined
+}
+
+/**
+ * One batch from the queue: its inputs read from Redis, run on this worker's own processes, its
+ * outputs stored for the API server. `failed` decides what a failure to move bytes becomes.
+ */
+async function runBatch(
+  o: RemoteWorkerOptions,
+  job: { id?: string | undefined; data: unknown },
+  host: string,
+  failed: (err: unknown) => JobResult,
+): Promise<JobResult> {
+  const d = job.data as JobData
+  const refusal = refused(o, d)
+  if (refusal) return refusal
+  let args: unknown
+  try {
+    args = await unpack(o.link, d.args, false)
+  } catch (err) {
+    return failed(err)
+  }
+  let out: unknown
+  const traced = executeSpans(d.trace, `remote ${d.method}`, {
+    'bundle.runner': o.runner.name,
+    'bundle.remote.host': host,
+  })
+  try {
+    out = await o.runner.execute(d.method, args, traced.carriers)
+    traced.end()
+  } catch (err) {
+    traced.end(err)
+    // The model's or the user's error: answered as it is, never retried.
+    return answer(err)
+  }
+  try {
+    const ttl = Math.max(1_000, d.deadline - o.link.now() + 5_000)
+    return { ok: await pack(o.link, `${o.link.prefix}:result:${job.id}`, out, ttl) }
+  } catch (err) {
+    return failed(err)
+  }
+}
+
 /**
  * Serves a runner's queue: takes the batches API servers formed, runs them on the runner's own
  * worker processes, answers through the queue. A batch whose deadline has passed is answered
@@ -99,8 +165,6 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
       }
     })().catch(ignore('the next batch that fails to move calls recover() again'))
   }
-  // Catalog codes (and their details) travel; anything else arrives as a plain failure.
-  const answer = (err: unknown): JobResult => ({ error: errorToWire(err) })
   /** Moving the batch failed: a transport failure is thrown, so BullMQ puts the job back for another worker. */
   const failed = (err: unknown): JobResult => {
     if (!isTransportError(err)) return answer(err)
@@ -108,72 +172,16 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
     throw new Error(`${TRANSPORT_FAILURE}: runner ${o.runner.name}: a worker lost Redis while moving the batch`)
   }
   const host = hostname()
-  const worker = new Worker(
-    o.queue,
-    async (job): Promise<JobResult> => {
-      const d = job.data as JobData
-      if (o.link.now() > d.deadline)
-        return {
-          error: {
-            code: 'E_RUNNER_TIMEOUT',
-            message: `runner ${o.runner.name}: the batch waited past its deadline and was not run`,
-          },
-          stale: true,
-        }
-      const mine = o.runner.digest?.()
-      if (d.digest && mine && d.digest !== mine) {
-        return {
-          error: {
-            code: 'E_REMOTE_MODEL_MISMATCH',
-            message:
-              `runner ${o.runner.name}: the API server serves model ${d.digest.slice(0, 19)}…, this worker ` +
-              `runs ${mine.slice(0, 19)}…; run workers of the same bundle`,
-          },
-        }
-      }
-      let args: unknown
-      try {
-        args = await unpack(o.link, d.args, false)
-      } catch (err) {
-        return failed(err)
-      }
-      let out: unknown
-      const traced = executeSpans(d.trace, `remote ${d.method}`, {
-        'bundle.runner': o.runner.name,
-        'bundle.remote.host': host,
-      })
-      try {
-        out = await o.runner.execute(d.method, args, traced.carriers)
-        traced.end()
-      } catch (err) {
-        traced.end(err)
-        // The model's or the user's error: answered as it is, never retried.
-        return answer(err)
-      }
-      try {
-        return {
-          ok: await pack(
-            o.link,
-            `${o.link.prefix}:result:${job.id}`,
-            out,
-            Math.max(1_000, d.deadline - o.link.now() + 5_000),
-          ),
-        }
-      } catch (err) {
-        return failed(err)
-      }
-    },
-    {
-      connection: o.link.connection(true),
-      prefix: o.link.prefix,
-      concurrency,
-      lockDuration: lockMs,
-      stalledInterval: Math.max(500, lockMs / 2),
-      maxStalledCount: 1,
-      autorun: false,
-      runRetryDelay: RUN_RETRY_MS,
-    },
-  )
+  const worker = new Worker(o.queue, (job) => runBatch(o, job, host, failed), {
+    connection: o.link.connection(true),
+    prefix: o.link.prefix,
+    concurrency,
+    lockDuration: lockMs,
+    stalledInterval: Math.max(500, lockMs / 2),
+    maxStalledCount: 1,
+    autorun: false,
+    runRetryDelay: RUN_RETRY_MS,
+  })
   worker.on('error', () => undefined)
   // Both of the worker's own connections (commands and the blocking wait for jobs).
   await worker.waitUntilReady()

@@ -96,16 +96,33 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
   /** Shutdown: streams end once their requests are answered (idle ones now). */
   drain(): void
 } {
-  const streams = new Set<() => void>()
-  let draining = false
+  const service = new GrpcInference(o)
+  return { handlers: service.handlers(), drain: () => service.drain() }
+}
+
+type Call = { getDeadline(): Date | number; cancelled: boolean; metadata: Metadata }
+
+/** The service's state (open streams, draining) and its RPCs as methods. */
+class GrpcInference {
+  /** Each open stream's "end me if I am done" check. */
+  private readonly streams = new Set<() => void>()
+  private draining = false
+
+  constructor(private readonly o: GrpcServiceOptions) {}
+
+  drain(): void {
+    this.draining = true
+    for (const end of this.streams) end()
+  }
+
   /** A unary RPC: key check when `closed`, errors as statuses, a metrics sample per call. */
-  const unary =
-    (
-      rpc: string,
-      closed: boolean,
-      fn: (req: any, call: ServerUnaryCall<any, any>, bound: Deadline) => unknown,
-    ): Unary =>
-    (call, callback) => {
+  private unary(
+    rpc: string,
+    closed: boolean,
+    fn: (req: any, call: ServerUnaryCall<any, any>, bound: Deadline) => unknown,
+  ): Unary {
+    const o = this.o
+    return (call, callback) => {
       const started = performance.now()
       const requestId = requestIdOf(call.metadata)
       const bound: Deadline = {}
@@ -128,26 +145,22 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
         finish(err)
       }
     }
+  }
 
-  const find = (name: string, version: string): InferenceModel => {
+  private find(name: string, version: string): InferenceModel {
     if (!name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model name')
-    return o.repository.find(name, version || undefined)
+    return this.o.repository.find(name, version || undefined)
   }
 
   /**
    * One inference, as ModelInfer and each request of ModelStreamInfer run it. It fills in
    * `bound` with its deadline, so a failure can tell a missed client deadline from an overload.
    */
-  const infer = (
-    msg: WireInferRequest,
-    call: { getDeadline(): Date | number; cancelled: boolean; metadata: Metadata },
-    bound: Deadline,
-    rpc: 'ModelInfer' | 'ModelStreamInfer',
-  ) => {
+  private infer(msg: WireInferRequest, call: Call, bound: Deadline, rpc: 'ModelInfer' | 'ModelStreamInfer') {
     const arrived = performance.now()
-    const m = find(msg.model_name, msg.model_version)
-    if (!o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
-    return o.track(() =>
+    const m = this.find(msg.model_name, msg.model_version)
+    if (!this.o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
+    return this.o.track(() =>
       withServerSpan(
         () => ({
           name: `inference.GRPCInferenceService/${rpc}`,
@@ -159,25 +172,19 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
           },
         }),
         (name) => first(call.metadata, name),
-        () => run(msg, call, bound, m, arrived),
+        () => this.run(msg, call, bound, m, arrived),
       ),
     )
   }
 
-  const run = async (
-    msg: WireInferRequest,
-    call: { getDeadline(): Date | number; cancelled: boolean },
-    bound: Deadline,
-    m: InferenceModel,
-    arrived: number,
-  ) => {
+  private async run(msg: WireInferRequest, call: Call, bound: Deadline, m: InferenceModel, arrived: number) {
     const req = parseWireRequest(msg)
     const given = deadlineOf(call)
     const deadline = requestDeadline(req.timeoutMs, arrived, given)
     if (deadline !== undefined) Object.assign(bound, { at: deadline, arrived, model: m })
     const { model, outputs } = await runInference(req, {
       model: m,
-      resolve: () => find(msg.model_name, ''),
+      resolve: () => this.find(msg.model_name, ''),
       versioned: msg.model_version !== '',
       arrived,
       ...(given !== undefined ? { deadline: given } : {}),
@@ -186,119 +193,129 @@ export function inferenceHandlers(o: GrpcServiceOptions): {
     return wireResponse(model, req.id, outputs)
   }
 
-  const stream = (call: ServerDuplexStream<WireInferRequest, unknown>): void => {
+  /** ModelStreamInfer: requests answered as they finish, a failed one answered in-stream; ends once all are. */
+  private stream(call: ServerDuplexStream<WireInferRequest, unknown>): void {
     const streamId = requestIdOf(call.metadata)
     try {
-      o.checkKey?.(first(call.metadata, 'authorization'))
+      this.o.checkKey?.(first(call.metadata, 'authorization'))
     } catch (err) {
-      o.metrics.done('ModelStreamInfer', Status.UNAUTHENTICATED, 0)
-      call.emit('error', toServiceError(err, streamId, o.log))
+      this.o.metrics.done('ModelStreamInfer', Status.UNAUTHENTICATED, 0)
+      call.emit('error', toServiceError(err, streamId, this.o.log))
       return
     }
-    o.metrics.streamOpened()
+    this.o.metrics.streamOpened()
     let pending = 0
     let ended = false
     const maybeEnd = () => {
-      if ((ended || draining) && pending === 0 && !call.cancelled && !call.writableEnded) {
+      if ((ended || this.draining) && pending === 0 && !call.cancelled && !call.writableEnded) {
         // Requests the client sent after this point are not read: none is run without its answer.
         call.pause()
         call.end()
       }
     }
-    streams.add(maybeEnd)
+    this.streams.add(maybeEnd)
     call.on('data', (msg: WireInferRequest) => {
       if (call.writableEnded) return
       pending++
-      const started = performance.now()
-      const bound: Deadline = {}
-      const requestId = msg.id && SANE_REQUEST_ID.test(msg.id) ? `${streamId}/${msg.id}` : randomUUID()
-      Promise.resolve()
-        .then(() => infer(msg, call, bound, 'ModelStreamInfer'))
-        .then(
-          (response) => {
-            o.metrics.done('ModelStreamInfer', Status.OK, (performance.now() - started) / 1e3)
-            if (!call.cancelled) call.write({ error_message: '', infer_response: response })
-          },
-          (err) => {
-            // The request fails; the stream goes on. Its id, its code and its gRPC status name
-            // travel with the message, so a client matches the failure to its request.
-            const e = toServiceError(err, requestId, o.log, clientBound(bound))
-            o.metrics.done('ModelStreamInfer', e.code, (performance.now() - started) / 1e3)
-            if (call.cancelled) return
-            call.write({
-              error_message: e.details,
-              infer_response: {
-                model_name: msg.model_name,
-                model_version: msg.model_version,
-                id: msg.id,
-                parameters: {
-                  error_code: { string_param: String(e.metadata?.get('error-code')[0] ?? '') },
-                  grpc_status: { string_param: Status[e.code] },
-                },
-              },
-            })
-          },
-        )
-        .finally(() => {
-          pending--
-          maybeEnd()
-        })
+      void this.streamRequest(call, streamId, msg).finally(() => {
+        pending--
+        maybeEnd()
+      })
     })
     call.on('end', () => {
       ended = true
       maybeEnd()
     })
     call.once('close', () => {
-      streams.delete(maybeEnd)
-      o.metrics.streamClosed()
+      this.streams.delete(maybeEnd)
+      this.o.metrics.streamClosed()
     })
     call.on('error', () => undefined) // a client gone mid-stream: its requests see call.cancelled
   }
 
-  const handlers: UntypedServiceImplementation = {
-    ServerLive: unary('ServerLive', false, () => ({ live: true })),
-    ServerReady: unary('ServerReady', false, () => ({ ready: o.ready() })),
-    // A known model that is not loaded is OK with ready: false; only a name nobody knows is NOT_FOUND.
-    ModelReady: unary('ModelReady', false, (r) => {
-      if (!r.name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model name')
-      return { ready: o.repository.isReady(r.name, r.version || undefined) }
-    }),
-    ServerMetadata: unary('ServerMetadata', false, () => ({
-      name: 'modelbundle',
-      version: o.version,
-      extensions: EXTENSIONS,
-    })),
-    ModelMetadata: unary('ModelMetadata', false, (r) =>
-      metadata(find(r.name, r.version), o.repository.versions(r.name)),
-    ),
-    ModelConfig: unary('ModelConfig', false, (r) => ({ config: wireConfig(find(r.name, r.version)) })),
-    ModelStatistics: unary('ModelStatistics', false, (r) => ({
-      model_stats: r.name
-        ? [forStatistics(r.name, () => stats(find(r.name, r.version)))]
-        : o.repository.models().map(stats),
-    })),
-    ModelInfer: unary('ModelInfer', true, (r, call, bound) => infer(r, call, bound, 'ModelInfer')),
-    ModelStreamInfer: stream as never,
-    RepositoryIndex: unary('RepositoryIndex', true, (r) => ({
-      models: o.repository.index().filter((m) => !r.ready || m.state === 'READY'),
-    })),
-    RepositoryModelLoad: unary('RepositoryModelLoad', true, async (r) => {
-      if (!r.model_name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model_name')
-      await o.repository.load(r.model_name, loadParameters(repositoryParameters(r.parameters)))
-      return {}
-    }),
-    RepositoryModelUnload: unary('RepositoryModelUnload', true, async (r) => {
-      if (!r.model_name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model_name')
-      const version = parameterValue(r.parameters.version)
-      await o.repository.unload(r.model_name, typeof version === 'string' && version ? version : undefined)
-      return {}
-    }),
+  /** One request of a stream, its answer (or its failure) written to the stream. */
+  private async streamRequest(
+    call: ServerDuplexStream<WireInferRequest, unknown>,
+    streamId: string,
+    msg: WireInferRequest,
+  ): Promise<void> {
+    const started = performance.now()
+    const bound: Deadline = {}
+    const requestId = msg.id && SANE_REQUEST_ID.test(msg.id) ? `${streamId}/${msg.id}` : randomUUID()
+    try {
+      const response = await this.infer(msg, call, bound, 'ModelStreamInfer')
+      this.o.metrics.done('ModelStreamInfer', Status.OK, (performance.now() - started) / 1e3)
+      if (!call.cancelled) call.write({ error_message: '', infer_response: response })
+    } catch (err) {
+      // The request fails; the stream goes on. Its id, its code and its gRPC status name
+      // travel with the message, so a client matches the failure to its request.
+      const e = toServiceError(err, requestId, this.o.log, clientBound(bound))
+      this.o.metrics.done('ModelStreamInfer', e.code, (performance.now() - started) / 1e3)
+      if (call.cancelled) return
+      call.write({
+        error_message: e.details,
+        infer_response: {
+          model_name: msg.model_name,
+          model_version: msg.model_version,
+          id: msg.id,
+          parameters: {
+            error_code: { string_param: String(e.metadata?.get('error-code')[0] ?? '') },
+            grpc_status: { string_param: Status[e.code] },
+          },
+        },
+      })
+    }
   }
-  return {
-    handlers,
-    drain() {
-      draining = true
-      for (const end of streams) end()
-    },
+
+  handlers(): UntypedServiceImplementation {
+    const o = this.o
+    const find = (name: string, version: string) => this.find(name, version)
+    return {
+      ServerLive: this.unary('ServerLive', false, () => ({ live: true })),
+      ServerReady: this.unary('ServerReady', false, () => ({ ready: o.ready() })),
+      // A known model that is not loaded is OK with ready: false; only a name nobody knows is NOT_FOUND.
+      ModelReady: this.unary('ModelReady', false, (r) => {
+        if (!r.name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model name')
+        return { ready: o.repository.isReady(r.name, r.version || undefined) }
+      }),
+      ServerMetadata: this.unary('ServerMetadata', false, () => ({
+        name: 'modelbundle',
+        version: o.version,
+        extensions: EXTENSIONS,
+      })),
+      ModelMetadata: this.unary('ModelMetadata', false, (r) =>
+        metadata(find(r.name, r.version), o.repository.versions(r.name)),
+      ),
+      ModelConfig: this.unary('ModelConfig', false, (r) => ({ config: wireConfig(find(r.name, r.version)) })),
+      ModelStatistics: this.unary('ModelStatistics', false, (r) => ({
+        model_stats: r.name
+          ? [forStatistics(r.name, () => stats(find(r.name, r.version)))]
+          : o.repository.models().map(stats),
+      })),
+      ModelInfer: this.unary('ModelInfer', true, (r, call, bound) => this.infer(r, call, bound, 'ModelInfer')),
+      ModelStreamInfer: ((call: ServerDuplexStream<WireInferRequest, unknown>) => this.stream(call)) as never,
+      ...this.repositoryHandlers(),
+    }
+  }
+
+  /** The repository extension: index, load, unload (the key needed when the server has one). */
+  private repositoryHandlers(): UntypedServiceImplementation {
+    const o = this.o
+    return {
+      RepositoryIndex: this.unary('RepositoryIndex', true, (r) => ({
+        models: o.repository.index().filter((m) => !r.ready || m.state === 'READY'),
+      })),
+      RepositoryModelLoad: this.unary('RepositoryModelLoad', true, async (r) => {
+        if (!r.model_name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model_name')
+        await o.repository.load(r.model_name, loadParameters(repositoryParameters(r.parameters)))
+        return {}
+      }),
+      RepositoryModelUnload: this.unary('RepositoryModelUnload', true, async (r) => {
+        if (!r.model_name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model_name')
+        const version = parameterValue(r.parameters.version)
+        await o.repository.unload(r.model_name, typeof version === 'string' && version ? version : undefined)
+        return {}
+      }),
+    }
   }
 }
