@@ -43,7 +43,10 @@ export function requestIds(app: ServerHono, p: AppParts): void {
   })
 }
 
-/** CORS, then the API key: one check in front of every route, so a route added later is closed unless auth.ts opens it. */
+/**
+ * CORS, then the API key: one check in front of every route, so a route added later is closed
+ * unless auth.ts opens it.
+ */
 export function keyGate(app: ServerHono, p: AppParts): void {
   // CORS before the key check: a browser's preflight carries no Authorization header.
   const cors = corsMiddleware(p.options.corsOrigins ?? [])
