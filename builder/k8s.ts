@@ -50,9 +50,8 @@ const CPU = /^(?:[1-9]\d*(?:\.\d+)?|0\.\d*[1-9]\d*|[1-9]\d*m)$/
 /** A positive memory quantity: a number with a binary (Ki…Ei) or decimal (k, M…E) suffix, or bytes. */
 const MEMORY = /^(?:[1-9]\d*(?:\.\d+)?|0\.\d*[1-9]\d*)(?:[KMGTPE]i|[kMGTPE])?$/
 
-export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, unknown>[] {
-  const m = bundle.manifest as BundleManifest
-  const name = k8sName(bundle.name)
+/** The flags, checked as Kubernetes would take them: a typo fails here, not at `kubectl apply`. */
+function checkOptions(o: K8sOptions): void {
   const positive = (flag: string, v: number | undefined) => {
     if (v !== undefined && !(Number.isSafeInteger(v) && v >= 0))
       throw new BundleError('E_CLI_USAGE', `${flag} must be a whole number, got ${v}`)
@@ -82,34 +81,37 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
     throw new BundleError('E_CLI_USAGE', `--redis "${o.redis}" is not a Redis URL (redis://HOST:6379)`)
   if (o.redis === undefined && (o.workerReplicas ?? o.workerMin ?? o.workerMax) !== undefined)
     throw new BundleError('E_CLI_USAGE', '--worker-* options need --redis: workers are fed through Redis')
-  const min = o.min ?? (o.max !== undefined ? 1 : undefined)
-  if (min !== undefined && o.max !== undefined && min > o.max)
-    throw new BundleError('E_CLI_USAGE', `--min ${min} is above --max ${o.max}`)
-  const labels = {
-    'app.kubernetes.io/name': name,
-    'app.kubernetes.io/version': bundle.version.slice(0, 63),
-    'app.kubernetes.io/managed-by': 'modelbundle',
-  }
+}
+
+/** What every manifest of one bundle shares. */
+interface Shared {
+  bundle: BundleInfo
+  m: BundleManifest
+  o: K8sOptions
+  name: string
+  labels: Record<string, string>
+  metadata: { name: string; namespace?: string; labels: Record<string, string>; annotations: Record<string, string> }
+  /** With Redis, the API pods hold no model processes: GPUs and model memory go to the workers. */
+  remote: boolean
+  redisEnv: { name: string; value: string }[]
+}
+
+const SHM_VOLUME = [{ name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: '512Mi' } }]
+
+/** The API server's Deployment: probes, drain on shutdown, Prometheus annotations, non-root. */
+function apiDeployment(x: Shared, replicas: number): Record<string, unknown> {
+  const { o, m, name, labels, metadata, remote, redisEnv } = x
   const selector = { 'app.kubernetes.io/name': name }
-  const metadata = {
-    name,
-    ...(o.namespace ? { namespace: o.namespace } : {}),
-    labels,
-    annotations: { 'modelbundle.io/bundle': bundle.tag, 'modelbundle.io/digest': bundle.digest },
-  }
   // After SIGTERM the server keeps accepting for DRAIN_DELAY_MS (answering 503, Connection: close),
   // then finishes in-flight work for up to graceMs: the pod must not be killed before it ends.
   const graceSeconds = Math.ceil(((o.graceMs ?? 30_000) + DRAIN_DELAY_MS) / 1000) + 15
-  // With Redis, the API pods hold no model processes: GPUs and model memory go to the workers.
-  const remote = o.redis !== undefined
   const gpu = remote ? 0 : (o.gpu ?? 0)
-  const redisEnv = remote ? [{ name: 'BUNDLE_REDIS_URL', value: o.redis! }] : []
-  const deployment = {
+  return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
     metadata,
     spec: {
-      replicas: o.replicas ?? min ?? 1,
+      replicas,
       selector: { matchLabels: selector },
       template: {
         metadata: {
@@ -153,12 +155,18 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
               volumeMounts: [{ name: 'shm', mountPath: '/dev/shm' }],
             },
           ],
-          volumes: [{ name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: '512Mi' } }],
+          volumes: SHM_VOLUME,
         },
       },
     },
   }
-  const service = {
+}
+
+/** The Service in front of the API pods (gRPC named so meshes and ingresses speak HTTP/2 to it). */
+function apiService(x: Shared): Record<string, unknown> {
+  const { o, metadata, name } = x
+  const selector = { 'app.kubernetes.io/name': name }
+  return {
     apiVersion: 'v1',
     kind: 'Service',
     metadata,
@@ -171,8 +179,11 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
       ],
     },
   }
-  const out: Record<string, unknown>[] = [deployment, service]
-  const hpa = (meta: typeof metadata, target: string, lo: number | undefined, hi: number | undefined) => ({
+}
+
+/** A CPU-based HorizontalPodAutoscaler for Deployment `target`. */
+function hpa(meta: Shared['metadata'], target: string, lo: number | undefined, hi: number | undefined) {
+  return {
     apiVersion: 'autoscaling/v2',
     kind: 'HorizontalPodAutoscaler',
     metadata: meta,
@@ -184,52 +195,81 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
         { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } },
       ],
     },
-  })
-  if (min !== undefined || o.max !== undefined) out.push(hpa(metadata, name, min, o.max))
-  if (remote) {
-    const wname = `${name}-worker`.slice(0, 63)
-    const wlabels = { ...labels, 'app.kubernetes.io/name': wname, 'app.kubernetes.io/component': 'worker' }
-    const wmeta = { ...metadata, name: wname, labels: wlabels }
-    const wmin = o.workerMin ?? (o.workerMax !== undefined ? 1 : undefined)
-    if (wmin !== undefined && o.workerMax !== undefined && wmin > o.workerMax)
-      throw new BundleError('E_CLI_USAGE', `--worker-min ${wmin} is above --worker-max ${o.workerMax}`)
-    const wgpu = o.gpu ?? 0
-    out.push({
-      apiVersion: 'apps/v1',
-      kind: 'Deployment',
-      metadata: wmeta,
-      spec: {
-        replicas: o.workerReplicas ?? wmin ?? 1,
-        selector: { matchLabels: { 'app.kubernetes.io/name': wname } },
-        template: {
-          metadata: { labels: wlabels },
-          spec: {
-            // A worker finishes the batches it holds on SIGTERM; others take the rest.
-            terminationGracePeriodSeconds: 30,
-            securityContext: { runAsNonRoot: true, runAsUser: IMAGE_UID, runAsGroup: IMAGE_UID, fsGroup: IMAGE_UID },
-            containers: [
-              {
-                name: 'worker',
-                image: o.image,
-                command: ['node', '/app/node_modules/modelbundle/bin/bundle', 'worker', '/app'],
-                env: [...redisEnv, ...Object.entries(m.env ?? {}).map(([k, v]) => ({ name: k, value: v }))],
-                resources: {
-                  requests: {
-                    cpu: o.cpu ?? '1',
-                    memory: o.memory ?? '1Gi',
-                    ...(wgpu ? { 'nvidia.com/gpu': wgpu } : {}),
-                  },
-                  limits: { memory: o.memory ?? '1Gi', ...(wgpu ? { 'nvidia.com/gpu': wgpu } : {}) },
+  }
+}
+
+/** Scale-out workers: `bundle worker` pods fed through Redis, with the GPUs; their own autoscaler bounds. */
+function workerManifests(x: Shared): Record<string, unknown>[] {
+  const { o, m, name, labels, metadata, redisEnv } = x
+  const out: Record<string, unknown>[] = []
+  const wname = `${name}-worker`.slice(0, 63)
+  const wlabels = { ...labels, 'app.kubernetes.io/name': wname, 'app.kubernetes.io/component': 'worker' }
+  const wmeta = { ...metadata, name: wname, labels: wlabels }
+  const wmin = o.workerMin ?? (o.workerMax !== undefined ? 1 : undefined)
+  if (wmin !== undefined && o.workerMax !== undefined && wmin > o.workerMax)
+    throw new BundleError('E_CLI_USAGE', `--worker-min ${wmin} is above --worker-max ${o.workerMax}`)
+  const wgpu = o.gpu ?? 0
+  out.push({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: wmeta,
+    spec: {
+      replicas: o.workerReplicas ?? wmin ?? 1,
+      selector: { matchLabels: { 'app.kubernetes.io/name': wname } },
+      template: {
+        metadata: { labels: wlabels },
+        spec: {
+          // A worker finishes the batches it holds on SIGTERM; others take the rest.
+          terminationGracePeriodSeconds: 30,
+          securityContext: { runAsNonRoot: true, runAsUser: IMAGE_UID, runAsGroup: IMAGE_UID, fsGroup: IMAGE_UID },
+          containers: [
+            {
+              name: 'worker',
+              image: o.image,
+              command: ['node', '/app/node_modules/modelbundle/bin/bundle', 'worker', '/app'],
+              env: [...redisEnv, ...Object.entries(m.env ?? {}).map(([k, v]) => ({ name: k, value: v }))],
+              resources: {
+                requests: {
+                  cpu: o.cpu ?? '1',
+                  memory: o.memory ?? '1Gi',
+                  ...(wgpu ? { 'nvidia.com/gpu': wgpu } : {}),
                 },
-                volumeMounts: [{ name: 'shm', mountPath: '/dev/shm' }],
+                limits: { memory: o.memory ?? '1Gi', ...(wgpu ? { 'nvidia.com/gpu': wgpu } : {}) },
               },
-            ],
-            volumes: [{ name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: '512Mi' } }],
-          },
+              volumeMounts: [{ name: 'shm', mountPath: '/dev/shm' }],
+            },
+          ],
+          volumes: [{ name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: '512Mi' } }],
         },
       },
-    })
-    if (wmin !== undefined || o.workerMax !== undefined) out.push(hpa(wmeta, wname, wmin, o.workerMax))
+    },
+  })
+  if (wmin !== undefined || o.workerMax !== undefined) out.push(hpa(wmeta, wname, wmin, o.workerMax))
+  return out
+}
+
+export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, unknown>[] {
+  checkOptions(o)
+  const min = o.min ?? (o.max !== undefined ? 1 : undefined)
+  if (min !== undefined && o.max !== undefined && min > o.max)
+    throw new BundleError('E_CLI_USAGE', `--min ${min} is above --max ${o.max}`)
+  const name = k8sName(bundle.name)
+  const labels = {
+    'app.kubernetes.io/name': name,
+    'app.kubernetes.io/version': bundle.version.slice(0, 63),
+    'app.kubernetes.io/managed-by': 'modelbundle',
   }
+  const metadata = {
+    name,
+    ...(o.namespace ? { namespace: o.namespace } : {}),
+    labels,
+    annotations: { 'modelbundle.io/bundle': bundle.tag, 'modelbundle.io/digest': bundle.digest },
+  }
+  const remote = o.redis !== undefined
+  const redisEnv = remote ? [{ name: 'BUNDLE_REDIS_URL', value: o.redis! }] : []
+  const x: Shared = { bundle, m: bundle.manifest as BundleManifest, o, name, labels, metadata, remote, redisEnv }
+  const out = [apiDeployment(x, o.replicas ?? min ?? 1), apiService(x)]
+  if (min !== undefined || o.max !== undefined) out.push(hpa(metadata, name, min, o.max))
+  if (remote) out.push(...workerManifests(x))
   return out
 }

@@ -78,8 +78,9 @@ function printReport(report: BuildReport, dryRun: boolean): void {
 
 const summary = ({ manifest: _m, ...b }: Omit<BundleInfo, 'files'>) => b
 
-export function bundleCommands(): Command[] {
-  const build = new Command('build')
+/** `bundle build`: package a service into the bundle store. */
+function buildCommand(): Command {
+  return new Command('build')
     .description(
       'package a service (DIR/bundle.yaml) with pinned dependencies and exact model versions into the bundle store',
     )
@@ -125,8 +126,11 @@ export function bundleCommands(): Command[] {
         })
       },
     )
+}
 
-  const list = new Command('list')
+/** `bundle list`: stored bundles. */
+function listCommand(): Command {
+  return new Command('list')
     .alias('ls')
     .description('list stored bundles, newest first within each name')
     .argument('[name]', 'only this bundle name')
@@ -149,8 +153,11 @@ export function bundleCommands(): Command[] {
         else write(await structured(bundles.map(summary), opts.output as 'json' | 'yaml'))
       })
     })
+}
 
-  const get = new Command('get')
+/** `bundle get`: one bundle. */
+function getCommand(): Command {
+  return new Command('get')
     .description('show one bundle (name, name:version, version prefix, name@semver-range)')
     .argument('<tag>')
     .addOption(
@@ -164,8 +171,11 @@ export function bundleCommands(): Command[] {
         else write(await structured(store.bundles.get(tag), opts.output as 'json' | 'yaml'))
       })
     })
+}
 
-  const del = new Command('delete')
+/** `bundle delete`: bundles (their models stay). */
+function deleteCommand(): Command {
+  return new Command('delete')
     .alias('rm')
     .description(
       'delete bundles (a bare name means its latest version; see --all-versions); their models stay and can then ' +
@@ -191,8 +201,11 @@ export function bundleCommands(): Command[] {
         for (const b of store.bundles.delete(exact, { allVersions: opts.allVersions })) write(`deleted ${b.tag}\n`)
       })
     })
+}
 
-  const exp = new Command('export')
+/** `bundle export`: a bundle and its models to one archive. */
+function exportCommand(): Command {
+  return new Command('export')
     .description('write a bundle and the models it pins to one .bundle archive (gzip tar)')
     .argument('<tag>')
     .argument('[out]', 'file or directory (default ./<name>-<version>.bundle)')
@@ -202,8 +215,11 @@ export function bundleCommands(): Command[] {
         write(`exported ${bundle.tag} to ${path}\n`)
       })
     })
+}
 
-  const imp = new Command('import')
+/** `bundle import`: an archive into the stores. */
+function importCommand(): Command {
+  return new Command('import')
     .description('import a .bundle archive: its models go to the model store (deduplicated), then the bundle')
     .argument('<file>')
     .action(async (file: string) => {
@@ -213,8 +229,11 @@ export function bundleCommands(): Command[] {
         write(importLine(status, bundle.tag, bundle.digest))
       })
     })
+}
 
-  const containerizeCmd = new Command('containerize')
+/** `bundle containerize`: an OCI image of a bundle. */
+function containerizeCommand(): Command {
+  return new Command('containerize')
     .description('build an OCI image of a bundle (docker, podman or buildah; no daemon needed with podman)')
     .argument('<tag>')
     .option('-t, --image <ref>', 'image reference (default <name>:<version>)')
@@ -257,7 +276,10 @@ export function bundleCommands(): Command[] {
         })
       },
     )
+}
 
+/** `bundle deploy k8s`: Kubernetes manifests for a containerized bundle. */
+function deployCommand(): Command {
   const int = (flag: string) => (v: string) => {
     const n = Number(v)
     if (!Number.isSafeInteger(n) || n < 0) throw new BundleError('E_CLI_USAGE', `${flag} "${v}" must be a whole number`)
@@ -298,6 +320,18 @@ export function bundleCommands(): Command[] {
         })
       },
     )
+  return deploy
+}
 
-  return [build, list, get, del, exp, imp, containerizeCmd, deploy]
+export function bundleCommands(): Command[] {
+  return [
+    buildCommand(),
+    listCommand(),
+    getCommand(),
+    deleteCommand(),
+    exportCommand(),
+    importCommand(),
+    containerizeCommand(),
+    deployCommand(),
+  ]
 }

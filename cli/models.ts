@@ -28,13 +28,9 @@ async function printModel(m: ModelInfo, format: string): Promise<void> {
   write(format === 'tag' ? `${m.tag}\n` : await structured(m, format as 'json' | 'yaml'))
 }
 
-export function modelsCommand(): Command {
-  const models = new Command('models').description(
-    'manage the local model store ($BUNDLE_HOME, default ~/.modelbundle)',
-  )
-
-  models
-    .command('save')
+/** `bundle models save`. */
+function saveCommand(): Command {
+  return new Command('save')
     .description('store files as a new model version')
     .argument('<path...>', 'model files and/or directories')
     .requiredOption('--name <name>', 'model name (letters, digits, - . _; case is kept)')
@@ -77,9 +73,11 @@ export function modelsCommand(): Command {
         })
       },
     )
+}
 
-  models
-    .command('list')
+/** `bundle models list`. */
+function listCommand(): Command {
+  return new Command('list')
     .alias('ls')
     .description('list stored models, newest first within each name')
     .argument('[name]', 'only this model name')
@@ -95,9 +93,11 @@ export function modelsCommand(): Command {
         )
       })
     })
+}
 
-  models
-    .command('get')
+/** `bundle models get`. */
+function getCommand(): Command {
+  return new Command('get')
     .description('show one model (name, name:version, version prefix, name@semver-range)')
     .argument('<tag>')
     .addOption(
@@ -111,9 +111,11 @@ export function modelsCommand(): Command {
         else write(await structured(await withServing(store.get(tag)), opts.output as 'json' | 'yaml'))
       })
     })
+}
 
-  models
-    .command('delete')
+/** `bundle models delete`. */
+function deleteCommand(): Command {
+  return new Command('delete')
     .alias('rm')
     .description('delete models (a bare name means its latest version; see --all-versions)')
     .argument('<tag...>')
@@ -139,9 +141,11 @@ export function modelsCommand(): Command {
           write(`deleted ${m.tag}\n`)
       })
     })
+}
 
-  models
-    .command('export')
+/** `bundle models export`. */
+function exportCommand(): Command {
+  return new Command('export')
     .description('write a model to a .bundlemodel archive (gzip tar with a checksummed manifest)')
     .argument('<tag>')
     .argument('[out]', 'file or directory (default ./<name>-<version>.bundlemodel)')
@@ -157,9 +161,11 @@ export function modelsCommand(): Command {
         }
       })
     })
+}
 
-  models
-    .command('import')
+/** `bundle models import`. */
+function importCommand(): Command {
+  return new Command('import')
     .description('import a .bundlemodel archive (verified before anything is stored)')
     .argument('<file>')
     .option('--force', 'replace a different model stored under the same tag', false)
@@ -175,9 +181,11 @@ export function modelsCommand(): Command {
         }
       })
     })
+}
 
-  models
-    .command('verify')
+/** `bundle models verify`. */
+function verifyCommand(): Command {
+  return new Command('verify')
     .description('re-hash every stored file; exit 1 if any is missing or corrupt')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .action(async (opts: { output: string }) => {
@@ -203,9 +211,11 @@ export function modelsCommand(): Command {
         if (!r.ok) process.exitCode = 1
       })
     })
+}
 
-  models
-    .command('gc')
+/** `bundle models gc`. */
+function gcCommand(): Command {
+  return new Command('gc')
     .description('reclaim unreferenced files and leftovers of interrupted writes')
     .action(async () => {
       await withStore(async (store) => {
@@ -216,8 +226,24 @@ export function modelsCommand(): Command {
         )
       })
     })
+}
 
-  for (const c of remoteModelCommands()) models.addCommand(c)
+export function modelsCommand(): Command {
+  const models = new Command('models').description(
+    'manage the local model store ($BUNDLE_HOME, default ~/.modelbundle)',
+  )
+  for (const c of [
+    saveCommand(),
+    listCommand(),
+    getCommand(),
+    deleteCommand(),
+    exportCommand(),
+    importCommand(),
+    verifyCommand(),
+    gcCommand(),
+    ...remoteModelCommands(),
+  ])
+    models.addCommand(c)
   return models
 }
 

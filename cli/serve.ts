@@ -186,26 +186,9 @@ function serverLimits(
   return Object.fromEntries(Object.entries(out).filter(([, v]) => v !== undefined))
 }
 
-export function serveCommand(): Command {
-  return new Command('serve')
-    .description(
-      'serve a service over HTTP: ENTRY is path/to/service.ts[:ClassName], a project directory holding ' +
-        'bundle.yaml, a stored bundle (name[:version]) or a bundle directory; or, with --models and no ENTRY, ' +
-        "the store's models over the Open Inference Protocol without writing a service",
-    )
-    .argument('[entry]')
-    .option(
-      '--models <names>',
-      'load these models of the store at start-up and serve them over /v2 (HTTP, and gRPC with --grpc-port): ' +
-        'comma-separated names, globs (ocr-*), NAME:VERSION or NAME@RANGE; "*" for the whole store (default ' +
-        '$BUNDLE_MODELS)',
-    )
-    .option(
-      '--model-control-mode <mode>',
-      'none: load every model --models names at start-up (default); explicit: load none of them until POST ' +
-        "/v2/repository/models/NAME/load asks (as Triton's modes)",
-      'none',
-    )
+/** Where it listens and the HTTP limits. */
+function listenFlags(c: Command): Command {
+  return c
     .option('-p, --port <port>', 'port to listen on (default $PORT or 3000)')
     .option(
       '--grpc-port <port>',
@@ -245,6 +228,23 @@ export function serveCommand(): Command {
       'on shutdown, keep accepting this long after /readyz turns 503, answering new requests 503 with ' +
         'Connection: close, so load balancers stop sending first (default $BUNDLE_DRAIN_DELAY_MS or 0)',
     )
+}
+
+/** What it serves (--models), how its runners run, and what it reports. */
+function runtimeFlags(c: Command): Command {
+  return c
+    .option(
+      '--models <names>',
+      'load these models of the store at start-up and serve them over /v2 (HTTP, and gRPC with --grpc-port): ' +
+        'comma-separated names, globs (ocr-*), NAME:VERSION or NAME@RANGE; "*" for the whole store (default ' +
+        '$BUNDLE_MODELS)',
+    )
+    .option(
+      '--model-control-mode <mode>',
+      'none: load every model --models names at start-up (default); explicit: load none of them until POST ' +
+        "/v2/repository/models/NAME/load asks (as Triton's modes)",
+      'none',
+    )
     .option('-c, --config <file>', 'YAML file of runner overrides keyed by runner name (see README "Tuning runners")')
     .option('--no-access-log', 'do not log one line per request (default: log; or BUNDLE_ACCESS_LOG=0)')
     .option('--reload', 'restart when source files change (development)', false)
@@ -269,79 +269,98 @@ export function serveCommand(): Command {
       "also export Triton's nv_inference_* metrics per model and version on /metrics (triton), from the same " +
         'measurements as the bundle_* series (default $BUNDLE_METRICS_COMPAT; none when neither is set)',
     )
-    .action(async (entry: string | undefined, opts: ServeFlags) => {
-      const modelPatterns = opts.models ?? (process.env.BUNDLE_MODELS || undefined)
-      if (entry === undefined && modelPatterns === undefined)
-        throw new BundleError(
-          'E_CLI_USAGE',
-          'bundle serve needs what to serve: a service (path/to/service.ts, a project directory, a bundle tag) or ' +
-            "--models NAMES (e.g. --models '*' for every model in the store)",
-        )
-      if (opts.reload) {
-        if (entry === undefined) throw new BundleError('E_CLI_USAGE', "--reload watches a service's files: give ENTRY")
-        followParentUnderNpm()
-        return reloading(entry)
-      }
-      const limits = serverLimits(opts)
-      const grpc = grpcPort(opts.grpcPort)
-      if (grpc !== undefined && grpc !== 0 && grpc === port(opts.port))
-        throw new BundleError('E_CLI_USAGE', `--grpc-port ${grpc} is the HTTP port too: give gRPC a port of its own`)
-      if (opts.runners !== 'local' && opts.runners !== 'remote')
-        throw new BundleError('E_CLI_USAGE', `--runners must be local or remote, not "${opts.runners}"`)
-      if (opts.remoteGrace !== undefined && opts.runners !== 'remote')
-        throw new BundleError('E_CLI_USAGE', '--remote-grace applies to remote runners: add --runners remote')
-      // The environment's value is checked too, but only where it applies (one image may run both ways).
-      const graceMs =
-        opts.runners === 'remote'
-          ? (wholeNumber('--remote-grace', opts.remoteGrace, 0) ??
-            wholeNumber('BUNDLE_REMOTE_GRACE_MS', process.env.BUNDLE_REMOTE_GRACE_MS || undefined, 0))
-          : undefined
-      // Redis: always for remote runners; otherwise when given (response caches, tasks).
-      const url =
-        opts.runners === 'remote'
-          ? redisUrl(opts.redis, '--runners remote')
-          : (opts.redis ?? (process.env.BUNDLE_REDIS_URL || undefined))
-      if (modelPatterns !== undefined && opts.runners === 'remote')
-        throw new BundleError(
-          'E_CLI_USAGE',
-          "--models loads the store's models into this server's own workers; --runners remote moves a service's " +
-            'runners to `bundle worker` processes: use one or the other',
-        )
-      const runnerConfig = opts.config === undefined ? undefined : await readServeConfig(opts.config)
-      if (opts.modelControlMode !== 'none' && opts.modelControlMode !== 'explicit')
-        throw new BundleError(
-          'E_CLI_USAGE',
-          `--model-control-mode must be none or explicit, not "${opts.modelControlMode}"`,
-        )
-      // Models are chosen before anything starts: a pattern that matches nothing never opens a port.
-      const chosen = modelPatterns === undefined ? undefined : await servedModels(modelPatterns)
-      // Explicit control: the models stay in the store until a load asks for them.
-      const models = opts.modelControlMode === 'explicit' ? undefined : chosen
-      const { definition, scope } =
-        entry === undefined ? { definition: await storeService(), scope: 'models' } : await resolveEntry(entry)
-      const { serve } = await import('../framework/index.js')
-      const link = url === undefined ? undefined : new (await import('../runners/index.js')).RedisLink(url)
-      const apiKey = opts.apiKey ?? process.env.BUNDLE_API_KEY
-      followParentUnderNpm()
-      await serve(definition, {
-        port: port(opts.port),
-        ...(grpc !== undefined ? { grpcPort: grpc } : {}),
-        host: opts.host ?? process.env.HOST ?? '127.0.0.1',
-        ...(apiKey ? { apiKey } : {}),
-        ...limits,
-        ...(opts.accessLog === false ? { accessLog: false } : {}),
-        // Checked by the server before it opens a socket (E_SERVE_CONFIG_INVALID, as BUNDLE_METRICS_COMPAT).
-        ...(opts.metricsCompat !== undefined
-          ? { metricsCompat: opts.metricsCompat as NonNullable<ServeOptions['metricsCompat']> }
-          : {}),
-        ...(opts.otelEndpoint !== undefined ? { otelEndpoint: opts.otelEndpoint } : {}),
-        ...(runnerConfig ? { runnerConfig } : {}),
-        ...(models ? { models } : {}),
-        ...(modelPatterns !== undefined ? { servable: modelFilter(modelPatterns) } : {}),
-        ...(link ? { redis: link, scope } : {}),
-        ...(link && opts.runners === 'remote'
-          ? { remote: { link, scope, ...(graceMs !== undefined ? { graceMs } : {}) } }
-          : {}),
-      })
-    })
+}
+
+export function serveCommand(): Command {
+  const c = new Command('serve')
+    .description(
+      'serve a service over HTTP: ENTRY is path/to/service.ts[:ClassName], a project directory holding ' +
+        'bundle.yaml, a stored bundle (name[:version]) or a bundle directory; or, with --models and no ENTRY, ' +
+        "the store's models over the Open Inference Protocol without writing a service",
+    )
+    .argument('[entry]')
+  return runtimeFlags(listenFlags(c)).action(runServe)
+}
+
+/** How the remote runners and Redis are set up from --runners, --redis and --remote-grace (checked). */
+function remoteSetup(opts: ServeFlags): { url: string | undefined; graceMs: number | undefined } {
+  if (opts.runners !== 'local' && opts.runners !== 'remote')
+    throw new BundleError('E_CLI_USAGE', `--runners must be local or remote, not "${opts.runners}"`)
+  if (opts.remoteGrace !== undefined && opts.runners !== 'remote')
+    throw new BundleError('E_CLI_USAGE', '--remote-grace applies to remote runners: add --runners remote')
+  // The environment's value is checked too, but only where it applies (one image may run both ways).
+  const graceMs =
+    opts.runners === 'remote'
+      ? (wholeNumber('--remote-grace', opts.remoteGrace, 0) ??
+        wholeNumber('BUNDLE_REMOTE_GRACE_MS', process.env.BUNDLE_REMOTE_GRACE_MS || undefined, 0))
+      : undefined
+  // Redis: always for remote runners; otherwise when given (response caches, tasks).
+  const url =
+    opts.runners === 'remote'
+      ? redisUrl(opts.redis, '--runners remote')
+      : (opts.redis ?? (process.env.BUNDLE_REDIS_URL || undefined))
+  return { url, graceMs }
+}
+
+/** `bundle serve`: every flag checked before anything starts, then the server. */
+async function runServe(entry: string | undefined, opts: ServeFlags): Promise<void> {
+  const modelPatterns = opts.models ?? (process.env.BUNDLE_MODELS || undefined)
+  if (entry === undefined && modelPatterns === undefined)
+    throw new BundleError(
+      'E_CLI_USAGE',
+      'bundle serve needs what to serve: a service (path/to/service.ts, a project directory, a bundle tag) or ' +
+        "--models NAMES (e.g. --models '*' for every model in the store)",
+    )
+  if (opts.reload) {
+    if (entry === undefined) throw new BundleError('E_CLI_USAGE', "--reload watches a service's files: give ENTRY")
+    followParentUnderNpm()
+    return reloading(entry)
+  }
+  const limits = serverLimits(opts)
+  const grpc = grpcPort(opts.grpcPort)
+  if (grpc !== undefined && grpc !== 0 && grpc === port(opts.port))
+    throw new BundleError('E_CLI_USAGE', `--grpc-port ${grpc} is the HTTP port too: give gRPC a port of its own`)
+  const { url, graceMs } = remoteSetup(opts)
+  if (modelPatterns !== undefined && opts.runners === 'remote')
+    throw new BundleError(
+      'E_CLI_USAGE',
+      "--models loads the store's models into this server's own workers; --runners remote moves a service's " +
+        'runners to `bundle worker` processes: use one or the other',
+    )
+  const runnerConfig = opts.config === undefined ? undefined : await readServeConfig(opts.config)
+  if (opts.modelControlMode !== 'none' && opts.modelControlMode !== 'explicit')
+    throw new BundleError(
+      'E_CLI_USAGE',
+      `--model-control-mode must be none or explicit, not "${opts.modelControlMode}"`,
+    )
+  // Models are chosen before anything starts: a pattern that matches nothing never opens a port.
+  const chosen = modelPatterns === undefined ? undefined : await servedModels(modelPatterns)
+  // Explicit control: the models stay in the store until a load asks for them.
+  const models = opts.modelControlMode === 'explicit' ? undefined : chosen
+  const { definition, scope } =
+    entry === undefined ? { definition: await storeService(), scope: 'models' } : await resolveEntry(entry)
+  const { serve } = await import('../framework/index.js')
+  const link = url === undefined ? undefined : new (await import('../runners/index.js')).RedisLink(url)
+  const apiKey = opts.apiKey ?? process.env.BUNDLE_API_KEY
+  followParentUnderNpm()
+  await serve(definition, {
+    port: port(opts.port),
+    ...(grpc !== undefined ? { grpcPort: grpc } : {}),
+    host: opts.host ?? process.env.HOST ?? '127.0.0.1',
+    ...(apiKey ? { apiKey } : {}),
+    ...limits,
+    ...(opts.accessLog === false ? { accessLog: false } : {}),
+    // Checked by the server before it opens a socket (E_SERVE_CONFIG_INVALID, as BUNDLE_METRICS_COMPAT).
+    ...(opts.metricsCompat !== undefined
+      ? { metricsCompat: opts.metricsCompat as NonNullable<ServeOptions['metricsCompat']> }
+      : {}),
+    ...(opts.otelEndpoint !== undefined ? { otelEndpoint: opts.otelEndpoint } : {}),
+    ...(runnerConfig ? { runnerConfig } : {}),
+    ...(models ? { models } : {}),
+    ...(modelPatterns !== undefined ? { servable: modelFilter(modelPatterns) } : {}),
+    ...(link ? { redis: link, scope } : {}),
+    ...(link && opts.runners === 'remote'
+      ? { remote: { link, scope, ...(graceMs !== undefined ? { graceMs } : {}) } }
+      : {}),
+  })
 }

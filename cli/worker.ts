@@ -30,110 +30,110 @@ export function workerCommand(): Command {
       '--otel-endpoint <url>',
       "send this worker's OpenTelemetry spans over OTLP/HTTP to this collector (default $OTEL_EXPORTER_OTLP_ENDPOINT)",
     )
-    .action(
-      async (
-        entry: string,
-        opts: { runner: string[]; concurrency?: string; redis?: string; otelEndpoint?: string },
-      ) => {
-        const url = redisUrl(opts.redis, 'bundle worker')
-        let concurrency: number | undefined
-        if (opts.concurrency !== undefined) {
-          concurrency = Number(opts.concurrency)
-          if (!Number.isInteger(concurrency) || concurrency < 1)
-            throw new BundleError('E_CLI_USAGE', `--concurrency "${opts.concurrency}" must be a whole number ≥ 1`)
-        }
-        const { definition, scope } = await resolveEntry(entry)
-        // Runners that can run batches for others (not ensembles: their steps' runners do).
-        const runnable = definition.runners.filter((r) => r.remote !== undefined)
-        for (const name of opts.runner) {
-          if (!runnable.some((r) => r.name === name))
-            throw new BundleError(
-              'E_CLI_USAGE',
-              `--runner ${name}: ${definition.name} has no such runner (runners: ` +
-                `${runnable.map((r) => r.name).join(', ') || 'none'})`,
-            )
-        }
-        const chosen = opts.runner.length ? runnable.filter((r) => opts.runner.includes(r.name)) : runnable
-        if (chosen.length === 0) throw new BundleError('E_CLI_USAGE', `${definition.name} has no runners to serve`)
-        const {
-          envOverrides,
-          mergeOverrides,
-          queueName,
-          RedisLink,
-          serveQueue,
-          startTracing,
-          stopTracing,
-          tracingSettings,
-        } = await import('../runners/index.js')
-        const tracing = tracingSettings({ endpoint: opts.otelEndpoint, serviceName: definition.name })
-        const { default: pino } = await import('pino')
-        const log = pino({
-          level: process.env.BUNDLE_LOG_LEVEL ?? 'info',
-          base: { service: definition.name, role: 'worker' },
-        })
-        const link = new RedisLink(url)
-        const served: { close(): Promise<void> }[] = []
-        const stop = async (code: number, signal: string) => {
-          const since = performance.now()
-          log.info({ signal }, `${signal}: finishing the batches held, then exiting`)
-          await Promise.all(
-            served.map((s) =>
-              s.close().catch(ignore('shutting down after a failure: that failure is the one reported')),
-            ),
-          )
-          await Promise.all(
-            chosen.map((r) =>
-              r.stop().catch(ignore('shutting down after a failure: that failure is the one reported')),
-            ),
-          )
-          await link.close()
-          await stopTracing()
-          log.info({ ms: Math.round(performance.now() - since) }, 'worker stopped')
-          log.flush()
-          process.exit(code)
-        }
-        for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void stop(0, sig))
-        followParentUnderNpm()
-        try {
-          // Before the runners start: their worker processes trace too, as children of this one's spans.
-          if (tracing) await startTracing(tracing, { 'bundle.process': 'remote-worker' })
-          // Start-up hooks prepare what the service needs, e.g. its models in a fresh store.
-          const instance = definition.create()
-          for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
-          for (const r of chosen) {
-            const remote = r.remote
-            if (remote === undefined) continue
-            r.configure(mergeOverrides({}, envOverrides(r.name)))
-            r.useRedis?.(link)
-            r.attachLog?.(log) // its workers' output (onnxruntime's lines) becomes records of this log
-            await r.start()
-            const workers = r.health().workers || 1
-            const queue = queueName(scope, r.name)
-            served.push(
-              await serveQueue({
-                link,
-                queue,
-                runner: { name: r.name, execute: (m, a, t) => remote.execute(m, a, t), digest: () => remote.digest() },
-                concurrency: concurrency ?? workers,
-              }),
-            )
-            log.info({ runner: r.name, queue, concurrency: concurrency ?? workers }, 'serving remote batches')
-          }
-        } catch (err) {
-          // A worker that cannot serve everything it was asked to exits, so an orchestrator restarts it.
-          await Promise.all(
-            served.map((s) =>
-              s.close().catch(ignore('shutting down: a server that cannot close goes with the process')),
-            ),
-          )
-          await Promise.all(
-            chosen.map((r) => r.stop().catch(ignore('shutting down: a runner that cannot stop goes with the process'))),
-          )
-          await link.close()
-          await stopTracing()
-          throw err
-        }
-        log.info({ runners: chosen.map((r) => r.name), redis: link.shown }, 'worker ready')
-      },
-    )
+    .action(runWorker)
+}
+
+interface WorkerFlags {
+  runner: string[]
+  concurrency?: string
+  redis?: string
+  otelEndpoint?: string
+}
+
+type Runners = Awaited<ReturnType<typeof resolveEntry>>['definition']['runners']
+
+/** The runners to serve: those named by --runner (each must exist), else every one that can run remote batches. */
+function chosenRunners(definition: { name: string; runners: Runners }, names: string[]): Runners {
+  // Runners that can run batches for others (not ensembles: their steps' runners do).
+  const runnable = definition.runners.filter((r) => r.remote !== undefined)
+  for (const name of names) {
+    if (!runnable.some((r) => r.name === name))
+      throw new BundleError(
+        'E_CLI_USAGE',
+        `--runner ${name}: ${definition.name} has no such runner (runners: ` +
+          `${runnable.map((r) => r.name).join(', ') || 'none'})`,
+      )
+  }
+  const chosen = names.length ? runnable.filter((r) => names.includes(r.name)) : runnable
+  if (chosen.length === 0) throw new BundleError('E_CLI_USAGE', `${definition.name} has no runners to serve`)
+  return chosen
+}
+
+async function runWorker(entry: string, opts: WorkerFlags): Promise<void> {
+  const url = redisUrl(opts.redis, 'bundle worker')
+  let concurrency: number | undefined
+  if (opts.concurrency !== undefined) {
+    concurrency = Number(opts.concurrency)
+    if (!Number.isInteger(concurrency) || concurrency < 1)
+      throw new BundleError('E_CLI_USAGE', `--concurrency "${opts.concurrency}" must be a whole number ≥ 1`)
+  }
+  const { definition, scope } = await resolveEntry(entry)
+  const chosen = chosenRunners(definition, opts.runner)
+  const { RedisLink, startTracing, stopTracing, tracingSettings } = await import('../runners/index.js')
+  const tracing = tracingSettings({ endpoint: opts.otelEndpoint, serviceName: definition.name })
+  const { default: pino } = await import('pino')
+  const log = pino({
+    level: process.env.BUNDLE_LOG_LEVEL ?? 'info',
+    base: { service: definition.name, role: 'worker' },
+  })
+  const link = new RedisLink(url)
+  const served: { close(): Promise<void> }[] = []
+  const closeAll = async () => {
+    const why = 'shutting down: what cannot close or stop goes with the process'
+    await Promise.all(served.map((s) => s.close().catch(ignore(why))))
+    await Promise.all(chosen.map((r) => r.stop().catch(ignore(why))))
+    await link.close()
+    await stopTracing()
+  }
+  const stop = async (signal: string) => {
+    const since = performance.now()
+    log.info({ signal }, `${signal}: finishing the batches held, then exiting`)
+    await closeAll()
+    log.info({ ms: Math.round(performance.now() - since) }, 'worker stopped')
+    log.flush()
+    process.exit(0)
+  }
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void stop(sig))
+  followParentUnderNpm()
+  try {
+    // Before the runners start: their worker processes trace too, as children of this one's spans.
+    if (tracing) await startTracing(tracing, { 'bundle.process': 'remote-worker' })
+    // Start-up hooks prepare what the service needs, e.g. its models in a fresh store.
+    const instance = definition.create()
+    for (const hook of definition.onStartup) await (instance[hook] as () => unknown).call(instance)
+    for (const r of chosen) served.push(await serveRunner(r, { scope, link, log, concurrency }))
+  } catch (err) {
+    // A worker that cannot serve everything it was asked to exits, so an orchestrator restarts it.
+    await closeAll()
+    throw err
+  }
+  log.info({ runners: chosen.map((r) => r.name), redis: link.shown }, 'worker ready')
+}
+
+/** Starts one runner's worker processes and takes batches from its queue. */
+async function serveRunner(
+  r: Runners[number],
+  o: {
+    scope: string
+    link: InstanceType<typeof import('../runners/index.js').RedisLink>
+    log: import('pino').Logger
+    concurrency: number | undefined
+  },
+): Promise<{ close(): Promise<void> }> {
+  const { envOverrides, mergeOverrides, queueName, serveQueue } = await import('../runners/index.js')
+  const remote = r.remote!
+  r.configure(mergeOverrides({}, envOverrides(r.name)))
+  r.useRedis?.(o.link)
+  r.attachLog?.(o.log) // its workers' output (onnxruntime's lines) becomes records of this log
+  await r.start()
+  const concurrency = o.concurrency ?? (r.health().workers || 1)
+  const queue = queueName(o.scope, r.name)
+  const served = await serveQueue({
+    link: o.link,
+    queue,
+    runner: { name: r.name, execute: (m, a, t) => remote.execute(m, a, t), digest: () => remote.digest() },
+    concurrency,
+  })
+  o.log.info({ runner: r.name, queue, concurrency }, 'serving remote batches')
+  return served
 }

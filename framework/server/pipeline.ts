@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import { BundleError } from '../../errors/index.js'
 import { activeTracer, type CallContext, endSpan, withCallContext, type StageTimes } from '../../runners/index.js'
-import { isStreamBody, mediaTypeMatches, type HeaderReader } from '../io/types.js'
+import { isStreamBody, mediaTypeMatches, type HeaderReader, type StreamBody } from '../io/types.js'
 import type { ApiDefinition, ServiceDefinition } from '../service/definition.js'
 import { callOptions, refusalDue, refuseEarly } from './call-options.js'
 import type { Deadline, Deadlines } from './deadlines.js'
@@ -175,6 +175,74 @@ export class RequestPipeline {
     )
   }
 
+  /** Readiness, concurrency and the runners' early refusal: all before the body is read. */
+  private admit(ex: Exchange, a: ApiDefinition, started: number) {
+    const { definition, lifecycle } = this.o
+    const instance = lifecycle.instance
+    if (lifecycle.phase !== 'ready' || instance === undefined) throw lifecycle.notServing()
+    // Requests still receiving their bodies hold no concurrency slot: slow uploads (or a
+    // slowloris trickling bodies) cannot lock out fast clients; the request timeout bounds them.
+    if (this.inFlight - this.reading > definition.traffic.maxConcurrency) throw this.tooMany()
+    const uses = this.apiRunners.get(a.name)
+    const call = uses ? callOptions(ex, a, started, uses) : undefined
+    // A request its runners would refuse anyway is refused now, before its body is read:
+    // under overload, refusals are most of the work, and this is what keeps them cheap.
+    if (call) refuseEarly(uses!, call)
+    return { instance, call }
+  }
+
+  /** The body, read without holding a concurrency slot; the slot is checked again once it is in. */
+  private async read(ex: Exchange, a: ApiDefinition) {
+    this.reading++
+    let body: Awaited<ReturnType<RequestPipeline['readInput']>>
+    try {
+      body = await this.readInput(ex, a)
+    } finally {
+      this.reading--
+    }
+    if (this.inFlight - this.reading > this.o.definition.traffic.maxConcurrency) throw this.tooMany()
+    return body
+  }
+
+  /** The input, in a decode span when traced; a promise only when the descriptor needs one. */
+  private decode(
+    headers: ExchangeHeaders,
+    a: ApiDefinition,
+    body: Awaited<ReturnType<RequestPipeline['readInput']>>,
+    rs: RequestSpan | undefined,
+  ): unknown {
+    const decoding = rs?.child('decode', { 'bundle.body_bytes': body.bytes.byteLength })
+    if (decoding === undefined) return this.decodeInput(headers, a, body)
+    try {
+      const input = this.decodeInput(headers, a, body)
+      if (!(input instanceof Promise)) return (decoding.end(), input)
+      return input.then(
+        (v) => (decoding.end(), v),
+        (err: unknown) => {
+          endSpan(decoding, err)
+          throw err
+        },
+      )
+    } catch (err) {
+      endSpan(decoding, err)
+      throw err
+    }
+  }
+
+  /** The method's call, inside the request's call context when it calls runners (a value, or a promise). */
+  private invoke(
+    a: ApiDefinition,
+    instance: Record<string, unknown>,
+    input: unknown,
+    ctx: RequestContext,
+    callCtx: CallContext | undefined,
+  ): unknown {
+    const method = instance[a.name] as (input: unknown, ctx: unknown) => unknown
+    return callCtx
+      ? withCallContext(callCtx, () => method.call(instance, input, ctx))
+      : method.call(instance, input, ctx)
+  }
+
   private async serve(
     ex: Exchange,
     a: ApiDefinition,
@@ -182,53 +250,19 @@ export class RequestPipeline {
     respond: (answer: Answer) => void,
     rs: RequestSpan | undefined,
   ): Promise<void> {
-    const { definition, lifecycle, log, deadlines, serverTiming } = this.o
-    const started = performance.now()
-    const m = this.o.metrics.endpoint(a.name)
-    let answered = false
-    const answer = (x: Answer): void => {
-      if (answered) return
-      answered = true
-      m.end(x.status, (performance.now() - started) / 1000)
-      respond(x)
-    }
-    let deadline: Deadline | undefined
+    const { definition, log, deadlines, serverTiming } = this.o
+    const f = new Flight(this.o.metrics.endpoint(a.name), respond)
     this.inFlight++
-    m.begin()
+    f.m.begin()
     try {
-      const instance = lifecycle.instance
-      if (lifecycle.phase !== 'ready' || instance === undefined) throw lifecycle.notServing()
-      // Requests still receiving their bodies hold no concurrency slot: slow uploads (or a
-      // slowloris trickling bodies) cannot lock out fast clients; the request timeout bounds them.
-      if (this.inFlight - this.reading > definition.traffic.maxConcurrency) throw this.tooMany()
-      const uses = this.apiRunners.get(a.name)
-      const call = uses ? callOptions(ex, a, started, uses) : undefined
-      // A request its runners would refuse anyway is refused now, before its body is read:
-      // under overload, refusals are most of the work, and this is what keeps them cheap.
-      if (call) refuseEarly(uses!, call)
-      this.reading++
-      let body: Awaited<ReturnType<RequestPipeline['readInput']>>
-      try {
-        body = await this.readInput(ex, a)
-      } finally {
-        this.reading--
-      }
-      if (this.inFlight - this.reading > definition.traffic.maxConcurrency) throw this.tooMany()
+      const { instance, call } = this.admit(ex, a, f.started)
+      const body = await this.read(ex, a)
       const read = serverTiming ? performance.now() : 0
       // Awaited only when the descriptor needs it: each promise hop shows on a small call.
       const headers = new ExchangeHeaders(ex)
-      const decoding = rs?.child('decode', { 'bundle.body_bytes': body.bytes.byteLength })
-      let input: unknown
-      try {
-        input = this.decodeInput(headers, a, body)
-        if (input instanceof Promise) input = await input
-      } catch (err) {
-        if (decoding) endSpan(decoding, err)
-        throw err
-      }
-      decoding?.end()
+      let input = this.decode(headers, a, body, rs)
+      if (input instanceof Promise) input = await input
       const decoded = serverTiming ? performance.now() : 0
-      const method = instance[a.name] as (input: unknown, ctx: unknown) => unknown
       const ctx = new RequestContext(requestId, headers, ex.outgoing)
       const stages: StageTimes | undefined =
         serverTiming && call ? { queueMs: 0, computeMs: 0, transferMs: 0 } : undefined
@@ -241,77 +275,95 @@ export class RequestPipeline {
             ...(a.output.kind === 'stream' ? { signal: ctx.signal } : {}),
           }
         : undefined
-      const result = callCtx
-        ? withCallContext(callCtx, () => method.call(instance, input, ctx))
-        : method.call(instance, input, ctx)
+      const result = this.invoke(a, instance, input, ctx, callCtx)
       let output = result
       if (result instanceof Promise) {
         // The timeout answers by itself; the method's own end is awaited as it is (no race).
-        deadline = deadlines.add(definition.traffic.timeoutMs, () => {
+        f.deadline = deadlines.add(definition.traffic.timeoutMs, () => {
           ctx.abort(new Error('timeout'))
-          answer(
-            errorAnswer(
-              new BundleError('E_HTTP_TIMEOUT', `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`),
-              requestId,
-              log,
-            ),
-          )
+          const late = `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`
+          f.answer(errorAnswer(new BundleError('E_HTTP_TIMEOUT', late), requestId, log))
         })
         output = await result
-        if (answered) return
+        if (f.answered) return
       }
       const ran = serverTiming ? performance.now() : 0
       let encoded = a.output.encode(output, ex.header('accept'))
       if (encoded instanceof Promise) encoded = await encoded
-      if (isStreamBody(encoded.body)) {
-        // The method has answered with its stream: from here the time between items is what
-        // the timeout bounds (see StreamAnswer), and the request counts as in flight until the end.
-        if (deadline) deadlines.remove(deadline)
-        deadline = undefined
-        const stream = new StreamAnswer(encoded.body, {
-          idleMs: definition.traffic.timeoutMs,
-          abort: (reason) => ctx.abort(reason),
-          log,
-          requestId,
-          outgoing: ex.outgoing,
-          // A generator's body runs on each next(): its runner calls get the request's context
-          // (and its span, when traced) there.
-          ...streamContext(callCtx, rs),
-        })
-        answered = true
-        respond({
-          status: 200,
-          headers: { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers },
-          body: stream,
-        })
-        const ended = await stream.finished
-        m.end(ended, (performance.now() - started) / 1000)
-        if (rs) {
-          // How the stream really ended (its head said 200): 499 its client left, 500 the
-          // generator threw, 504 an item took too long.
-          rs.span.setAttribute('bundle.stream.status', ended)
-          rs.failed(ended)
-          rs.end()
-        }
-        return
-      }
-      const ok: Answer = {
-        status: 200,
-        headers: { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers },
-        body: encoded.body as string | Uint8Array,
-      }
+      const head = { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers }
+      if (isStreamBody(encoded.body)) return await this.stream(f, encoded.body, head, ex, ctx, requestId, callCtx, rs)
+      const ok: Answer = { status: 200, headers: head, body: encoded.body as string | Uint8Array }
       if (serverTiming)
-        ok.headers['server-timing'] = timingHeader(started, read, decoded, ran, performance.now(), stages)
-      answer(ok)
+        ok.headers['server-timing'] = timingHeader(f.started, read, decoded, ran, performance.now(), stages)
+      f.answer(ok)
     } catch (err) {
       // Failed after its timeout was answered: nothing more to say.
-      if (answered) return
+      if (f.answered) return
       const due = refusalDue(err)
-      if (due) await due
-      answer(errorAnswer(err, requestId, log))
+      if (due !== undefined) await due
+      f.answer(errorAnswer(err, requestId, log))
     } finally {
-      if (deadline) deadlines.remove(deadline)
+      if (f.deadline) deadlines.remove(f.deadline)
       this.finish()
     }
+  }
+
+  /**
+   * The method has answered with a stream: from here the time between items is what the timeout
+   * bounds (see StreamAnswer), and the request counts as in flight until its end.
+   */
+  private async stream(
+    f: Flight,
+    body: StreamBody,
+    headers: Record<string, string>,
+    ex: Exchange,
+    ctx: RequestContext,
+    requestId: string,
+    callCtx: CallContext | undefined,
+    rs: RequestSpan | undefined,
+  ): Promise<void> {
+    const { definition, log, deadlines } = this.o
+    if (f.deadline) deadlines.remove(f.deadline)
+    f.deadline = undefined
+    const stream = new StreamAnswer(body, {
+      idleMs: definition.traffic.timeoutMs,
+      abort: (reason) => ctx.abort(reason),
+      log,
+      requestId,
+      outgoing: ex.outgoing,
+      // A generator's body runs on each next(): its runner calls get the request's context
+      // (and its span, when traced) there.
+      ...streamContext(callCtx, rs),
+    })
+    f.answered = true
+    f.respond({ status: 200, headers, body: stream })
+    const ended = await stream.finished
+    f.m.end(ended, (performance.now() - f.started) / 1000)
+    if (rs) {
+      // How the stream really ended (its head said 200): 499 its client left, 500 the
+      // generator threw, 504 an item took too long.
+      rs.span.setAttribute('bundle.stream.status', ended)
+      rs.failed(ended)
+      rs.end()
+    }
+  }
+}
+
+/** One request in flight: its metrics, its deadline, and whether it has been answered (exactly once). */
+class Flight {
+  readonly started = performance.now()
+  answered = false
+  deadline: Deadline | undefined
+
+  constructor(
+    readonly m: ReturnType<ServerMetrics['endpoint']>,
+    readonly respond: (answer: Answer) => void,
+  ) {}
+
+  answer(x: Answer): void {
+    if (this.answered) return
+    this.answered = true
+    this.m.end(x.status, (performance.now() - this.started) / 1000)
+    this.respond(x)
   }
 }

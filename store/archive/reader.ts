@@ -52,113 +52,157 @@ export async function readArchive<M>(
   } catch {
     throw new BundleError('E_STORE_FILE_NOT_FOUND', `${file}: no such archive file`)
   }
-  let manifest: M | undefined
-  let declared: Map<string, DeclaredEntry> | undefined
-  let declaredBytes = 0
-  let failure: unknown
-  const staged = new Map<string, Promise<StagedBlob>>()
-  let entries = 0
-  let decompressed = 0
-  let compressed = 0
+  return new ArchiveRead(store, file, spec, compressedTotal).run()
+}
 
-  const source = createReadStream(file)
-  // Aborts entry copies still waiting for data that will never come (truncated archive, early refusal).
-  const abort = new AbortController()
-  const fail = (err: unknown): void => {
-    failure ??= err
-    source.destroy()
-    abort.abort()
+/** One read of an archive: what it has seen so far, and the first failure (which stops everything). */
+class ArchiveRead<M> {
+  private manifest: M | undefined
+  private declared: Map<string, DeclaredEntry> | undefined
+  private declaredBytes = 0
+  private failure: unknown
+  private readonly staged = new Map<string, Promise<StagedBlob>>()
+  private entries = 0
+  private readonly source
+  /** Aborts entry copies still waiting for data that will never come (truncated archive, early refusal). */
+  private readonly abort = new AbortController()
+
+  constructor(
+    private readonly store: ModelStore,
+    private readonly file: string,
+    private readonly spec: ArchiveSpec<M>,
+    private readonly compressedTotal: number,
+  ) {
+    this.source = createReadStream(file)
   }
 
-  const onEntry = (entry: ReadEntry): void => {
-    entries++
-    if (failure !== undefined) return void entry.resume()
+  private fail(err: unknown): void {
+    this.failure ??= err
+    this.source.destroy()
+    this.abort.abort()
+  }
+
+  async run(): Promise<{ manifest: M; staged: Map<string, StagedBlob> }> {
+    const parser = new Parser({ strict: true, onReadEntry: (e) => this.onEntry(e) })
     try {
-      const path = entry.path
-      if (entries === 1) {
-        if (path !== spec.manifestName || entry.type !== 'File') throw wrongFirstEntry(file, path, spec.manifestName)
-        if ((entry.size ?? 0) > MAX_MANIFEST_BYTES)
-          throw new BundleError(
-            'E_ARCHIVE_MANIFEST_INVALID',
-            `${spec.manifestName} is larger than ${MAX_MANIFEST_BYTES} bytes`,
-          )
-        const chunks: Buffer[] = []
-        entry.on('data', (c: Buffer) => chunks.push(c))
-        entry.on('end', () => {
-          try {
-            manifest = spec.parse(Buffer.concat(chunks).toString('utf8'))
-            declared = new Map(spec.entries(manifest).map((d) => [d.entry, d]))
-            declaredBytes = [...declared.values()].reduce((n, d) => n + d.size, 0)
-            checkFreeSpace(store.layout.tmp, declaredBytes)
-          } catch (err) {
-            fail(err)
-          }
-        })
-        return
-      }
-      if (declared === undefined)
-        throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', 'the archive manifest could not be read')
-      const trimmed = path.replace(/\/+$/, '')
-      if (!isSafeModelPath(trimmed)) throw unsafe(`archive entry ${JSON.stringify(path)} is not a safe relative path`)
-      if (entry.type === 'Directory') return void entry.resume() // harmless; files carry their own paths
-      if (entry.type !== 'File')
-        throw unsafe(`archive entry ${JSON.stringify(path)} is a ${entry.type}; only plain files are accepted`)
-      if (staged.has(path)) throw unsafe(`archive entry ${JSON.stringify(path)} appears twice`)
-      const d = declared.get(path)
-      if (d === undefined) throw unsafe(`archive entry ${JSON.stringify(path)} is not listed in the manifest`)
-      if (entry.size !== d.size)
-        throw new BundleError(
-          'E_ARCHIVE_CHECKSUM',
-          `${path}: the archive holds ${entry.size} bytes, the manifest declares ${d.size}`,
-        )
-      // ReadEntry is a Minipass stream; pipeline consumes it like a Readable.
-      const job = store.blobs.stage(entry as unknown as Readable, undefined, d.size, abort.signal)
-      job.catch(fail)
-      staged.set(path, job)
+      await pipeline(this.source, this.meter(), createGunzip(), this.guard(), parser).catch((err) => {
+        throw this.failure ?? err
+      })
+      if (this.failure !== undefined) throw this.failure
+      return await this.checked()
     } catch (err) {
-      entry.resume()
-      fail(err)
+      this.source.destroy()
+      this.abort.abort()
+      const settled = await Promise.allSettled(this.staged.values())
+      await this.store.blobs.discard(settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : [])))
+      throw toArchiveError(err, this.file)
     }
   }
 
-  // Counts bytes after gunzip: more than the manifest allows means a bomb or trailing junk.
-  const guard = new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      decompressed += chunk.length
-      const allowed =
-        MAX_MANIFEST_BYTES + (declared ? declaredBytes + (declared.size + 4) * TAR_OVERHEAD_PER_ENTRY : 64 * 1024)
-      if (decompressed > allowed)
-        return done(
-          new BundleError(
-            'E_ARCHIVE_TOO_LARGE',
-            `archive expands past ${allowed} bytes, more than its manifest declares`,
-          ),
-        )
-      done(null, chunk)
-    },
-  })
-  const meter = new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      compressed += chunk.length
-      spec.onProgress?.({ phase: 'import', done: compressed, total: compressedTotal })
-      done(null, chunk)
-    },
-  })
+  private onEntry(entry: ReadEntry): void {
+    this.entries++
+    if (this.failure !== undefined) return void entry.resume()
+    try {
+      if (this.entries === 1) this.readManifest(entry)
+      else this.stage(entry)
+    } catch (err) {
+      entry.resume()
+      this.fail(err)
+    }
+  }
 
-  const parser = new Parser({ strict: true, onReadEntry: onEntry })
-  try {
-    await pipeline(source, meter, createGunzip(), guard, parser).catch((err) => {
-      throw failure ?? err
+  /** The first entry: the manifest, bounded in size, parsed and checked against the free space it needs. */
+  private readManifest(entry: ReadEntry): void {
+    const { spec } = this
+    if (entry.path !== spec.manifestName || entry.type !== 'File')
+      throw wrongFirstEntry(this.file, entry.path, spec.manifestName)
+    if ((entry.size ?? 0) > MAX_MANIFEST_BYTES)
+      throw new BundleError(
+        'E_ARCHIVE_MANIFEST_INVALID',
+        `${spec.manifestName} is larger than ${MAX_MANIFEST_BYTES} bytes`,
+      )
+    const chunks: Buffer[] = []
+    entry.on('data', (c: Buffer) => chunks.push(c))
+    entry.on('end', () => {
+      try {
+        this.manifest = spec.parse(Buffer.concat(chunks).toString('utf8'))
+        this.declared = new Map(spec.entries(this.manifest).map((d) => [d.entry, d]))
+        this.declaredBytes = [...this.declared.values()].reduce((n, d) => n + d.size, 0)
+        checkFreeSpace(this.store.layout.tmp, this.declaredBytes)
+      } catch (err) {
+        this.fail(err)
+      }
     })
-    if (failure !== undefined) throw failure
-    const settled = await Promise.allSettled(staged.values())
+  }
+
+  /** Any other entry: a plain file at a safe path, declared once with this size, staged by content. */
+  private stage(entry: ReadEntry): void {
+    const path = entry.path
+    if (this.declared === undefined)
+      throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', 'the archive manifest could not be read')
+    const trimmed = path.replace(/\/+$/, '')
+    if (!isSafeModelPath(trimmed)) throw unsafe(`archive entry ${JSON.stringify(path)} is not a safe relative path`)
+    if (entry.type === 'Directory') return void entry.resume() // harmless; files carry their own paths
+    if (entry.type !== 'File')
+      throw unsafe(`archive entry ${JSON.stringify(path)} is a ${entry.type}; only plain files are accepted`)
+    if (this.staged.has(path)) throw unsafe(`archive entry ${JSON.stringify(path)} appears twice`)
+    const d = this.declared.get(path)
+    if (d === undefined) throw unsafe(`archive entry ${JSON.stringify(path)} is not listed in the manifest`)
+    if (entry.size !== d.size)
+      throw new BundleError(
+        'E_ARCHIVE_CHECKSUM',
+        `${path}: the archive holds ${entry.size} bytes, the manifest declares ${d.size}`,
+      )
+    // ReadEntry is a Minipass stream; pipeline consumes it like a Readable.
+    const job = this.store.blobs.stage(entry as unknown as Readable, undefined, d.size, this.abort.signal)
+    job.catch((err: unknown) => this.fail(err))
+    this.staged.set(path, job)
+  }
+
+  /** Counts bytes after gunzip: more than the manifest allows means a bomb or trailing junk. */
+  private guard(): Transform {
+    let decompressed = 0
+    return new Transform({
+      transform: (chunk: Buffer, _enc, done) => {
+        decompressed += chunk.length
+        const d = this.declared
+        const allowed =
+          MAX_MANIFEST_BYTES + (d ? this.declaredBytes + (d.size + 4) * TAR_OVERHEAD_PER_ENTRY : 64 * 1024)
+        if (decompressed > allowed)
+          return done(
+            new BundleError(
+              'E_ARCHIVE_TOO_LARGE',
+              `archive expands past ${allowed} bytes, more than its manifest declares`,
+            ),
+          )
+        done(null, chunk)
+      },
+    })
+  }
+
+  /** Reports progress in compressed bytes read. */
+  private meter(): Transform {
+    let compressed = 0
+    return new Transform({
+      transform: (chunk: Buffer, _enc, done) => {
+        compressed += chunk.length
+        this.spec.onProgress?.({ phase: 'import', done: compressed, total: this.compressedTotal })
+        done(null, chunk)
+      },
+    })
+  }
+
+  /** Every declared entry present, staged, and with the size and sha256 the manifest gives. */
+  private async checked(): Promise<{ manifest: M; staged: Map<string, StagedBlob> }> {
+    const settled = await Promise.allSettled(this.staged.values())
     const rejected = settled.find((s) => s.status === 'rejected')
-    if (rejected) throw failure ?? (rejected as PromiseRejectedResult).reason
+    if (rejected) throw this.failure ?? (rejected as PromiseRejectedResult).reason
+    const { manifest, declared } = this
     if (manifest === undefined || declared === undefined)
-      throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', `${file} has no ${spec.manifestName}`)
+      throw new BundleError('E_ARCHIVE_MANIFEST_INVALID', `${this.file} has no ${this.spec.manifestName}`)
     const out = new Map<string, StagedBlob>()
     for (const d of declared.values()) {
-      const job = staged.get(d.entry)
+      const job = this.staged.get(d.entry)
       if (job === undefined)
         throw new BundleError(
           'E_ARCHIVE_CORRUPT',
@@ -173,12 +217,6 @@ export async function readArchive<M>(
       out.set(d.entry, blob)
     }
     return { manifest, staged: out }
-  } catch (err) {
-    source.destroy()
-    abort.abort()
-    const settled = await Promise.allSettled(staged.values())
-    await store.blobs.discard(settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : [])))
-    throw toArchiveError(err, file)
   }
 }
 

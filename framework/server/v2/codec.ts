@@ -181,8 +181,8 @@ export function fromBinary(
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
 
-/** Parses an infer request body; `headerLength` is Inference-Header-Content-Length, when sent. */
-export function parseInferRequest(body: Uint8Array, headerLength: string | undefined): InferRequest {
+/** The request's JSON head: the whole body, or its first `headerLength` bytes (binary tensor data follows). */
+function inferenceHeader(body: Uint8Array, headerLength: string | undefined): { doc: unknown; jsonEnd: number } {
   let jsonEnd = body.byteLength
   if (headerLength !== undefined) {
     if (!/^\d+$/.test(headerLength.trim()) || Number(headerLength) > body.byteLength)
@@ -191,10 +191,9 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
       )
     jsonEnd = Number(headerLength)
   }
-  let doc: unknown
   try {
     // Exact 64-bit integers and NaN/Infinity tokens survive (lenient-json.ts); other bodies parse natively.
-    doc = parseTensorJson(Buffer.from(body.buffer, body.byteOffset, jsonEnd).toString('utf8'))
+    return { doc: parseTensorJson(Buffer.from(body.buffer, body.byteOffset, jsonEnd).toString('utf8')), jsonEnd }
   } catch (err) {
     const why = (err as Error).message.replace(/^the body is not valid JSON: /, '')
     throw bad(
@@ -204,12 +203,13 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
         : `the inference header is not valid JSON (${why})`,
     )
   }
-  if (!isObject(doc)) throw bad('the inference request must be a JSON object')
-  // Empty only for a model that takes no inputs (the model's own check says which it takes).
-  if (!Array.isArray(doc.inputs)) throw bad('the inference request needs an "inputs" array')
+}
+
+/** The inputs, each decoded on demand from its JSON data or its slice of the binary data after the header. */
+function inferInputs(raws: unknown[], body: Uint8Array, jsonEnd: number): InferInput[] {
   let offset = jsonEnd
   const names = new Set<string>()
-  const inputs = doc.inputs.map((raw: unknown, i: number): InferInput => {
+  const inputs = raws.map((raw: unknown, i: number): InferInput => {
     if (!isObject(raw)) throw bad(`inputs[${i}] must be an object`)
     const { name, datatype, shape } = raw
     if (typeof name !== 'string' || name === '') throw bad(`inputs[${i}] needs a "name"`)
@@ -236,18 +236,14 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
   })
   if (offset !== body.byteLength)
     throw bad(`the body has ${body.byteLength - offset} bytes of binary data no input claims`)
-  let outputs: InferRequest['outputs']
-  if (doc.outputs !== undefined) {
-    if (!Array.isArray(doc.outputs)) throw bad('"outputs" must be an array')
-    outputs = doc.outputs.map((o: unknown, i: number) => {
-      if (!isObject(o) || typeof o.name !== 'string') throw bad(`outputs[${i}] needs a "name"`)
-      const binary = isObject(o.parameters) ? o.parameters.binary_data : undefined
-      return { name: o.name, binary: typeof binary === 'boolean' ? binary : undefined }
-    })
-  }
+  return inputs
+}
+
+/** The request's `parameters`: Triton's timeout in microseconds (0: none), priority 1… (0: the default), sequence. */
+function requestParameters(
+  doc: Record<string, unknown>,
+): Pick<InferRequest, 'binaryOutput' | 'timeoutMs' | 'priority' | 'sequence'> {
   const params = isObject(doc.parameters) ? doc.parameters : {}
-  const id = doc.id === undefined ? undefined : String(doc.id)
-  // Triton's request parameters: timeout in microseconds (0: none), priority 1… (0: the default).
   const timeout = params.timeout
   if (timeout !== undefined && (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 0))
     throw bad('parameters.timeout must be a whole number of microseconds')
@@ -259,14 +255,31 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | undef
     end: params.sequence_end,
   })
   return {
-    ...(id !== undefined ? { id } : {}),
-    inputs,
-    ...(outputs ? { outputs } : {}),
     binaryOutput: params.binary_data_output === true,
     ...(typeof timeout === 'number' && timeout > 0 ? { timeoutMs: timeout / 1000 } : {}),
     ...(priority !== undefined ? { priority } : {}),
     ...(sequence ? { sequence } : {}),
   }
+}
+
+/** Parses an infer request body; `headerLength` is Inference-Header-Content-Length, when sent. */
+export function parseInferRequest(body: Uint8Array, headerLength: string | undefined): InferRequest {
+  const { doc, jsonEnd } = inferenceHeader(body, headerLength)
+  if (!isObject(doc)) throw bad('the inference request must be a JSON object')
+  // Empty only for a model that takes no inputs (the model's own check says which it takes).
+  if (!Array.isArray(doc.inputs)) throw bad('the inference request needs an "inputs" array')
+  const inputs = inferInputs(doc.inputs, body, jsonEnd)
+  let outputs: InferRequest['outputs']
+  if (doc.outputs !== undefined) {
+    if (!Array.isArray(doc.outputs)) throw bad('"outputs" must be an array')
+    outputs = doc.outputs.map((o: unknown, i: number) => {
+      if (!isObject(o) || typeof o.name !== 'string') throw bad(`outputs[${i}] needs a "name"`)
+      const binary = isObject(o.parameters) ? o.parameters.binary_data : undefined
+      return { name: o.name, binary: typeof binary === 'boolean' ? binary : undefined }
+    })
+  }
+  const id = doc.id === undefined ? undefined : String(doc.id)
+  return { ...(id !== undefined ? { id } : {}), inputs, ...(outputs ? { outputs } : {}), ...requestParameters(doc) }
 }
 
 /**

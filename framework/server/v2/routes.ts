@@ -55,94 +55,127 @@ async function smallBody(c: Context, max: number): Promise<string> {
  * are open, inference and the repository extension need the key.
  */
 export function mountV2(app: Hono<any>, o: V2Options): void {
-  const find = (c: Context): InferenceModel => o.repository.find(c.req.param('model')!, c.req.param('version'))
-  const route = (handler: (c: Context) => Response | Promise<Response>) => async (c: Context) => {
-    try {
-      return await handler(c)
-    } catch (err) {
-      return v2Error(c, err, o.log)
+  const v2 = new V2Routes(o)
+  v2.server(app)
+  v2.repository(app)
+  for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) v2.model(app, base)
+}
+
+type Handler = (c: Context) => Response | Promise<Response>
+
+/** The /v2 routes, in groups: the server's, the repository extension's, and each model's. */
+class V2Routes {
+  constructor(private readonly o: V2Options) {}
+
+  private find(c: Context): InferenceModel {
+    return this.o.repository.find(c.req.param('model')!, c.req.param('version'))
+  }
+
+  /** Errors answered in the protocol's own shape. */
+  private route(handler: Handler): Handler {
+    return async (c: Context) => {
+      try {
+        return await handler(c)
+      } catch (err) {
+        return v2Error(c, err, this.o.log)
+      }
     }
   }
 
-  app.get(
-    '/v2',
-    route((c) => c.json({ name: 'modelbundle', version: o.version, extensions: EXTENSIONS })),
-  )
-  app.get('/v2/health/live', (c) => c.body(null, 200))
-  app.get('/v2/health/ready', (c) => c.body(null, o.ready() ? 200 : 503))
-  app.get(
-    '/v2/models/stats',
-    route((c) => c.json({ model_stats: o.repository.models().map(stats) })),
-  )
-  // The model repository extension: what the store holds and its state here; load and unload at run time.
-  app.post(
-    '/v2/repository/index',
-    route((c) => c.json(o.repository.index())),
-  )
-  app.post(
-    '/v2/repository/models/:model/load',
-    route(async (c) => {
-      const m = await o.repository.load(c.req.param('model')!, loadRequest(await smallBody(c, o.maxBodyBytes)))
-      return c.json({ name: m.name, version: m.version })
-    }),
-  )
-  app.post(
-    '/v2/repository/models/:model/unload',
-    route(async (c) => {
-      const body = await smallBody(c, o.maxBodyBytes)
-      const params = body.trim() ? (parseJson(body).parameters as Record<string, unknown> | undefined) : undefined
-      await o.repository.unload(c.req.param('model')!, typeof params?.version === 'string' ? params.version : undefined)
-      return c.json({})
-    }),
-  )
-  for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
+  /** Server metadata, health, and every model's statistics. */
+  server(app: Hono<any>): void {
+    const o = this.o
     app.get(
-      base,
-      route((c) => c.json(metadata(find(c), o.repository.versions(c.req.param('model')!)))),
+      '/v2',
+      this.route((c) => c.json({ name: 'modelbundle', version: o.version, extensions: EXTENSIONS })),
     )
-    // Triton's answer: 200 ready, 400 known but not ready (not loaded, loading), 404 unknown.
+    app.get('/v2/health/live', (c) => c.body(null, 200))
+    app.get('/v2/health/ready', (c) => c.body(null, o.ready() ? 200 : 503))
     app.get(
-      `${base}/ready`,
-      route((c) => c.body(null, o.repository.isReady(c.req.param('model')!, c.req.param('version')) ? 200 : 400)),
+      '/v2/models/stats',
+      this.route((c) => c.json({ model_stats: o.repository.models().map(stats) })),
     )
-    app.get(
-      `${base}/config`,
-      route((c) => c.json(config(find(c)))),
-    )
-    app.get(
-      `${base}/stats`,
-      route((c) => c.json({ model_stats: [forStatistics(c.req.param('model')!, () => stats(find(c)))] })),
+  }
+
+  /** The model repository extension: what the store holds and its state here; load and unload at run time. */
+  repository(app: Hono<any>): void {
+    const o = this.o
+    app.post(
+      '/v2/repository/index',
+      this.route((c) => c.json(o.repository.index())),
     )
     app.post(
-      `${base}/infer`,
-      route(async (c) => {
-        const arrived = performance.now()
-        const m = find(c)
-        if (!o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
-        const headers = c.req.raw.headers
-        return o.track(() =>
-          withServerSpan(
-            () => ({
-              name: `POST ${base}/infer`,
-              attributes: {
-                'http.request.method': 'POST',
-                'http.route': `${base}/infer`,
-                'url.path': c.req.path,
-                'bundle.model': m.name,
-              },
-            }),
-            (name) => headers.get(name) ?? undefined,
-            () => infer(c, m, headers, arrived),
-            // The access-log line names the trace, as an API route's does.
-            { statusOf: (res) => res.status, started: (rs) => c.set('trace', rs.ids()) },
-          ),
-        )
+      '/v2/repository/models/:model/load',
+      this.route(async (c) => {
+        const m = await o.repository.load(c.req.param('model')!, loadRequest(await smallBody(c, o.maxBodyBytes)))
+        return c.json({ name: m.name, version: m.version })
+      }),
+    )
+    app.post(
+      '/v2/repository/models/:model/unload',
+      this.route(async (c) => {
+        const body = await smallBody(c, o.maxBodyBytes)
+        const params = body.trim() ? (parseJson(body).parameters as Record<string, unknown> | undefined) : undefined
+        const version = typeof params?.version === 'string' ? params.version : undefined
+        await o.repository.unload(c.req.param('model')!, version)
+        return c.json({})
       }),
     )
   }
 
+  /** One model's metadata, readiness, configuration, statistics and inference, at `base`. */
+  model(app: Hono<any>, base: string): void {
+    const o = this.o
+    app.get(
+      base,
+      this.route((c) => c.json(metadata(this.find(c), o.repository.versions(c.req.param('model')!)))),
+    )
+    // Triton's answer: 200 ready, 400 known but not ready (not loaded, loading), 404 unknown.
+    app.get(
+      `${base}/ready`,
+      this.route((c) => c.body(null, o.repository.isReady(c.req.param('model')!, c.req.param('version')) ? 200 : 400)),
+    )
+    app.get(
+      `${base}/config`,
+      this.route((c) => c.json(config(this.find(c)))),
+    )
+    app.get(
+      `${base}/stats`,
+      this.route((c) => c.json({ model_stats: [forStatistics(c.req.param('model')!, () => stats(this.find(c)))] })),
+    )
+    app.post(
+      `${base}/infer`,
+      this.route((c) => this.traced(c, base)),
+    )
+  }
+
+  /** An inference request in its server span (the access-log line names the trace, as an API route's does). */
+  private traced(c: Context, base: string): Promise<Response> {
+    const arrived = performance.now()
+    const m = this.find(c)
+    if (!this.o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
+    const headers = c.req.raw.headers
+    return this.o.track(() =>
+      withServerSpan(
+        () => ({
+          name: `POST ${base}/infer`,
+          attributes: {
+            'http.request.method': 'POST',
+            'http.route': `${base}/infer`,
+            'url.path': c.req.path,
+            'bundle.model': m.name,
+          },
+        }),
+        (name) => headers.get(name) ?? undefined,
+        () => this.infer(c, m, headers, arrived),
+        { statusOf: (res) => res.status, started: (rs) => c.set('trace', rs.ids()) },
+      ),
+    )
+  }
+
   /** One /v2 inference request, from its body to the answer. */
-  async function infer(c: Context, m: InferenceModel, headers: Headers, arrived: number): Promise<Response> {
+  private async infer(c: Context, m: InferenceModel, headers: Headers, arrived: number): Promise<Response> {
+    const o = this.o
     const raw = await readBody(
       headers.get('content-length') ?? undefined,
       () => c.req.arrayBuffer(),
@@ -153,7 +186,7 @@ export function mountV2(app: Hono<any>, o: V2Options): void {
     const req = parseInferRequest(body, headers.get('inference-header-content-length') ?? undefined)
     const { model: target, outputs: results } = await runInference(req, {
       model: m,
-      resolve: () => find(c),
+      resolve: () => this.find(c),
       versioned: c.req.param('version') !== undefined,
       arrived,
     })
