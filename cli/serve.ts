@@ -127,6 +127,7 @@ interface ServeFlags {
   models?: string
   modelControlMode?: string
   metricsCompat?: string
+  printRoutes?: boolean
 }
 
 /** An origin as browsers send it (scheme://host[:port]), or `*`. */
@@ -248,6 +249,7 @@ function runtimeFlags(c: Command): Command {
     .option('-c, --config <file>', 'YAML file of runner overrides keyed by runner name (see README "Tuning runners")')
     .option('--no-access-log', 'do not log one line per request (default: log; or BUNDLE_ACCESS_LOG=0)')
     .option('--reload', 'restart when source files change (development)', false)
+    .option('--print-routes', 'print every route the server would answer (method, path, key or open) and exit')
     .option(
       '--runners <where>',
       'local: runner workers are child processes here; remote: batches go to `bundle worker` processes through Redis',
@@ -339,6 +341,10 @@ async function runServe(entry: string | undefined, opts: ServeFlags): Promise<vo
   const models = opts.modelControlMode === 'explicit' ? undefined : chosen
   const { definition, scope } =
     entry === undefined ? { definition: await storeService(), scope: 'models' } : await resolveEntry(entry)
+  if (opts.printRoutes) {
+    const { formatRoutes, routeTable } = await import('../framework/routes.js')
+    return void process.stdout.write(formatRoutes(routeTable(definition.apis)))
+  }
   const { serve } = await import('../framework/index.js')
   const link = url === undefined ? undefined : new (await import('../runners/index.js')).RedisLink(url)
   const apiKey = opts.apiKey ?? process.env.BUNDLE_API_KEY

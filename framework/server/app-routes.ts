@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { BundleError, isBundleError } from '../../errors/index.js'
 import type { AppParts, ServerHono } from './app-parts.js'
 import type { Protocol } from './app.js'
-import { isOpenPath } from './auth.js'
+import { INFRA_ROUTES, isOpenPath } from '../routes.js'
 import { corsMiddleware } from './cors.js'
 import { docsAsset, docsPage } from './docs.js'
 import { errorResponse } from './error-response.js'
@@ -17,7 +17,8 @@ import { mountV2, v2Error } from './v2/routes.js'
 // The steps createServiceApp (app.ts) mounts, in order: request ids and the access log, CORS and
 // the API key, the operational routes, /v2, the service's own routes, and errors.
 
-export const INFRA_PATHS = ['/livez', '/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/runners']
+/** The operational routes' paths (not the root's redirect or the docs assets): other methods get 405. */
+const INFRA_PATHS = INFRA_ROUTES.filter((r) => r.path !== '/' && !r.path.includes(':')).map((r) => r.path)
 
 /** Every request gets an id (the client's, if sane), an access-log line, and Connection: close while draining. */
 export function requestIds(app: ServerHono, p: AppParts): void {

@@ -1,4 +1,5 @@
 import { BundleError } from '../../errors/index.js'
+import { isReserved } from '../routes.js'
 import type { Runner } from '../../runners/index.js'
 import type { HeaderReader, IODescriptor } from '../io/types.js'
 
@@ -65,17 +66,6 @@ export interface ServiceOptions {
 const NAME = /^[a-z0-9]([-._a-z0-9]*[a-z0-9])?$/
 const ROUTE = /^\/[A-Za-z0-9][-._A-Za-z0-9/]*$/
 /** Paths the server owns; an API cannot take them. */
-export const RESERVED_ROUTES = [
-  '/livez',
-  '/healthz',
-  '/readyz',
-  '/metrics',
-  '/openapi.json',
-  '/docs',
-  '/runners',
-  '/v2',
-  '/',
-]
 
 const bad = (msg: string) => new BundleError('E_SERVICE_DEFINITION', msg)
 
@@ -102,8 +92,7 @@ export function buildDefinition(
   for (const a of apis) {
     if (!ROUTE.test(a.route))
       throw bad(`API ${a.name}: route "${a.route}" must look like /name (letters, digits, - . _ /)`)
-    if (RESERVED_ROUTES.some((r) => a.route === r || (r !== '/' && a.route.startsWith(`${r}/`))))
-      throw bad(`API ${a.name}: route ${a.route} is reserved by the server`)
+    if (isReserved(a.route)) throw bad(`API ${a.name}: route ${a.route} is reserved by the server`)
     if (a.input.kind === 'stream' && a.output.kind !== 'stream')
       throw bad(`API ${a.name}: a stream input makes a WebSocket route, whose output must be io.stream(…) too`)
     if (a.input.kind !== 'stream' && (a.output as { item?: { kind: string } }).item?.kind === 'bytes')

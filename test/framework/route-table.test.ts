@@ -1,0 +1,116 @@
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { after, describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import pino from 'pino'
+import { z } from 'zod'
+import { createServiceApp, defineApi, defineService, io } from '../../framework/index.js'
+import { isOpenPath, isReserved, routeTable, type RouteSpec } from '../../framework/routes.js'
+import { RedisLink } from '../../runners/index.js'
+import { BIN } from '../utils/cli.js'
+
+// The route table (framework/routes.ts) is the truth: the server answers every route it lists,
+// with the key exactly where it says, and nothing it does not list answers without the key.
+
+const KEY = 'route-table-key'
+
+const definition = () =>
+  defineService({
+    name: 'routes',
+    apis: {
+      echo: defineApi({ input: io.json(z.object({ x: z.number() })), output: io.json(z.any()), handler: (i) => i }),
+      later: defineApi({
+        input: io.json(z.object({ x: z.number() })),
+        output: io.json(z.any()),
+        task: true,
+        handler: (i) => i,
+      }),
+      socket: defineApi({
+        input: io.stream(io.json(z.object({}))),
+        output: io.stream(io.text()),
+        handler: async function* () {
+          yield 'hi'
+        },
+      }),
+    },
+  })
+
+/** The route with its parameters filled in. */
+const concrete = (r: RouteSpec) =>
+  r.path.replace(':model', 'nosuch').replace(':version', '1').replace(':name', 'swagger-ui.css')
+
+describe('the route table', () => {
+  const link = new RedisLink(process.env.BUNDLE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379', 'mbroutes')
+  after(() => link.close())
+  const def = definition()
+  const app = createServiceApp(def, { apiKey: KEY, redis: link, logger: pino({ level: 'silent' }) }).app
+  const table = routeTable(def.apis)
+
+  it('lists the service routes: an API, a task API (five routes), a WebSocket API', () => {
+    const own = table.filter((r) => r.part !== 'infra' && r.part !== 'v2').map((r) => `${r.method} ${r.path}`)
+    assert.deepEqual(own, [
+      'POST /echo',
+      'POST /later/submit',
+      'GET /later/status',
+      'GET /later/result',
+      'POST /later/cancel',
+      'POST /later/retry',
+      'GET /socket',
+    ])
+  })
+
+  it('every route it lists is answered (never "no route"), keyed ones 401 without the key', async () => {
+    for (const r of table) {
+      const path = concrete(r)
+      const init = (key?: string): RequestInit => ({
+        method: r.method,
+        headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+        ...(r.method === 'POST' ? { body: '{}' } : {}),
+      })
+      const withKey = await app.request(path, init(KEY))
+      const body = withKey.headers.get('content-type')?.includes('json') ? await withKey.text() : ''
+      assert.doesNotMatch(body, /E_HTTP_NOT_FOUND/, `${r.method} ${path} is answered`)
+      assert.notEqual(withKey.status, 405, `${r.method} ${path} takes ${r.method}`)
+      const without = await app.request(path, init())
+      if (r.access === 'keyed') assert.equal(without.status, 401, `${r.method} ${path} needs the key`)
+      else assert.notEqual(without.status, 401, `${r.method} ${path} is open`)
+      assert.equal(isOpenPath(path), r.access === 'open', `isOpenPath(${path})`)
+    }
+  })
+
+  it('a path it does not list needs the key, then is not found', async () => {
+    assert.equal((await app.request('/nothing/here')).status, 401)
+    const r = await app.request('/nothing/here', { headers: { authorization: `Bearer ${KEY}` } })
+    assert.equal(r.status, 404)
+  })
+
+  it("reserves the server's first segments for it", () => {
+    for (const p of ['/v2', '/v2/anything', '/docs/x', '/runners', '/metrics', '/'])
+      assert.equal(isReserved(p), true, p)
+    for (const p of ['/v3', '/documents', '/echo']) assert.equal(isReserved(p), false, p)
+  })
+
+  it('`bundle serve --print-routes` prints it and exits without serving', { timeout: 60_000 }, () => {
+    const greeter = fileURLToPath(new URL('../../examples/greeter/service.ts', import.meta.url))
+    const r = spawnSync(process.execPath, [BIN, 'serve', greeter, '--print-routes'], { encoding: 'utf8' })
+    assert.equal(r.status, 0, r.stderr)
+    const lines = r.stdout.trim().split('\n')
+    assert.ok(
+      lines.some((l) => /^POST\s+\/greet\s+keyed\s+greet$/.test(l)),
+      r.stdout,
+    )
+    assert.ok(
+      lines.some((l) => /^POST\s+\/shout\s+keyed\s+shout$/.test(l)),
+      r.stdout,
+    )
+    assert.ok(
+      lines.some((l) => /^GET\s+\/readyz\s+open\s/.test(l)),
+      r.stdout,
+    )
+    assert.ok(
+      lines.some((l) => /^POST\s+\/v2\/models\/:model\/infer\s+keyed\s/.test(l)),
+      r.stdout,
+    )
+    assert.doesNotMatch(r.stdout, /listening/)
+  })
+})
