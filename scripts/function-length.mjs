@@ -3,18 +3,13 @@
 // is split into named steps that can be read and tested alone. Tests, benchmarks and examples are
 // not checked (a describe() body is a list of cases, not a function to follow).
 // Run by `npm run lint`; prints each function over its limit and exits 1.
-import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import ts from 'typescript'
+import { sourceFiles } from './source-files.mjs'
 
 const SKIP = /^(test|bench|examples|docs|dist|node_modules)\//
 const limitOf = (file) => (/^(framework\/server|runners)\//.test(file) ? 80 : 120)
 
-const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '*.ts', '*.mjs'], {
-  encoding: 'utf8',
-})
-  .split('\n')
-  .filter((f) => f && !SKIP.test(f) && !f.endsWith('.d.ts'))
+const files = sourceFiles().filter(({ file }) => !SKIP.test(file))
 
 /** A function's name as a reader finds it: its own, its variable's, or its property's. */
 function nameOf(node) {
@@ -25,13 +20,7 @@ function nameOf(node) {
 }
 
 const over = []
-for (const file of files) {
-  let text
-  try {
-    text = readFileSync(file, 'utf8')
-  } catch {
-    continue // listed by git but deleted in the working tree
-  }
+for (const { file, text } of files) {
   const src = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true)
   const limit = limitOf(file)
   const visit = (node) => {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { closeSync, openSync, readSync, statSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
+import { isWireTensor } from './backend.js'
 import { isGathered, joined, type ShmSlot } from './protocol.js'
 
 /**
@@ -39,19 +40,6 @@ export function shmDir(env: NodeJS.ProcessEnv = process.env): string | undefined
     return undefined
   }
 }
-
-interface TensorLike {
-  dtype: string
-  shape: number[]
-  data: Uint8Array
-}
-
-const isTensor = (v: unknown): v is TensorLike =>
-  typeof v === 'object' &&
-  v !== null &&
-  typeof (v as TensorLike).dtype === 'string' &&
-  Array.isArray((v as TensorLike).shape) &&
-  (v as TensorLike).data instanceof Uint8Array
 
 const isPlain = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' &&
@@ -170,7 +158,7 @@ export class ShmChannel {
       slots.push({ path: [...path], offset, length })
       return { dtype: v.dtype, shape: v.shape, data: MOVED }
     }
-    if (isTensor(v)) {
+    if (isWireTensor(v)) {
       // Past the region's end the bytes go inline (they would overwrite another call's).
       if (v.data.byteLength < SHM_MIN_BYTES || this.fd === undefined || at.offset + v.data.byteLength > at.end) return v
       const offset = at.offset
