@@ -342,8 +342,8 @@ async function runServe(entry: string | undefined, opts: ServeFlags): Promise<vo
   const { definition, scope } =
     entry === undefined ? { definition: await storeService(), scope: 'models' } : await resolveEntry(entry)
   if (opts.printRoutes) {
-    const { formatRoutes, routeTable } = await import('../framework/routes.js')
-    return void process.stdout.write(formatRoutes(routeTable(definition.apis)))
+    const { printRoutes } = await import('./print-routes.js')
+    return void (await printRoutes(definition, { redisUrl: url, grpc: grpc !== undefined }))
   }
   const { serve } = await import('../framework/index.js')
   const link = url === undefined ? undefined : new (await import('../runners/index.js')).RedisLink(url)

@@ -1,24 +1,23 @@
 import { randomUUID } from 'node:crypto'
-import { BundleError, isBundleError } from '../../errors/index.js'
+import type { Context } from 'hono'
+import { BundleError } from '../../errors/index.js'
+import { route, type RouteSpec } from '../route-spec.js'
 import type { AppParts, ServerHono } from './app-parts.js'
 import type { Protocol } from './app.js'
-import { INFRA_ROUTES, isOpenPath } from '../routes.js'
 import { corsMiddleware } from './cors.js'
-import { docsAsset, docsPage } from './docs.js'
 import { errorResponse } from './error-response.js'
 import { ExchangeHeaders, honoExchange, type Answer } from './exchange.js'
-import { openapiDocument } from './openapi.js'
+import { infraPart } from './infra.js'
+import { bind, type RouteIndex, type ServerPart } from './part.js'
 import { frameworkVersion, headerOf, SANE_REQUEST_ID } from './request.js'
 import { readableOf, StreamAnswer } from './streaming.js'
-import { mountTaskRoutes } from './tasks/routes.js'
+import { taskPart } from './tasks/routes.js'
 import { isWebSocketApi } from './websocket/routes.js'
-import { mountV2, v2Error } from './v2/routes.js'
+import { v2Part } from './v2/routes.js'
 
-// The steps createServiceApp (app.ts) mounts, in order: request ids and the access log, CORS and
-// the API key, the operational routes, /v2, the service's own routes, and errors.
-
-/** The operational routes' paths (not the root's redirect or the docs assets): other methods get 405. */
-const INFRA_PATHS = INFRA_ROUTES.filter((r) => r.path !== '/' && !r.path.includes(':')).map((r) => r.path)
+// What createServiceApp (app.ts) puts on the app, in order: request ids and the access log, CORS
+// and the API key, the parts (operational routes, /v2, tasks, WebSocket routes, the service's
+// APIs), and the answers for what no part serves.
 
 /** Every request gets an id (the client's, if sane), an access-log line, and Connection: close while draining. */
 export function requestIds(app: ServerHono, p: AppParts): void {
@@ -45,10 +44,15 @@ export function requestIds(app: ServerHono, p: AppParts): void {
 }
 
 /**
- * CORS, then the API key: one check in front of every route, so a route added later is closed
- * unless auth.ts opens it.
+ * CORS, then the API key: one check in front of every route, open only where the mounted parts
+ * declare a route open, so a route added later is closed unless its part says otherwise.
  */
-export function keyGate(app: ServerHono, p: AppParts): void {
+export function keyGate(
+  app: ServerHono,
+  p: AppParts,
+  index: RouteIndex<RouteSpec>,
+  parts: readonly ServerPart[],
+): void {
   // CORS before the key check: a browser's preflight carries no Authorization header.
   const cors = corsMiddleware(p.options.corsOrigins ?? [])
   if (cors) app.use('*', cors)
@@ -57,7 +61,7 @@ export function keyGate(app: ServerHono, p: AppParts): void {
   const apiAt = new Map(p.definition.apis.filter((a) => !a.task).map((a) => [a.route, a]))
   app.use('*', async (c, next) => {
     const path = c.req.path
-    if (!isOpenPath(path)) {
+    if (!index.isOpen(path)) {
       try {
         checkKey(headerOf(c, 'authorization'))
       } catch (err) {
@@ -68,49 +72,15 @@ export function keyGate(app: ServerHono, p: AppParts): void {
           m.begin()
           m.end(401, 0)
         }
-        if (path === '/v2' || path.startsWith('/v2/')) return v2Error(c, err, p.log)
+        // In the shape of the part whose route it is (/v2 has its own).
+        const at = index.at(path)[0]
+        const answer = at && parts.find((part) => part.name === at.part)?.answer
+        if (answer) return answer(c, err, {})
         throw err
       }
     }
     await next()
   })
-}
-
-/** Probes, /runners, /metrics, the OpenAPI document and its docs page. */
-export function infraRoutes(app: ServerHono, p: AppParts): void {
-  const { lifecycle, definition, repository, metrics } = p
-  app.get('/livez', (c) => c.json({ status: 'live' }))
-  app.get('/healthz', (c) => c.json({ status: 'live' }))
-  app.get('/readyz', (c) => {
-    const phase = lifecycle.phase
-    const waiting = phase === 'ready' ? lifecycle.notReady() : undefined
-    if (phase === 'ready' && waiting === undefined) return c.json({ status: 'ready' })
-    return c.json({ status: phase === 'ready' ? 'not ready' : phase, reason: waiting ?? lifecycle.reason }, 503)
-  })
-  // The service's runners, then the models loaded at run time (/v2/repository, bundle serve --models).
-  app.get('/runners', (c) =>
-    c.json(
-      [...definition.runners, ...repository.loaded()].map((r) => {
-        const batcher = r.stats()
-        return { name: r.name, ready: r.ready(), config: r.effectiveConfig(), ...(batcher ? { batcher } : {}) }
-      }),
-    ),
-  )
-  app.get('/metrics', async (c) =>
-    c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType }),
-  )
-  const openapi = JSON.stringify(openapiDocument(definition, p.options.version))
-  app.get('/openapi.json', (c) => c.body(openapi, 200, { 'content-type': 'application/json' }))
-  app.get('/docs', (c) => c.html(docsPage(definition.name)))
-  app.get('/docs/assets/:name', (c) => {
-    const asset = docsAsset(c.req.param('name'))
-    if (asset === undefined) throw new BundleError('E_HTTP_NOT_FOUND', `no docs asset ${c.req.param('name')}`)
-    return c.body(asset.body as Uint8Array<ArrayBuffer>, 200, {
-      'content-type': asset.contentType,
-      'cache-control': 'public, max-age=86400',
-    })
-  })
-  app.get('/', (c) => c.redirect('/docs'))
 }
 
 /** What the Open Inference Protocol serves, over /v2 here and gRPC in serve(). */
@@ -126,45 +96,53 @@ export function protocolOf(p: AppParts): Protocol {
   }
 }
 
-/** /v2, task routes, WebSocket routes and each API's POST route (other methods: 405). */
-export function serviceRoutes(app: ServerHono, p: AppParts, protocol: Protocol): void {
+/** The parts a service app mounts: the operational routes, /v2, tasks (with Redis), WebSocket routes, its APIs. */
+export function partsOf(p: AppParts, protocol: Protocol): ServerPart[] {
   const { lifecycle, pipeline, tasks, log } = p
-  mountV2(app, protocol)
+  const parts = [infraPart(p), v2Part(protocol)]
   if (tasks)
-    mountTaskRoutes(app, tasks, {
-      decode: async (c, a) => {
-        if (lifecycle.phase !== 'ready' || lifecycle.instance === undefined) throw lifecycle.notServing()
-        const ex = honoExchange(c)
-        return await pipeline.decodeInput(new ExchangeHeaders(ex), a, await pipeline.readInput(ex, a))
-      },
-      respond: (c, err) => errorResponse(err, c.get('requestId') ?? randomUUID(), log),
-    })
-  p.sockets.mount(app)
-  for (const a of p.definition.apis) {
-    if (a.task || isWebSocketApi(a)) continue
-    app.post(a.route, async (c) => {
-      const answer = await new Promise<Answer>(
-        (resolve, reject) => void pipeline.handle(honoExchange(c), a, c.get('requestId'), resolve).catch(reject),
-      )
-      // Plain header objects: a Headers instance costs node-server a sort and a copy.
-      c.set('headed', true)
-      if (answer.trace) c.set('trace', answer.trace)
-      const body = answer.body instanceof StreamAnswer ? readableOf(answer.body) : answer.body
-      return c.body(body as Uint8Array<ArrayBuffer> | string, answer.status as 200, answer.headers)
-    })
-    app.all(a.route, () => {
-      throw new BundleError('E_HTTP_METHOD_NOT_ALLOWED', `${a.route} takes POST`)
-    })
-  }
+    parts.push(
+      taskPart(tasks, {
+        decode: async (c, a) => {
+          if (lifecycle.phase !== 'ready' || lifecycle.instance === undefined) throw lifecycle.notServing()
+          const ex = honoExchange(c)
+          return await pipeline.decodeInput(new ExchangeHeaders(ex), a, await pipeline.readInput(ex, a))
+        },
+        respond: (c, err) => errorResponse(err, c.get('requestId') ?? randomUUID(), log),
+      }),
+    )
+  parts.push(p.sockets.part(), apiPart(p))
+  return parts
 }
 
-/** 405 on the operational routes' other methods, 404 elsewhere, and every error in the one JSON shape. */
+/** Each API's POST route (a task API's are the task part's; a WebSocket API's the WebSocket part's). */
+function apiPart(p: AppParts): ServerPart {
+  const { pipeline } = p
+  const apis = p.definition.apis.filter((a) => !a.task && !isWebSocketApi(a))
+  const routes = apis.flatMap((a) =>
+    bind([route('POST', a.route, 'keyed', 'api', a.name)], {
+      [`POST ${a.route}`]: async (c) => {
+        const answer = await new Promise<Answer>(
+          (resolve, reject) => void pipeline.handle(honoExchange(c), a, c.get('requestId'), resolve).catch(reject),
+        )
+        // Plain header objects: a Headers instance costs node-server a sort and a copy.
+        c.set('headed', true)
+        if (answer.trace) c.set('trace', answer.trace)
+        const body = answer.body instanceof StreamAnswer ? readableOf(answer.body) : answer.body
+        return c.body(body as Uint8Array<ArrayBuffer> | string, answer.status as 200, answer.headers)
+      },
+    }),
+  )
+  return { name: 'api', routes }
+}
+
+/** An error as the server answers it, with extra headers (a 405's Allow). */
+export function answerError(p: AppParts): (c: Context, err: unknown, headers: Record<string, string>) => Response {
+  return (c, err, headers) => errorResponse(err, c.get('requestId') ?? randomUUID(), p.log, headers)
+}
+
+/** 404 where no part has the route, and every error in the one JSON shape. */
 export function errorHandling(app: ServerHono, p: AppParts): void {
-  for (const path of INFRA_PATHS) {
-    app.all(path, () => {
-      throw new BundleError('E_HTTP_METHOD_NOT_ALLOWED', `${path} takes GET`)
-    })
-  }
   app.notFound((c) =>
     errorResponse(
       new BundleError('E_HTTP_NOT_FOUND', `no route for ${c.req.method} ${c.req.path}`),
@@ -172,11 +150,5 @@ export function errorHandling(app: ServerHono, p: AppParts): void {
       p.log,
     ),
   )
-  app.onError((err, c) => {
-    const allow: Record<string, string> =
-      isBundleError(err) && err.code === 'E_HTTP_METHOD_NOT_ALLOWED'
-        ? { allow: p.definition.apis.some((a) => a.route === c.req.path) ? 'POST' : 'GET' }
-        : {}
-    return errorResponse(err, c.get('requestId') ?? randomUUID(), p.log, allow)
-  })
+  app.onError((err, c) => errorResponse(err, c.get('requestId') ?? randomUUID(), p.log))
 }

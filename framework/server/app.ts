@@ -11,9 +11,12 @@ import {
 } from '../../runners/index.js'
 import type { ServiceDefinition } from '../service/definition.js'
 import { type AppParts, appParts, type ServerHono } from './app-parts.js'
-import { errorHandling, infraRoutes, keyGate, protocolOf, requestIds, serviceRoutes } from './app-routes.js'
+import { answerError, errorHandling, keyGate, partsOf, protocolOf, requestIds } from './app-routes.js'
 import { fastPath } from './fast-path.js'
 import type { Phase } from './lifecycle.js'
+import { grpcPart } from './grpc/server.js'
+import { mountParts, type PortPart, RouteIndex } from './part.js'
+import type { RouteSpec } from '../route-spec.js'
 import type { ServerMetrics } from './metrics.js'
 import type { MetricsCompat } from './triton-metrics.js'
 import { isWebSocketApi, type WsLimits } from './websocket/routes.js'
@@ -48,6 +51,11 @@ export interface AppOptions {
   metricsCompat?: MetricsCompat | 'none'
   /** WebSocket routes' limits (message size, messages a second, idle timeout); else BUNDLE_WS_* or defaults. */
   websocket?: Partial<WsLimits>
+  /**
+   * Serve the Open Inference Protocol over gRPC on this port too (0 picks a free one), on the
+   * same host. Default: off.
+   */
+  grpcPort?: number
   /** Runner overrides keyed by runner name (a serve config file's `runners:`); env wins over these. */
   runnerConfig?: Record<string, RunnerOverrides>
   /** Shown in OpenAPI `info.version`. */
@@ -102,6 +110,13 @@ export interface ServiceApp {
   readonly fastPath?: (req: IncomingMessage, res: ServerResponse) => boolean
   /** What the Open Inference Protocol serves (/v2 here; gRPC in serve() when asked for). */
   readonly protocol: Protocol
+  /**
+   * Every HTTP route the app mounted, as its parts declare them (`bundle serve --print-routes`
+   * prints them): method, path, open or keyed, what it is.
+   */
+  readonly routes: readonly RouteSpec[]
+  /** The parts on ports of their own (gRPC with `grpcPort`): serve() opens them after the HTTP port. */
+  readonly ports: readonly PortPart[]
   /** Present when the service has WebSocket routes: serve() attaches a WebSocket server with this message cap. */
   readonly websocket?: { maxMessageBytes: number }
 }
@@ -120,11 +135,15 @@ export interface Protocol extends V2Options {
 export function createServiceApp(definition: ServiceDefinition, options: AppOptions = {}): ServiceApp {
   const p = appParts(definition, options)
   const app: ServerHono = new Hono()
-  requestIds(app, p)
-  keyGate(app, p)
-  infraRoutes(app, p)
   const protocol = protocolOf(p)
-  serviceRoutes(app, p, protocol)
+  const parts = partsOf(p, protocol)
+  requestIds(app, p)
+  keyGate(app, p, new RouteIndex(parts.flatMap((part) => part.routes)), parts)
+  const ports =
+    options.grpcPort === undefined
+      ? []
+      : [grpcPart({ ...protocol, port: options.grpcPort, registry: p.metrics.registry, service: definition.name })]
+  const routes = [...mountParts(app, parts, answerError(p)), ...ports.flatMap((part) => part.routes)]
   errorHandling(app, p)
   // Off with CORS, whose headers only the hono middleware writes.
   const fast = options.corsOrigins?.length
@@ -138,11 +157,18 @@ export function createServiceApp(definition: ServiceDefinition, options: AppOpti
         checkKey: p.checkKey,
         logAccess: p.logAccess,
       })
-  return { ...lifecycleOf(p), app: app as unknown as Hono, ...(fast ? { fastPath: fast } : {}), protocol }
+  return {
+    ...lifecycleOf(p),
+    app: app as unknown as Hono,
+    ...(fast ? { fastPath: fast } : {}),
+    protocol,
+    routes,
+    ports,
+  }
 }
 
 /** The app's life as serve() drives it: configure, start (GPU metrics first), drain, wait, stop. */
-function lifecycleOf(p: AppParts): Omit<ServiceApp, 'app' | 'fastPath' | 'protocol'> {
+function lifecycleOf(p: AppParts): Omit<ServiceApp, 'app' | 'fastPath' | 'protocol' | 'routes' | 'ports'> {
   const { definition, metrics, log, lifecycle, repository, pipeline, sockets } = p
   let gpus: GpuMonitor | undefined
   return {

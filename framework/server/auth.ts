@@ -1,8 +1,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import { BundleError } from '../../errors/index.js'
 
-// Which routes answer without the key is the route table's to say (framework/routes.ts).
-export { isOpenPath } from '../routes.js'
+// Which routes answer without the key is for the routes themselves to say: each part declares
+// its routes open or keyed, and the app's key gate reads what it mounted (part.ts, RouteIndex).
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
 

@@ -1,4 +1,5 @@
 import type { ApiDefinition, ServiceDefinition } from '../service/definition.js'
+import { INFRA_ROUTES } from './infra-routes.js'
 
 const errorRef = { $ref: '#/components/responses/Error' }
 const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((s) => [String(s), errorRef]))
@@ -105,29 +106,25 @@ function apiPath(a: ApiDefinition): unknown {
   }
 }
 
-/** The probes and /metrics. */
+/** The operational routes that declare their answers (infra-routes.ts): the probes and /metrics. */
 function infraPaths(): Record<string, unknown> {
-  const probe = (summary: string) => ({
-    get: {
-      summary,
-      tags: ['infrastructure'],
-      responses: { '200': { description: 'ok' }, '503': { description: 'not ready' } },
-    },
-  })
-  return {
-    '/livez': probe('the process is up'),
-    '/healthz': probe('alias of /livez'),
-    '/readyz': probe('start-up finished and every runner is ready'),
-    '/metrics': {
-      get: {
-        summary: 'Prometheus metrics',
+  const paths: Record<string, unknown> = {}
+  for (const r of INFRA_ROUTES) {
+    if (r.answers === undefined) continue
+    const content = r.contentType ? { content: { [r.contentType]: { schema: { type: 'string' } } } } : {}
+    const responses = Object.fromEntries(
+      Object.entries(r.answers).map(([status, description]) => [status, { description, ...content }]),
+    )
+    paths[r.path] = {
+      [r.method.toLowerCase()]: {
+        summary: r.what,
         tags: ['infrastructure'],
-        responses: {
-          '200': { description: 'Prometheus text format', content: { 'text/plain': { schema: { type: 'string' } } } },
-        },
+        ...(r.access === 'keyed' ? { security: [{ bearer: [] }] } : {}),
+        responses,
       },
-    },
+    }
   }
+  return paths
 }
 
 const components = {

@@ -12,7 +12,7 @@ import type { ServerMetrics } from './metrics.js'
 import { RequestContext } from './request.js'
 import { StreamAnswer } from './streaming.js'
 import { RequestSpan } from './request-span.js'
-import { decodeBody } from './v2/encoding.js'
+import { decodeBody } from './content-encoding.js'
 
 /** How a stream's generator steps run: inside the request's call context and span, where it has them. */
 function streamContext(call: CallContext | undefined, rs: RequestSpan | undefined): { within?: <T>(fn: () => T) => T } {
@@ -243,6 +243,10 @@ export class RequestPipeline {
       : method.call(instance, input, ctx)
   }
 
+  /**
+   * One request as named steps: admit (before the body), read, decode, call (the method, with
+   * its timeout), encode, answer. Each step is a method below; this is only their order.
+   */
   private async serve(
     ex: Exchange,
     a: ApiDefinition,
@@ -250,62 +254,76 @@ export class RequestPipeline {
     respond: (answer: Answer) => void,
     rs: RequestSpan | undefined,
   ): Promise<void> {
-    const { definition, log, deadlines, serverTiming } = this.o
-    const f = new Flight(this.o.metrics.endpoint(a.name), respond)
+    const f = new Flight(this.o.metrics.endpoint(a.name), respond, this.o.serverTiming)
     this.inFlight++
     f.m.begin()
     try {
       const { instance, call } = this.admit(ex, a, f.started)
       const body = await this.read(ex, a)
-      const read = serverTiming ? performance.now() : 0
+      f.mark('read')
       // Awaited only when the descriptor needs it: each promise hop shows on a small call.
       const headers = new ExchangeHeaders(ex)
       let input = this.decode(headers, a, body, rs)
       if (input instanceof Promise) input = await input
-      const decoded = serverTiming ? performance.now() : 0
+      f.mark('decoded')
       const ctx = new RequestContext(requestId, headers, ex.outgoing)
-      const stages: StageTimes | undefined =
-        serverTiming && call ? { queueMs: 0, computeMs: 0, transferMs: 0 } : undefined
-      // A stream's runner calls also leave their queues the moment its client goes (the signal).
-      const callCtx = call
-        ? {
-            ...call,
-            gone: () => ctx.gone(),
-            ...(stages ? { timing: stages } : {}),
-            ...(a.output.kind === 'stream' ? { signal: ctx.signal } : {}),
-          }
-        : undefined
-      const result = this.invoke(a, instance, input, ctx, callCtx)
-      let output = result
-      if (result instanceof Promise) {
-        // The timeout answers by itself; the method's own end is awaited as it is (no race).
-        f.deadline = deadlines.add(definition.traffic.timeoutMs, () => {
-          ctx.abort(new Error('timeout'))
-          const late = `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`
-          f.answer(errorAnswer(new BundleError('E_HTTP_TIMEOUT', late), requestId, log))
-        })
-        output = await result
+      const callCtx = call ? this.callContext(call, a, ctx, f) : undefined
+      let output = this.call(f, a, instance, input, ctx, callCtx, requestId)
+      if (output instanceof Promise) {
+        output = await output
         if (f.answered) return
       }
-      const ran = serverTiming ? performance.now() : 0
+      f.mark('ran')
       let encoded = a.output.encode(output, ex.header('accept'))
       if (encoded instanceof Promise) encoded = await encoded
       const head = { 'content-type': encoded.contentType, 'x-request-id': requestId, ...encoded.headers }
       if (isStreamBody(encoded.body)) return await this.stream(f, encoded.body, head, ex, ctx, requestId, callCtx, rs)
-      const ok: Answer = { status: 200, headers: head, body: encoded.body as string | Uint8Array }
-      if (serverTiming)
-        ok.headers['server-timing'] = timingHeader(f.started, read, decoded, ran, performance.now(), stages)
-      f.answer(ok)
+      f.answer(f.timed({ status: 200, headers: head, body: encoded.body as string | Uint8Array }))
     } catch (err) {
       // Failed after its timeout was answered: nothing more to say.
       if (f.answered) return
       const due = refusalDue(err)
       if (due !== undefined) await due
-      f.answer(errorAnswer(err, requestId, log))
+      f.answer(errorAnswer(err, requestId, this.o.log))
     } finally {
-      if (f.deadline) deadlines.remove(f.deadline)
+      if (f.deadline) this.o.deadlines.remove(f.deadline)
       this.finish()
     }
+  }
+
+  /** What the request's runner calls carry: its priority and deadline, its client's presence, its stage times. */
+  private callContext(call: CallContext, a: ApiDefinition, ctx: RequestContext, f: Flight): CallContext {
+    return {
+      ...call,
+      gone: () => ctx.gone(),
+      ...(f.stages ? { timing: f.stages } : {}),
+      // A stream's runner calls also leave their queues the moment its client goes (the signal).
+      ...(a.output.kind === 'stream' ? { signal: ctx.signal } : {}),
+    }
+  }
+
+  /**
+   * The method, with the request's timeout when it answers later: the timeout answers by itself
+   * (504) and the method's own end is awaited as it is (no race).
+   */
+  private call(
+    f: Flight,
+    a: ApiDefinition,
+    instance: Record<string, unknown>,
+    input: unknown,
+    ctx: RequestContext,
+    callCtx: CallContext | undefined,
+    requestId: string,
+  ): unknown {
+    const result = this.invoke(a, instance, input, ctx, callCtx)
+    if (!(result instanceof Promise)) return result
+    const { definition, deadlines, log } = this.o
+    f.deadline = deadlines.add(definition.traffic.timeoutMs, () => {
+      ctx.abort(new Error('timeout'))
+      const late = `${a.route} did not finish within ${definition.traffic.timeoutMs} ms`
+      f.answer(errorAnswer(new BundleError('E_HTTP_TIMEOUT', late), requestId, log))
+    })
+    return result
   }
 
   /**
@@ -349,16 +367,42 @@ export class RequestPipeline {
   }
 }
 
-/** One request in flight: its metrics, its deadline, and whether it has been answered (exactly once). */
+/** One request in flight: its metrics, deadline and stage times, and whether it has been answered (exactly once). */
 class Flight {
   readonly started = performance.now()
   answered = false
   deadline: Deadline | undefined
+  /** With Server-Timing on: when each step ended, and the runner calls' queue, transfer and compute. */
+  private readonly at: { read: number; decoded: number; ran: number } | undefined
+  readonly stages: StageTimes | undefined
 
   constructor(
     readonly m: ReturnType<ServerMetrics['endpoint']>,
     readonly respond: (answer: Answer) => void,
-  ) {}
+    serverTiming: boolean,
+  ) {
+    this.at = serverTiming ? { read: 0, decoded: 0, ran: 0 } : undefined
+    this.stages = serverTiming ? { queueMs: 0, computeMs: 0, transferMs: 0 } : undefined
+  }
+
+  mark(step: 'read' | 'decoded' | 'ran'): void {
+    if (this.at) this.at[step] = performance.now()
+  }
+
+  /** The answer with its Server-Timing header, when on. */
+  timed(x: Answer): Answer {
+    const at = this.at
+    if (at)
+      x.headers['server-timing'] = timingHeader(
+        this.started,
+        at.read,
+        at.decoded,
+        at.ran,
+        performance.now(),
+        this.stages,
+      )
+    return x
+  }
 
   answer(x: Answer): void {
     if (this.answered) return

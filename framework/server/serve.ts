@@ -4,11 +4,11 @@ import { BundleError, isBundleError } from '../../errors/index.js'
 import { startTracing, tracingSettings, type TracingSettings } from '../../runners/index.js'
 import type { ServiceDefinition } from '../service/definition.js'
 import { createServiceApp, type ServiceApp } from './app.js'
-import { startGrpcServer, type GrpcServer } from './grpc/server.js'
 import { answerClientErrors } from './http/client-errors.js'
 import { type Connections, watchConnections } from './http/connections.js'
 import { httpServer, timeoutsOf } from './http/http-server.js'
 import type { ServeOptions } from './http/options.js'
+import type { Listening } from './part.js'
 import { shutDown } from './http/shutdown.js'
 import { exitOnSignals } from './http/signals.js'
 
@@ -68,24 +68,19 @@ async function listen(server: Server, host: string, port: number): Promise<{ url
   return { url: `http://${shown}:${address.port}`, host: shown }
 }
 
-/** gRPC beside HTTP (--grpc-port); a failed start closes the HTTP socket, so nothing is left listening. */
-async function startGrpc(
+/** The parts on ports of their own (gRPC); a failed start closes what opened, so nothing is left listening. */
+async function listenPorts(
   service: ServiceApp,
-  definition: ServiceDefinition,
-  options: ServeOptions,
+  host: string,
   server: Server,
   connections: Connections,
-): Promise<GrpcServer | undefined> {
-  if (options.grpcPort === undefined) return undefined
+): Promise<Listening[]> {
+  const open: Listening[] = []
   try {
-    return await startGrpcServer({
-      ...service.protocol,
-      port: options.grpcPort,
-      host: options.host ?? '127.0.0.1',
-      registry: service.metrics.registry,
-      service: definition.name,
-    })
+    for (const part of service.ports) open.push(await part.listen(host))
+    return open
   } catch (err) {
+    await Promise.all(open.map((l) => l.close(0)))
     connections.stopSweep()
     await new Promise<void>((resolve) => server.close(() => resolve()))
     throw err
@@ -131,13 +126,13 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
   const connections = watchConnections(server, service, definition.name, timeouts.sendTimeout)
   const host = options.host ?? '127.0.0.1'
   const port = options.port ?? 3000
-  const { url, host: shownHost } = await listen(server, host, port).catch((err: unknown) => {
+  const { url } = await listen(server, host, port).catch((err: unknown) => {
     connections.stopSweep() // no server, nothing to sweep
     throw err
   })
   answerClientErrors(server, service, connections, options.maxHeaderBytes ?? 16 * 1024, timeouts)
   service.log.info({ url }, 'listening')
-  const grpc = await startGrpc(service, definition, options, server, connections)
+  const ports = await listenPorts(service, host, server, connections)
   service.log.flush()
   let closing: Promise<void> | undefined
   let quitSignals: (() => void) | undefined
@@ -146,12 +141,13 @@ export async function serve(definition: ServiceDefinition, options: ServeOptions
       server,
       service,
       connections,
-      grpc,
+      ports,
       graceMs: options.graceMs ?? 30_000,
       drainDelayMs: options.drainDelayMs ?? 0,
       onDrained: () => quitSignals?.(),
     }))
   if (options.handleSignals !== false) quitSignals = exitOnSignals(service, close)
   await startService(service, tracing, close)
-  return { service, server, url, ...(grpc ? { grpcUrl: `grpc://${shownHost}:${grpc.port}` } : {}), close }
+  const grpc = ports[service.ports.findIndex((part) => part.name === 'grpc')]
+  return { service, server, url, ...(grpc ? { grpcUrl: grpc.url } : {}), close }
 }

@@ -5,12 +5,13 @@ import { fileURLToPath } from 'node:url'
 import pino from 'pino'
 import { z } from 'zod'
 import { createServiceApp, defineApi, defineService, io } from '../../framework/index.js'
-import { isOpenPath, isReserved, routeTable, type RouteSpec } from '../../framework/routes.js'
+import { GRPC_ROUTES, isReserved, type RouteSpec } from '../../framework/routes.js'
+import { RouteIndex } from '../../framework/server/part.js'
 import { RedisLink } from '../../runners/index.js'
 import { BIN } from '../utils/cli.js'
 
-// The route table (framework/routes.ts) is the truth: the server answers every route it lists,
-// with the key exactly where it says, and nothing it does not list answers without the key.
+// The routes the app's parts declare are the truth: the server answers every route it mounted,
+// with the key exactly where the route says, and nothing it does not list answers without the key.
 
 const KEY = 'route-table-key'
 
@@ -43,20 +44,62 @@ describe('the route table', () => {
   const link = new RedisLink(process.env.BUNDLE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379', 'mbroutes')
   after(() => link.close())
   const def = definition()
-  const app = createServiceApp(def, { apiKey: KEY, redis: link, logger: pino({ level: 'silent' }) }).app
-  const table = routeTable(def.apis)
+  const service = createServiceApp(def, { apiKey: KEY, redis: link, logger: pino({ level: 'silent' }) })
+  const app = service.app
+  const table = service.routes
+  const index = new RouteIndex(table)
 
   it('lists the service routes: an API, a task API (five routes), a WebSocket API', () => {
     const own = table.filter((r) => r.part !== 'infra' && r.part !== 'v2').map((r) => `${r.method} ${r.path}`)
     assert.deepEqual(own, [
-      'POST /echo',
       'POST /later/submit',
       'GET /later/status',
       'GET /later/result',
       'POST /later/cancel',
       'POST /later/retry',
       'GET /socket',
+      'POST /echo',
     ])
+  })
+
+  it('lists what is mounted: no task routes without Redis, the gRPC methods with a gRPC port', () => {
+    const bare = createServiceApp(def, { logger: pino({ level: 'silent' }) }).routes
+    assert.equal(bare.filter((r) => r.part === 'task').length, 0)
+    assert.equal(bare.filter((r) => r.part === 'grpc').length, 0)
+    const withGrpc = createServiceApp(def, { grpcPort: 0, logger: pino({ level: 'silent' }) })
+    assert.deepEqual(
+      withGrpc.routes.filter((r) => r.part === 'grpc'),
+      [...GRPC_ROUTES],
+    )
+    assert.deepEqual(
+      withGrpc.ports.map((p) => p.name),
+      ['grpc'],
+    )
+  })
+
+  it("every other method of a route's path is 405 with Allow, in its part's shape", async () => {
+    const auth = { authorization: `Bearer ${KEY}` }
+    const cases: [string, string, string, RegExp][] = [
+      ['DELETE', '/livez', 'GET', /"code":"E_HTTP_METHOD_NOT_ALLOWED"/],
+      ['GET', '/echo', 'POST', /"code":"E_HTTP_METHOD_NOT_ALLOWED"/],
+      ['PUT', '/later/status', 'GET', /"code":"E_HTTP_METHOD_NOT_ALLOWED"/],
+      ['POST', '/socket', 'GET', /"code":"E_HTTP_METHOD_NOT_ALLOWED"/],
+      // /v2 answers errors as the protocol has them: {"error": "..."}.
+      ['GET', '/v2/models/nosuch/infer', 'POST', /^\{"error":"\/v2\/models\/:model\/infer takes POST"\}$/],
+      ['DELETE', '/v2/models/nosuch', 'GET', /^\{"error":/],
+    ]
+    for (const [method, path, allow, body] of cases) {
+      const r = await app.request(path, { method, headers: auth })
+      assert.equal(r.status, 405, `${method} ${path}`)
+      assert.equal(r.headers.get('allow'), allow, `${method} ${path}`)
+      assert.match(await r.text(), body, `${method} ${path}`)
+    }
+  })
+
+  it('the OpenAPI document lists the infra routes that declare their answers', async () => {
+    const doc = (await (await app.request('/openapi.json')).json()) as { paths: Record<string, unknown> }
+    const infra = Object.keys(doc.paths).filter((p) => table.some((r) => r.part === 'infra' && r.path === p))
+    assert.deepEqual(infra.sort(), ['/healthz', '/livez', '/metrics', '/readyz'])
   })
 
   it('every route it lists is answered (never "no route"), keyed ones 401 without the key', async () => {
@@ -74,7 +117,7 @@ describe('the route table', () => {
       const without = await app.request(path, init())
       if (r.access === 'keyed') assert.equal(without.status, 401, `${r.method} ${path} needs the key`)
       else assert.notEqual(without.status, 401, `${r.method} ${path} is open`)
-      assert.equal(isOpenPath(path), r.access === 'open', `isOpenPath(${path})`)
+      assert.equal(index.isOpen(path), r.access === 'open', `isOpen(${path})`)
     }
   })
 
@@ -112,5 +155,11 @@ describe('the route table', () => {
       r.stdout,
     )
     assert.doesNotMatch(r.stdout, /listening/)
+    const grpc = spawnSync(process.execPath, [BIN, 'serve', greeter, '--print-routes', '--grpc-port', '0'], {
+      encoding: 'utf8',
+    })
+    assert.equal(grpc.status, 0, grpc.stderr)
+    assert.match(grpc.stdout, /^RPC\s+ModelInfer\s+keyed\s+inference$/m)
+    assert.match(grpc.stdout, /^RPC\s+ServerLive\s+open\s/m)
   })
 })

@@ -4,6 +4,8 @@ import { BundleError } from '../../../errors/index.js'
 import type { V2Options } from '../v2/routes.js'
 import { inferenceService } from './definition.js'
 import { grpcMetrics } from './metrics.js'
+import type { PortPart } from '../part.js'
+import { GRPC_ROUTES } from './route-list.js'
 import { inferenceHandlers } from './service.js'
 
 export interface GrpcOptions extends V2Options {
@@ -17,6 +19,8 @@ export interface GrpcOptions extends V2Options {
 export interface GrpcServer {
   /** The port it listens on (the one asked for, or the one picked for 0). */
   port: number
+  /** `grpc://host:port`. */
+  url: string
   /** Stops taking calls; waits up to `graceMs` for those in flight (streams included), then cuts the rest. */
   close(graceMs: number): Promise<void>
 }
@@ -67,9 +71,11 @@ export async function startGrpcServer(o: GrpcOptions): Promise<GrpcServer> {
       err ? reject(bindError(err, o.host, o.port)) : resolve(port),
     ),
   )
-  o.log.info({ url: `grpc://${host}:${port}` }, 'listening (gRPC)')
+  const url = `grpc://${host}:${port}`
+  o.log.info({ url }, 'listening (gRPC)')
   return {
     port,
+    url,
     close: (graceMs) =>
       new Promise<void>((resolve) => {
         drain()
@@ -80,4 +86,9 @@ export async function startGrpcServer(o: GrpcOptions): Promise<GrpcServer> {
         })
       }),
   }
+}
+
+/** The Open Inference Protocol over gRPC as a part of the app, on its own port (--grpc-port). */
+export function grpcPart(o: Omit<GrpcOptions, 'host'>): PortPart {
+  return { name: 'grpc', routes: GRPC_ROUTES, listen: (host) => startGrpcServer({ ...o, host }) }
 }

@@ -16,6 +16,7 @@ import { config, loadParameters, metadata, stats } from '../v2/models.js'
 import { forStatistics } from '../v2/model-errors.js'
 import type { V2Options } from '../v2/routes.js'
 import type { GrpcMetrics } from './metrics.js'
+import { GRPC_ROUTES } from './route-list.js'
 import { toServiceError } from './status.js'
 import { parameterValue, parseWireRequest, wireResponse, type WireInferRequest, type WireParameter } from './tensors.js'
 
@@ -26,6 +27,9 @@ export interface GrpcServiceOptions extends V2Options {
 }
 
 const EXTENSIONS = ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics', 'streaming']
+
+/** A method's access, from the route list (a name it does not list is a bug: keyed, to fail closed). */
+const accessOf = (rpc: string) => GRPC_ROUTES.find((r) => r.path === rpc)?.access ?? 'keyed'
 
 type Unary = (call: ServerUnaryCall<any, any>, callback: sendUnaryData<any>) => void
 
@@ -115,13 +119,10 @@ class GrpcInference {
     for (const end of this.streams) end()
   }
 
-  /** A unary RPC: key check when `closed`, errors as statuses, a metrics sample per call. */
-  private unary(
-    rpc: string,
-    closed: boolean,
-    fn: (req: any, call: ServerUnaryCall<any, any>, bound: Deadline) => unknown,
-  ): Unary {
+  /** A unary RPC: the key checked where route-list.ts says keyed, errors as statuses, a metrics sample a call. */
+  private unary(rpc: string, fn: (req: any, call: ServerUnaryCall<any, any>, bound: Deadline) => unknown): Unary {
     const o = this.o
+    const closed = accessOf(rpc) === 'keyed'
     return (call, callback) => {
       const started = performance.now()
       const requestId = requestIdOf(call.metadata)
@@ -197,7 +198,7 @@ class GrpcInference {
   private stream(call: ServerDuplexStream<WireInferRequest, unknown>): void {
     const streamId = requestIdOf(call.metadata)
     try {
-      this.o.checkKey?.(first(call.metadata, 'authorization'))
+      if (accessOf('ModelStreamInfer') === 'keyed') this.o.checkKey?.(first(call.metadata, 'authorization'))
     } catch (err) {
       this.o.metrics.done('ModelStreamInfer', Status.UNAUTHENTICATED, 0)
       call.emit('error', toServiceError(err, streamId, this.o.log))
@@ -271,28 +272,28 @@ class GrpcInference {
     const o = this.o
     const find = (name: string, version: string) => this.find(name, version)
     return {
-      ServerLive: this.unary('ServerLive', false, () => ({ live: true })),
-      ServerReady: this.unary('ServerReady', false, () => ({ ready: o.ready() })),
+      ServerLive: this.unary('ServerLive', () => ({ live: true })),
+      ServerReady: this.unary('ServerReady', () => ({ ready: o.ready() })),
       // A known model that is not loaded is OK with ready: false; only a name nobody knows is NOT_FOUND.
-      ModelReady: this.unary('ModelReady', false, (r) => {
+      ModelReady: this.unary('ModelReady', (r) => {
         if (!r.name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model name')
         return { ready: o.repository.isReady(r.name, r.version || undefined) }
       }),
-      ServerMetadata: this.unary('ServerMetadata', false, () => ({
+      ServerMetadata: this.unary('ServerMetadata', () => ({
         name: 'modelbundle',
         version: o.version,
         extensions: EXTENSIONS,
       })),
-      ModelMetadata: this.unary('ModelMetadata', false, (r) =>
+      ModelMetadata: this.unary('ModelMetadata', (r) =>
         metadata(find(r.name, r.version), o.repository.versions(r.name)),
       ),
-      ModelConfig: this.unary('ModelConfig', false, (r) => ({ config: wireConfig(find(r.name, r.version)) })),
-      ModelStatistics: this.unary('ModelStatistics', false, (r) => ({
+      ModelConfig: this.unary('ModelConfig', (r) => ({ config: wireConfig(find(r.name, r.version)) })),
+      ModelStatistics: this.unary('ModelStatistics', (r) => ({
         model_stats: r.name
           ? [forStatistics(r.name, () => stats(find(r.name, r.version)))]
           : o.repository.models().map(stats),
       })),
-      ModelInfer: this.unary('ModelInfer', true, (r, call, bound) => this.infer(r, call, bound, 'ModelInfer')),
+      ModelInfer: this.unary('ModelInfer', (r, call, bound) => this.infer(r, call, bound, 'ModelInfer')),
       ModelStreamInfer: ((call: ServerDuplexStream<WireInferRequest, unknown>) => this.stream(call)) as never,
       ...this.repositoryHandlers(),
     }
@@ -302,15 +303,15 @@ class GrpcInference {
   private repositoryHandlers(): UntypedServiceImplementation {
     const o = this.o
     return {
-      RepositoryIndex: this.unary('RepositoryIndex', true, (r) => ({
+      RepositoryIndex: this.unary('RepositoryIndex', (r) => ({
         models: o.repository.index().filter((m) => !r.ready || m.state === 'READY'),
       })),
-      RepositoryModelLoad: this.unary('RepositoryModelLoad', true, async (r) => {
+      RepositoryModelLoad: this.unary('RepositoryModelLoad', async (r) => {
         if (!r.model_name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model_name')
         await o.repository.load(r.model_name, loadParameters(repositoryParameters(r.parameters)))
         return {}
       }),
-      RepositoryModelUnload: this.unary('RepositoryModelUnload', true, async (r) => {
+      RepositoryModelUnload: this.unary('RepositoryModelUnload', async (r) => {
         if (!r.model_name) throw new BundleError('E_INPUT_INVALID', 'the request needs a model_name')
         const version = parameterValue(r.parameters.version)
         await o.repository.unload(r.model_name, typeof version === 'string' && version ? version : undefined)

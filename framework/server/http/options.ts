@@ -29,11 +29,6 @@ export interface ServeOptions extends AppOptions {
   /** Handle SIGTERM/SIGINT (default true): drain, run shutdown hooks, exit 0. */
   handleSignals?: boolean
   /**
-   * Serve the Open Inference Protocol over gRPC on this port too (0 picks a free one), on the
-   * same host. Default: off.
-   */
-  grpcPort?: number
-  /**
    * Send OpenTelemetry traces to this OTLP/HTTP collector (its base URL, e.g.
    * http://localhost:4318). Without it, OTEL_EXPORTER_OTLP_ENDPOINT (and the other OTEL_*
    * variables) decide; with neither, tracing is off. See docs/operations.md "Traces". Tracing

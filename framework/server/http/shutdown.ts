@@ -2,8 +2,8 @@ import type { IncomingMessage, Server } from 'node:http'
 import type { Socket } from 'node:net'
 import { stopTracing } from '../../../runners/index.js'
 import type { ServiceApp } from '../app.js'
-import type { GrpcServer } from '../grpc/server.js'
 import { stopListening } from '../node-internals.js'
+import type { Listening } from '../part.js'
 import type { Connections } from './connections.js'
 
 /** How long shutdown waits for a connection just accepted to send its request (then it is closed). */
@@ -67,7 +67,8 @@ export interface Shutdown {
   server: Server
   service: ServiceApp
   connections: Connections
-  grpc: GrpcServer | undefined
+  /** The parts on ports of their own (gRPC), closed with the same grace. */
+  ports: readonly Listening[]
   graceMs: number
   drainDelayMs: number
   /** Called once in-flight work is done (or the grace is over), before hooks and runners stop. */
@@ -85,12 +86,12 @@ export async function shutDown(o: Shutdown): Promise<void> {
   // The send-stall sweep goes on until the last connection is closed: a client that stopped
   // reading must not hold the shutdown for the whole grace period.
   service.drain()
-  const grpcClosed = o.grpc?.close(o.graceMs + o.drainDelayMs)
+  const portsClosed = Promise.all(o.ports.map((l) => l.close(o.graceMs + o.drainDelayMs)))
   const closed = await stopAccepting(server, connections, o.drainDelayMs)
   server.closeIdleConnections()
   await inFlightDone(service, connections, o.graceMs)
   o.onDrained?.()
-  await grpcClosed
+  await portsClosed
   try {
     await service.stop()
   } finally {

@@ -1,4 +1,4 @@
-import type { Context, Hono } from 'hono'
+import type { Context } from 'hono'
 import type { Logger } from 'pino'
 import { randomUUID } from 'node:crypto'
 import { BundleError } from '../../../errors/index.js'
@@ -6,7 +6,9 @@ import type { InferenceModel } from '../../../runners/index.js'
 import { readBody } from '../body.js'
 import { clientFacing, errorHeaders } from '../error-response.js'
 import { encodeInferResponse, parseInferRequest } from './codec.js'
-import { decodeBody, encodeBody, pickEncoding } from './encoding.js'
+import { decodeBody, encodeBody, pickEncoding } from '../content-encoding.js'
+import { bind, type Handler, type ServerPart } from '../part.js'
+import { V2_ROUTES } from './route-list.js'
 import { runInference } from './infer.js'
 import { withServerSpan } from '../request-span.js'
 import { config, loadRequest, metadata, parseJson, stats } from './models.js'
@@ -51,17 +53,23 @@ async function smallBody(c: Context, max: number): Promise<string> {
  * The Open Inference Protocol (KServe v2 / Triton HTTP) next to the service's own API: server
  * and model metadata, health, model configuration and statistics, and inference in JSON or
  * with binary tensor data — through the same runners and batchers as the service's APIs.
- * The API key is checked before these routes by the app (auth.ts): health and model metadata
- * are open, inference and the repository extension need the key.
+ * The routes, and which need the API key (the app checks it before them), are route-list.ts's.
  */
-export function mountV2(app: Hono<any>, o: V2Options): void {
+export function v2Part(o: V2Options): ServerPart {
   const v2 = new V2Routes(o)
-  v2.server(app)
-  v2.repository(app)
-  for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) v2.model(app, base)
+  const models = ['/v2/models/:model', '/v2/models/:model/versions/:version'].map((base) => v2.model(base))
+  return {
+    name: 'v2',
+    routes: bind(V2_ROUTES, Object.assign(v2.server(), v2.repository(), ...models)),
+    answer: (c, err, headers) => {
+      const res = v2Error(c, err, o.log)
+      for (const [name, value] of Object.entries(headers)) res.headers.set(name, value)
+      return res
+    },
+  }
 }
 
-type Handler = (c: Context) => Response | Promise<Response>
+type Handlers = Record<string, Handler>
 
 /** The /v2 routes, in groups: the server's, the repository extension's, and each model's. */
 class V2Routes {
@@ -72,7 +80,7 @@ class V2Routes {
   }
 
   /** Errors answered in the protocol's own shape. */
-  private route(handler: Handler): Handler {
+  private route(handler: (c: Context) => Response | Promise<Response>): Handler {
     return async (c: Context) => {
       try {
         return await handler(c)
@@ -83,70 +91,50 @@ class V2Routes {
   }
 
   /** Server metadata, health, and every model's statistics. */
-  server(app: Hono<any>): void {
+  server(): Handlers {
     const o = this.o
-    app.get(
-      '/v2',
-      this.route((c) => c.json({ name: 'modelbundle', version: o.version, extensions: EXTENSIONS })),
-    )
-    app.get('/v2/health/live', (c) => c.body(null, 200))
-    app.get('/v2/health/ready', (c) => c.body(null, o.ready() ? 200 : 503))
-    app.get(
-      '/v2/models/stats',
-      this.route((c) => c.json({ model_stats: o.repository.models().map(stats) })),
-    )
+    return {
+      'GET /v2': this.route((c) => c.json({ name: 'modelbundle', version: o.version, extensions: EXTENSIONS })),
+      'GET /v2/health/live': (c) => c.body(null, 200),
+      'GET /v2/health/ready': (c) => c.body(null, o.ready() ? 200 : 503),
+      'GET /v2/models/stats': this.route((c) => c.json({ model_stats: o.repository.models().map(stats) })),
+    }
   }
 
   /** The model repository extension: what the store holds and its state here; load and unload at run time. */
-  repository(app: Hono<any>): void {
+  repository(): Handlers {
     const o = this.o
-    app.post(
-      '/v2/repository/index',
-      this.route((c) => c.json(o.repository.index())),
-    )
-    app.post(
-      '/v2/repository/models/:model/load',
-      this.route(async (c) => {
+    return {
+      'POST /v2/repository/index': this.route((c) => c.json(o.repository.index())),
+      'POST /v2/repository/models/:model/load': this.route(async (c) => {
         const m = await o.repository.load(c.req.param('model')!, loadRequest(await smallBody(c, o.maxBodyBytes)))
         return c.json({ name: m.name, version: m.version })
       }),
-    )
-    app.post(
-      '/v2/repository/models/:model/unload',
-      this.route(async (c) => {
+      'POST /v2/repository/models/:model/unload': this.route(async (c) => {
         const body = await smallBody(c, o.maxBodyBytes)
         const params = body.trim() ? (parseJson(body).parameters as Record<string, unknown> | undefined) : undefined
         const version = typeof params?.version === 'string' ? params.version : undefined
         await o.repository.unload(c.req.param('model')!, version)
         return c.json({})
       }),
-    )
+    }
   }
 
   /** One model's metadata, readiness, configuration, statistics and inference, at `base`. */
-  model(app: Hono<any>, base: string): void {
+  model(base: string): Handlers {
     const o = this.o
-    app.get(
-      base,
-      this.route((c) => c.json(metadata(this.find(c), o.repository.versions(c.req.param('model')!)))),
-    )
-    // Triton's answer: 200 ready, 400 known but not ready (not loaded, loading), 404 unknown.
-    app.get(
-      `${base}/ready`,
-      this.route((c) => c.body(null, o.repository.isReady(c.req.param('model')!, c.req.param('version')) ? 200 : 400)),
-    )
-    app.get(
-      `${base}/config`,
-      this.route((c) => c.json(config(this.find(c)))),
-    )
-    app.get(
-      `${base}/stats`,
-      this.route((c) => c.json({ model_stats: [forStatistics(c.req.param('model')!, () => stats(this.find(c)))] })),
-    )
-    app.post(
-      `${base}/infer`,
-      this.route((c) => this.traced(c, base)),
-    )
+    return {
+      [`GET ${base}`]: this.route((c) => c.json(metadata(this.find(c), o.repository.versions(c.req.param('model')!)))),
+      // Triton's answer: 200 ready, 400 known but not ready (not loaded, loading), 404 unknown.
+      [`GET ${base}/ready`]: this.route((c) =>
+        c.body(null, o.repository.isReady(c.req.param('model')!, c.req.param('version')) ? 200 : 400),
+      ),
+      [`GET ${base}/config`]: this.route((c) => c.json(config(this.find(c)))),
+      [`GET ${base}/stats`]: this.route((c) =>
+        c.json({ model_stats: [forStatistics(c.req.param('model')!, () => stats(this.find(c)))] }),
+      ),
+      [`POST ${base}/infer`]: this.route((c) => this.traced(c, base)),
+    }
   }
 
   /** An inference request in its server span (the access-log line names the trace, as an API route's does). */

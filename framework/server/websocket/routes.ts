@@ -1,11 +1,12 @@
 import { upgradeWebSocket } from '@hono/node-server'
-import type { Hono } from 'hono'
 import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
 import { BundleError } from '../../../errors/index.js'
 import { parseClientPriority } from '../../../runners/index.js'
 import type { ApiDefinition, ServiceDefinition } from '../../service/definition.js'
+import { route } from '../../route-spec.js'
 import type { Lifecycle } from '../lifecycle.js'
+import { bind, type Handler, type ServerPart } from '../part.js'
 import { headerOf } from '../request.js'
 import { wsMetrics } from './metrics.js'
 import { type SessionSocket, type WsLimits, WsSession } from './session.js'
@@ -66,73 +67,78 @@ export class WebSocketRoutes {
     return this.o.definition.apis.filter(isWebSocketApi)
   }
 
-  mount(app: Hono<any>): void {
+  /** One route per WebSocket API: GET with Upgrade, keyed. */
+  part(): ServerPart {
     const apis = this.apis()
-    if (apis.length === 0) return
-    const { definition, lifecycle, log, limits } = this.o
+    if (apis.length === 0) return { name: 'websocket', routes: [] }
     const metrics = wsMetrics(
       this.o.registry,
-      definition.name,
+      this.o.definition.name,
       apis.map((a) => a.name),
     )
+    const routes = apis.flatMap((a) =>
+      bind([route('GET', a.route, 'keyed', 'websocket', `${a.name} (WebSocket)`)], {
+        [`GET ${a.route}`]: this.upgrade(a, metrics),
+      }),
+    )
+    return { name: 'websocket', routes }
+  }
+
+  /** The upgrade, behind the same gates as an HTTP API (readiness, concurrency), then one session. */
+  private upgrade(a: ApiDefinition, metrics: ReturnType<typeof wsMetrics>): Handler {
+    const { definition, lifecycle, log, limits } = this.o
     const usesRunners = definition.runners.length > 0
-    for (const a of apis) {
-      app.get(a.route, async (c, next) => {
-        if ((headerOf(c, 'upgrade') ?? '').toLowerCase() !== 'websocket')
-          throw new BundleError('E_HTTP_UPGRADE_REQUIRED', `${a.route} is a WebSocket route; open a WebSocket to it`)
-        const instance = lifecycle.instance
-        if (lifecycle.phase !== 'ready' || instance === undefined) throw lifecycle.notServing()
-        if (this.sessions.size >= definition.traffic.maxConcurrency)
-          throw new BundleError(
-            'E_HTTP_TOO_MANY_REQUESTS',
-            `the service holds its maximum of ${definition.traffic.maxConcurrency} WebSocket sessions; retry later`,
-          )
-        const priority =
-          parseClientPriority(headerOf(c, 'request-priority'), 'the Request-Priority header') ?? a.priority
-        const requestId = c.get('requestId') as string
-        let session: WsSession | undefined
-        let errorCode: number | undefined
-        const upgrade = upgradeWebSocket(() => ({
-          onOpen: (_event, ws) => {
-            const raw = ws.raw as { terminate?: () => void } | undefined
-            if (raw) this.sockets.add(raw)
-            session = new WsSession(ws as unknown as SessionSocket, a, {
-              instance: instance as Record<string, unknown>,
-              requestId,
-              headers: { get: (name) => headerOf(c, name.toLowerCase()) ?? null },
-              log,
-              metrics,
-              limits,
-              ...(usesRunners ? { call: priority !== undefined ? { priority } : {} } : {}),
-            })
-            const s = session
-            this.sessions.add(s)
-            void s.done.finally(() => {
-              this.sessions.delete(s)
-              if (raw) this.sockets.delete(raw)
-              if (this.sessions.size === 0) for (const w of this.idleWaiters.splice(0)) w()
-            })
-          },
-          onMessage: (event) => session?.message(event.data as string | ArrayBuffer),
-          onClose: (event) => {
-            // A close the server did not send itself (it counted those): the client's code, 1009
-            // from the message cap, or 4499 for a connection that just dropped.
-            if (session && !session.isClosed())
-              metrics.closed(a.name, errorCode ?? (event.code === 1005 || event.code === 1006 ? 4499 : event.code))
-            session?.gone()
-          },
-          // ws closes the socket after a protocol error (1009 for a message over the cap, which it
-          // sends the client): remembered here, counted and stopped in onClose.
-          onError: (event) => {
-            const code = (event as unknown as { error?: { code?: string } }).error?.code
-            errorCode = code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 1009 : 1002
-          },
-        }))
-        return upgrade(c, next)
-      })
-      app.all(a.route, () => {
-        throw new BundleError('E_HTTP_METHOD_NOT_ALLOWED', `${a.route} is a WebSocket route: GET with Upgrade`)
-      })
+    return async (c, next) => {
+      if ((headerOf(c, 'upgrade') ?? '').toLowerCase() !== 'websocket')
+        throw new BundleError('E_HTTP_UPGRADE_REQUIRED', `${a.route} is a WebSocket route; open a WebSocket to it`)
+      const instance = lifecycle.instance
+      if (lifecycle.phase !== 'ready' || instance === undefined) throw lifecycle.notServing()
+      if (this.sessions.size >= definition.traffic.maxConcurrency)
+        throw new BundleError(
+          'E_HTTP_TOO_MANY_REQUESTS',
+          `the service holds its maximum of ${definition.traffic.maxConcurrency} WebSocket sessions; retry later`,
+        )
+      const priority = parseClientPriority(headerOf(c, 'request-priority'), 'the Request-Priority header') ?? a.priority
+      const requestId = c.get('requestId') as string
+      let session: WsSession | undefined
+      let errorCode: number | undefined
+      const upgrade = upgradeWebSocket(() => ({
+        onOpen: (_event, ws) => {
+          const raw = ws.raw as { terminate?: () => void } | undefined
+          if (raw) this.sockets.add(raw)
+          session = new WsSession(ws as unknown as SessionSocket, a, {
+            instance: instance as Record<string, unknown>,
+            requestId,
+            headers: { get: (name) => headerOf(c, name.toLowerCase()) ?? null },
+            log,
+            metrics,
+            limits,
+            ...(usesRunners ? { call: priority !== undefined ? { priority } : {} } : {}),
+          })
+          const s = session
+          this.sessions.add(s)
+          void s.done.finally(() => {
+            this.sessions.delete(s)
+            if (raw) this.sockets.delete(raw)
+            if (this.sessions.size === 0) for (const w of this.idleWaiters.splice(0)) w()
+          })
+        },
+        onMessage: (event) => session?.message(event.data as string | ArrayBuffer),
+        onClose: (event) => {
+          // A close the server did not send itself (it counted those): the client's code, 1009
+          // from the message cap, or 4499 for a connection that just dropped.
+          if (session && !session.isClosed())
+            metrics.closed(a.name, errorCode ?? (event.code === 1005 || event.code === 1006 ? 4499 : event.code))
+          session?.gone()
+        },
+        // ws closes the socket after a protocol error (1009 for a message over the cap, which it
+        // sends the client): remembered here, counted and stopped in onClose.
+        onError: (event) => {
+          const code = (event as unknown as { error?: { code?: string } }).error?.code
+          errorCode = code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 1009 : 1002
+        },
+      }))
+      return upgrade(c, next)
     }
   }
 

@@ -1,8 +1,9 @@
 import { promisify } from 'node:util'
 import { deflate, gunzip, gzip, inflate } from 'node:zlib'
-import { BundleError } from '../../../errors/index.js'
+import { BundleError } from '../../errors/index.js'
 
-// Compressed inference bodies, as Triton's clients send and accept them when asked to
+// Compressed request bodies: every API's (the request pipeline) and /v2 inference's, as Triton's
+// clients send and accept them when asked to
 // (request_compression_algorithm / response_compression_algorithm: gzip or deflate, where
 // deflate is the zlib format). Decompression is capped at the body limit: a small compressed
 // body must not expand past what the server would accept uncompressed.
