@@ -57,7 +57,7 @@ export function pickBackend(asked?: Backend): Backend {
   if (works('buildah', ['--version'])) return 'buildah'
   throw new BundleError(
     'E_CONTAINER_BACKEND',
-    'no container engine found: install podman (no daemon needed; see README "Containers"), or start docker',
+    'no container engine found: install podman (no daemon needed; see docs/bundles.md "Containers"), or start docker',
   )
 }
 

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 // What of an installed npm package goes into an image. The image runs `bundle serve` on Linux
 // and nothing else: no compiler, no type checker, no test runner. These rules leave out what no
 // package loads at run time there; each one is by kind of file, never by package, so they apply
-// to whatever a bundle depends on. README "Containers" lists them.
+// to whatever a bundle depends on. docs/bundles.md "Containers" lists them.
 
 /**
  * Packages modelbundle needs to build bundles, not to serve them: esbuild compiles services,

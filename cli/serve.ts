@@ -246,7 +246,10 @@ function runtimeFlags(c: Command): Command {
         "/v2/repository/models/NAME/load asks (as Triton's modes)",
       'none',
     )
-    .option('-c, --config <file>', 'YAML file of runner overrides keyed by runner name (see README "Tuning runners")')
+    .option(
+      '-c, --config <file>',
+      'YAML file of runner overrides keyed by runner name (see docs/runners.md "Tuning runners")',
+    )
     .option('--no-access-log', 'do not log one line per request (default: log; or BUNDLE_ACCESS_LOG=0)')
     .option('--reload', 'restart when source files change (development)', false)
     .option('--print-routes', 'print every route the server would answer (method, path, key or open) and exit')

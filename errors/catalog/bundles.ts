@@ -9,7 +9,7 @@ export const BUNDLES = {
     'bundle.yaml is missing, unreadable, or has an unknown key or a bad value; or a runner asks for another ' +
       'version than models: pins, an ensemble names a tensor its model lacks, or include: names what never ships ' +
       '(node_modules, .git, the store).',
-    'Fix the key the message names; README "Bundles" lists every key, the pin rule and what a bundle never carries.',
+    'Fix the key the message names; docs/bundles.md lists every key, the pin rule and what a bundle never carries.',
   ),
   E_BUNDLE_BUILD_FAILED: entry(
     400,
@@ -45,7 +45,7 @@ export const BUNDLES = {
     503,
     1,
     'No container engine is usable (podman, docker or buildah), or the image build failed.',
-    'Install podman (README "Containers"), or pass --backend; the message quotes the engine output.',
+    'Install podman (docs/bundles.md "Containers"), or pass --backend; the message quotes the engine output.',
   ),
   E_CONTAINER_BASE_IMAGE: entry(
     503,

@@ -34,8 +34,8 @@ export const RUNNERS = {
     2,
     'A serve config file, BUNDLE_RUNNER_* or OTEL_* variable, or another server setting (--metrics-compat, ' +
       'BUNDLE_GPU_METRICS_INTERVAL_MS) has an unknown key, a bad value, or names no runner.',
-    'Fix the key the message names; see README "Tuning runners" (runners), "Traces" (OTEL_*) and ' +
-      'docs/operations.md (metrics settings).',
+    'Fix the key the message names; see docs/runners.md "Tuning runners" (runners), docs/monitoring.md ' +
+      '"Traces" (OTEL_*) and docs/operations.md (metrics settings).',
   ),
   E_RUNNER_BATCH_DIM: entry(
     500,

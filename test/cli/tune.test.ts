@@ -8,7 +8,7 @@ import { bundle } from '../utils/cli.js'
 import { serveReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
 
-// bundle tune on the quickstart with a small budget, as the README runs it: it serves candidate
+// bundle tune on the quickstart with a small budget, as docs/bench.md runs it: it serves candidate
 // settings, reports what it tried and the top three, stays within its budget, and writes a
 // config file that bundle serve accepts and runs with.
 
