@@ -22,7 +22,8 @@ const REPO = fileURLToPath(new URL('../..', import.meta.url))
 const QUICKSTART = join(REPO, 'examples/quickstart')
 const hasPodman = spawnSync('podman', ['--version'], { stdio: 'ignore' }).status === 0
 const required = process.env.BUNDLE_REQUIRE_CONTAINER_TESTS === '1'
-const skip = !hasPodman && !required ? 'podman is not installed (docs/bundles.md "Containers" says how); CI installs it' : false
+const skip =
+  !hasPodman && !required ? 'podman is not installed (docs/bundles.md "Containers" says how); CI installs it' : false
 
 describe('bundle containerize (podman)', { skip }, () => {
   const BASE = 'localhost/modelbundle-node-test:20'

@@ -207,7 +207,10 @@ describe('secrets never ship', () => {
 
   it('nor in the image built from it (podman)', {
     timeout: 600_000,
-    skip: !hasPodman && !required ? 'podman is not installed (docs/bundles.md "Containers" says how); CI installs it' : false,
+    skip:
+      !hasPodman && !required
+        ? 'podman is not installed (docs/bundles.md "Containers" says how); CI installs it'
+        : false,
   }, async () => {
     assert.ok(tag, 'the bundle of the previous test')
     const base = `localhost/mb-secrets-base:${process.pid}`
