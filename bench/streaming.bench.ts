@@ -1,7 +1,8 @@
 // npm run bench:streaming — time to the first event of a streamed answer against the whole
 // answer: the OCR example's POST /readStream (one event per line, as soon as it is read) and
 // POST /read (the page once every line is), on the rendered page (4 lines) and the same page
-// stacked three times (12 lines), one request at a time and 4 at once.
+// stacked into nine lines and into twelve, one request at a time and 4 at once. Target: on the
+// nine-line page, the first line before half of the whole stream's time.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -21,6 +22,23 @@ async function longPage(): Promise<Buffer> {
   const meta = await sharp(PAGE).metadata()
   return sharp({ create: { width: meta.width!, height: meta.height! * 3, channels: 3, background: '#fff' } })
     .composite([0, 1, 2].map((i) => ({ input: PAGE, top: i * meta.height!, left: 0 })))
+    .png()
+    .toBuffer()
+}
+
+/**
+ * Nine lines: the page twice, then its first line once more (the band above the second line's
+ * tops), so the page's own lines and spacing, no font needed.
+ */
+async function ninePage(): Promise<Buffer> {
+  const meta = await sharp(PAGE).metadata()
+  const band = await sharp(PAGE).extract({ left: 0, top: 0, width: meta.width!, height: 96 }).toBuffer()
+  return sharp({ create: { width: meta.width!, height: meta.height! * 2 + 96, channels: 3, background: '#fff' } })
+    .composite([
+      { input: PAGE, top: 0, left: 0 },
+      { input: PAGE, top: meta.height!, left: 0 },
+      { input: band, top: meta.height! * 2, left: 0 },
+    ])
     .png()
     .toBuffer()
 }
@@ -65,6 +83,7 @@ try {
   const rows: string[] = []
   for (const [name, body] of [
     ['page (4 lines)', PAGE],
+    ['nine-line page', await ninePage()],
     ['long page (12 lines)', await longPage()],
   ] as const) {
     for (let i = 0; i < 3; i++) await streamed(body) // warm-up
@@ -84,7 +103,10 @@ try {
       }
       const f = median(firsts)
       const t = median(totals)
-      const cells = [name, concurrency, lines, fmt(f, 0), fmt(t, 0), fmt(median(wholes), 0), fmt(f / t, 2)]
+      // The target is for one page at a time: four at once share the two cores' queue.
+      const target =
+        name === 'nine-line page' && concurrency === 1 ? (f / t < 0.5 ? '< 0.5: met' : '< 0.5: **missed**') : ''
+      const cells = [name, concurrency, lines, fmt(f, 0), fmt(t, 0), fmt(median(wholes), 0), fmt(f / t, 2), target]
       rows.push(`| ${cells.join(' | ')} |`)
       console.log(name, `c=${concurrency}`, { first: f, total: t, whole: median(wholes) })
     }
@@ -94,10 +116,11 @@ try {
     `## Streamed answers (\`npm run bench:streaming\`)\n\n${machine()}. The OCR example: \`POST /readStream\` ` +
       `(io.stream, Server-Sent Events, one event per line as soon as it is read) against \`POST /read\` (the ` +
       `page once every line is read), 8 rounds of c requests at a time after 3 warm-up requests; medians.\n\n` +
-      '| page | c | lines | first line ms | whole stream ms | /read ms | first ÷ whole |\n' +
-      `|---|---|---|---|---|---|---|\n` +
-      `${rows.join('\n')}\n\nThe first line waits for detection, the direction classifier and its own ` +
-      `recognition only; the rest of the page follows line by line. Streaming costs the page little: the whole ` +
+      '| page | c | lines | first line ms | whole stream ms | /read ms | first ÷ whole | target |\n' +
+      `|---|---|---|---|---|---|---|---|\n` +
+      `${rows.join('\n')}\n\nThe first line waits for detection and its own direction and recognition only ` +
+      `(it goes ahead of the rest of the page, alone); the rest of the page follows line by line. ` +
+      `Streaming costs the page little: the whole ` +
       `stream and /read take about as long (each line is its own rec request, which the batcher still batches).`,
   )
 } finally {

@@ -139,3 +139,29 @@ export function readingOrder<T extends { x1: number; y1: number; y2: number }>(b
   }
   return rows.flatMap((r) => r.sort((a, b) => a.x1 - b.x1))
 }
+
+/**
+ * Rows of a page detected apart: the model sees `[top, bottom)`, and the boxes kept are those
+ * whose vertical middles lie in `[keepFrom, keepTo)`.
+ */
+export interface DetBand {
+  top: number
+  bottom: number
+  keepFrom: number
+  keepTo: number
+}
+
+/**
+ * How `/readStream` detects a page: a tall one as a head band and the rest, so the first lines
+ * can be read while the rest of the page is still being detected. Each band also sees `context`
+ * rows beyond the rows it keeps, so a line across the split is seen whole by the band that keeps
+ * it (a line taller than `context` could be cut). A page under twice `head` rows is one band —
+ * detected exactly as `/read` detects it.
+ */
+export function detBands(height: number, head = 192, context = 96): DetBand[] {
+  if (height < 2 * head) return [{ top: 0, bottom: height, keepFrom: 0, keepTo: height }]
+  return [
+    { top: 0, bottom: head + context, keepFrom: 0, keepTo: head },
+    { top: head - context, bottom: height, keepFrom: head, keepTo: height },
+  ]
+}

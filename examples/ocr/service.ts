@@ -1,6 +1,6 @@
 import { api, io, onnxRunner, onStartup, service, type Image } from 'modelbundle'
 import { z } from 'zod'
-import { boxesFromProbMap, detSize, toDetInput, type TextBox } from './detect.js'
+import { boxesFromProbMap, type DetBand, detBands, detSize, toDetInput, type TextBox } from './detect.js'
 import { CLS_WIDTH, rotate180, toClsInput, toDirection } from './direction.js'
 import { CLS, DET, ensureModels, REC } from './models.js'
 import { ctcDecode, loadDictionary, recWidth, REC_HEIGHT, toRecInput, type RgbImage } from './recognize.js'
@@ -84,43 +84,76 @@ export class Ocr {
 
   /**
    * The same page as `/read`, answered line by line: each line (in reading order) goes out as
-   * soon as it is read, instead of the page once every line is. Each line is its own rec
-   * request, so the batcher still runs them together; a client that goes away leaves the lines
-   * still queued unrun.
+   * soon as it is read, instead of the page once every line is. A tall page is detected in two
+   * bands (detBands): the top rows first, and the rest once the first line is read, so that line
+   * has the cores to itself and the rest is detected while the top's other lines are read. Their
+   * boxes can differ from `/read`'s by a few pixels (the det model pools over all it is shown, so
+   * a band's map is not quite the page's). Within a band the first line goes ahead alone — its
+   * direction, then its text — and the rest follow, each its own rec request (the batcher still
+   * runs them together). A client that goes away leaves the lines still queued unrun.
    */
   @api({ input: io.image(), output: io.stream(io.json(Line)) })
   async *readStream(page: Image) {
-    const boxes = await this.detect(page)
-    if (boxes.length === 0) return
-    let crops = await cropLines(page, boxes)
-    if (process.env.OCR_DIRECTION !== '0') crops = await this.upright(crops)
-    const lines = crops.map((c) => this.recognize([c]).then((t) => t[0]!))
-    // Lines not awaited after the client went away must not fail as unhandled rejections.
-    for (const l of lines) l.catch(() => undefined)
-    for (const [i, line] of lines.entries()) {
-      const { text, score } = await line
-      if (text === '' || score < DROP_SCORE) continue
-      yield { text, score, box: cornersOf(boxes[i]!) } as z.infer<typeof Line>
+    const [head, ...rest] = detBands(page.height)
+    const first = this.detectBand(page, head!).then((boxes) => this.readLines(page, boxes))
+    // The rest of the page is detected once the first line is read: until then the cores are its.
+    const firstRead = first.then((lines) => lines[0]?.line)
+    const bands = [
+      first,
+      ...rest.map((band) => firstRead.then(() => this.detectBand(page, band)).then((b) => this.readLines(page, b))),
+    ]
+    // Work not awaited after the client went away must not fail as unhandled rejections.
+    for (const b of bands) b.catch(() => undefined)
+    for (const band of bands) {
+      for (const { box, line } of await band) {
+        const { text, score } = await line
+        if (text === '' || score < DROP_SCORE) continue
+        yield { text, score, box: cornersOf(box) } as z.infer<typeof Line>
+      }
     }
   }
 
-  private async detect(page: Image): Promise<TextBox[]> {
-    const size = detSize(page.width, page.height)
+  /** Each box's line read, the first alone ahead of the rest; one promise per line. */
+  private async readLines(page: Image, boxes: TextBox[]) {
+    if (boxes.length === 0) return []
+    const crops = await cropLines(page, boxes)
+    const upright = (cs: RgbImage[]) => (process.env.OCR_DIRECTION !== '0' ? this.upright(cs) : Promise.resolve(cs))
+    const head = upright(crops.slice(0, 1))
+    const lines = [head.then(([c]) => this.recognize([c!]))]
+    // Asked for once the first line's text is: the classifier and rec then run side by side.
+    const tail = crops.length > 1 ? head.then(() => upright(crops.slice(1))) : Promise.resolve([])
+    for (let i = 1; i < crops.length; i++) lines.push(tail.then((cs) => this.recognize([cs[i - 1]!])))
+    for (const l of lines) l.catch(() => undefined)
+    return boxes.map((box, i) => ({ box, line: lines[i]!.then((r) => r[0]!) }))
+  }
+
+  /** The boxes a band keeps: those whose middles lie in its own rows. */
+  private async detectBand(page: Image, band: DetBand): Promise<TextBox[]> {
+    const boxes = await this.detect(page, band.top, band.bottom)
+    return boxes.filter((b) => (b.y1 + b.y2) / 2 >= band.keepFrom && (b.y1 + b.y2) / 2 < band.keepTo)
+  }
+
+  /** Text-line boxes of the page's rows `[top, bottom)` (all of it by default), in page pixels. */
+  private async detect(page: Image, top = 0, bottom = page.height): Promise<TextBox[]> {
+    const height = bottom - top
+    const size = detSize(page.width, height)
     const sharp = await loadSharp()
     const data = await sharp(page.data, { raw: { width: page.width, height: page.height, channels: 3 } })
+      .extract({ left: 0, top, width: page.width, height })
       .resize({ ...size, fit: 'fill' })
       .raw()
       .toBuffer()
     const out = await det.run({
       x: { dtype: 'float32', shape: [1, 3, size.height, size.width], data: toDetInput({ data, ...size }) },
     })
-    return boxesFromProbMap(
+    const boxes = boxesFromProbMap(
       Object.values(out)[0]!.data as Float32Array,
       size.width,
       size.height,
       page.width,
-      page.height,
+      height,
     )
+    return top === 0 ? boxes : boxes.map((b) => ({ ...b, y1: b.y1 + top, y2: b.y2 + top }))
   }
 
   /** Lines the classifier is sure are upside down (p > 0.9, as PaddleOCR) are turned. */

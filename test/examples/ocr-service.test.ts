@@ -195,6 +195,49 @@ describe('examples/ocr: POST /read', () => {
     )
   })
 
+  it('POST /readStream reads a tall page in two bands: the lines of /read, in order, their boxes within a few pixels', {
+    timeout: 60_000,
+  }, async () => {
+    // The page twice, one under the other: 608 rows, so detBands splits it.
+    const meta = await sharp(PAGE).metadata()
+    const tall = await sharp({
+      create: { width: meta.width!, height: meta.height! * 2, channels: 3, background: '#fff' },
+    })
+      .composite([
+        { input: PAGE, top: 0, left: 0 },
+        { input: PAGE, top: meta.height!, left: 0 },
+      ])
+      .png()
+      .toBuffer()
+    const res = await fetch(`${url}/readStream`, {
+      method: 'POST',
+      headers: { 'content-type': 'image/png', accept: 'text/event-stream' },
+      body: tall,
+    })
+    assert.equal(res.status, 200)
+    const text = await res.text()
+    const lines = [...text.matchAll(/^id: \d+\ndata: (\{.*\})$/gm)].map((m) => JSON.parse(m[1]!) as Line)
+    const whole = (await read(tall, 'image/png')).json.lines as Line[]
+    assert.deepEqual(
+      lines.map((l) => l.text),
+      [...PAGE_LINES, ...PAGE_LINES],
+    )
+    assert.deepEqual(
+      whole.map((l) => l.text),
+      [...PAGE_LINES, ...PAGE_LINES],
+    )
+    for (const [i, l] of lines.entries()) {
+      const off = l.box.flatMap((p, k) => p.map((v, j) => Math.abs(v - whole[i]!.box[k]![j]!)))
+      // The det model pools over its whole input (squeeze-excitation), so a band's map is not the
+      // page's: a box may move by a few pixels, never by a sixth of its line's height.
+      const height = whole[i]!.box[2]![1]! - whole[i]!.box[0]![1]!
+      assert.ok(
+        Math.max(...off) <= height / 6,
+        `line ${i}: ${JSON.stringify(l.box)} against /read's ${JSON.stringify(whole[i]!.box)}`,
+      )
+    }
+  })
+
   it('refuses what is not an image with a clear 4xx', async () => {
     const r = await read(new TextEncoder().encode('not an image'), 'image/png')
     assert.equal(r.status, 400)
