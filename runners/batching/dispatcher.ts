@@ -84,7 +84,7 @@ export class Dispatcher<P, R> {
     const settings = (this.settings = settingsOf(options))
     this.deadlineMs = settings.deadlineMs
     const clock = (this.clock = options.clock ?? realClock)
-    const model = (this.model = options.model ?? new LatencyModel())
+    const model = (this.model = options.model ?? new LatencyModel({ now: () => clock.now() }))
     const { queue, overhead } = this
     const workers = (this.workers = new Workers(options.slots, settings.depth))
     const sizer = (this.sizer = new BatchSizer(settings, model, overhead, workers))

@@ -16,8 +16,17 @@ export interface LatencyModelOptions {
   window?: number
   /** Throughput must rise by this fraction for a bigger size to count as better. */
   minGain?: number
-  /** Every this many batches, the next size up is probed again (hardware and load drift). */
+  /** Without a clock: every this many batches, a neighbour of the best size is probed again. */
   reprobeEvery?: number
+  /**
+   * The dispatcher's clock (ms). With it, a neighbour of the best size is probed again once
+   * `reprobeMs` has passed since the last probe ran — on a clock, so a trickle of batches under a
+   * tight deadline re-probes as often as a flood does (a count re-probed a flood every few ms
+   * and a trickle hardly ever).
+   */
+  now?: () => number
+  /** With `now`: how long the best size is trusted before a neighbour is measured again. */
+  reprobeMs?: number
 }
 
 /** Powers of two below `max`, and `max` itself: the batch sizes the batcher measures and warms up. */
@@ -61,11 +70,19 @@ export class LatencyModel {
   private readonly window: number
   private readonly minGain: number
   private readonly reprobeEvery: number
+  private readonly now: (() => number) | undefined
+  private readonly reprobeMs: number
+  /** With a clock: when the last probe ran, the size it is waiting for, and how many have run. */
+  private probedAt: number | undefined
+  private probing: number | undefined
+  private probes = 0
 
   constructor(options: LatencyModelOptions = {}) {
     this.window = options.window ?? 15
     this.minGain = options.minGain ?? 0.05
     this.reprobeEvery = options.reprobeEvery ?? 64
+    this.now = options.now
+    this.reprobeMs = options.reprobeMs ?? 1000
   }
 
   /** Size class of a batch: the next power of two (5 rows count toward 8). */
@@ -78,6 +95,12 @@ export class LatencyModel {
     this.batches++
     this.points = undefined
     const key = LatencyModel.bucketOf(rows)
+    if (this.now !== undefined && (this.probedAt === undefined || key === this.probing)) {
+      // The first batch starts the clock; a probe counts once its size has run.
+      if (this.probedAt !== undefined) this.probes++
+      this.probedAt = this.now()
+      this.probing = undefined
+    }
     let b = this.buckets.get(key)
     if (b === undefined) this.buckets.set(key, (b = { rows: [], ms: [], at: 0 }))
     if (b.ms.length < this.window) {
@@ -143,7 +166,7 @@ export class LatencyModel {
    * The throughput-optimal batch size found so far, or a neighbour of it worth measuring:
    * sizes are powers of two up to `max` (and `max`); with nothing measured, `max`; then the best
    * measured size, except that an unmeasured neighbour (double first, then half) is tried, and
-   * every `reprobeEvery` batches a neighbour is measured again. `explore: false` returns the best
+   * a neighbour is measured again now and then (see `now`). `explore: false` returns the best
    * measured size only (no probe: a probe's time is a guess). `perBatchMs`: what every batch
    * costs besides its compute (the trip to the runner and back), which bigger batches amortise.
    */
@@ -166,10 +189,20 @@ export class LatencyModel {
     const down = sizes[bestIndex - 1]
     if (up !== undefined && tpOf(up) === undefined) return up
     if (down !== undefined && tpOf(down) === undefined) return down
-    if (this.batches > 0 && this.batches % this.reprobeEvery === 0) {
-      const neighbour = (this.batches / this.reprobeEvery) % 2 === 1 ? (up ?? down) : (down ?? up)
-      if (neighbour !== undefined) return neighbour
+    const neighbour = this.reprobe(up, down)
+    return neighbour ?? sizes[bestIndex]!
+  }
+
+  /** A neighbour of the best size that is due to be measured again, bigger and smaller in turn. */
+  private reprobe(up: number | undefined, down: number | undefined): number | undefined {
+    if (this.now === undefined) {
+      if (this.batches === 0 || this.batches % this.reprobeEvery !== 0) return undefined
+      return (this.batches / this.reprobeEvery) % 2 === 1 ? (up ?? down) : (down ?? up)
     }
-    return sizes[bestIndex]!
+    if (this.probedAt === undefined || this.now() - this.probedAt < this.reprobeMs) return undefined
+    // Due until a batch of that size runs: the sizer may decline a probe the deadline cannot afford.
+    const neighbour = this.probes % 2 === 0 ? (up ?? down) : (down ?? up)
+    this.probing = neighbour === undefined ? undefined : LatencyModel.bucketOf(neighbour)
+    return neighbour
   }
 }

@@ -38,4 +38,36 @@ describe('LatencyModel', () => {
     for (let i = 0; i < 15; i++) m.observe(4, 5) // the machine got slower for good
     assert.equal(m.estimate(4), 5)
   })
+
+  it('with a clock, re-probes a neighbour of the best size once a second, however few batches ran', () => {
+    let now = 0
+    const m = new LatencyModel({ now: () => now })
+    for (let i = 0; i < 5; i++)
+      for (const [rows, ms] of [
+        [2, 4],
+        [4, 5],
+        [8, 12],
+      ] as const)
+        m.observe(rows, ms)
+    assert.equal(m.bestBatchSize(8), 4, 'measured: 4 rows is best, both neighbours known')
+    now = 999
+    assert.equal(m.bestBatchSize(8), 4, 'not yet due')
+    now = 1000
+    assert.equal(m.bestBatchSize(8), 8, 'due after a second: the bigger neighbour first')
+    assert.equal(m.bestBatchSize(8), 8, 'and due until a batch of that size runs (the sizer may decline it)')
+    m.observe(4, 5)
+    assert.equal(m.bestBatchSize(8), 8, 'a batch of another size does not count as the probe')
+    m.observe(8, 12)
+    assert.equal(m.bestBatchSize(8), 4, 'probed: back to the best')
+    now = 2000
+    assert.equal(m.bestBatchSize(8), 2, 'the next probe goes the other way')
+    m.observe(2, 4)
+    // The probe measured the machine as it is now: a size that got faster takes over.
+    now = 2500
+    for (let i = 0; i < 15; i++) m.observe(8, 6)
+    assert.equal(m.bestBatchSize(8), 8)
+    // Only two batches in the next five seconds: still re-probed, where a batch count would wait.
+    now = 8000
+    assert.equal(m.bestBatchSize(8), 4, 'a trickle re-probes too')
+  })
 })
