@@ -60,6 +60,8 @@ export interface PoolWorkerOptions {
   transport: Transport
   /** Tensor bytes through a shared-memory file in this folder (processes only); absent: inline. */
   shmDir?: string | undefined
+  /** Tensors this size or more go through the file (shm.ts's default when absent). */
+  shmMinBytes?: number | undefined
   /**
    * A thread: buffers made for a call move to it instead of being copied, and a timeout does not
    * wait for it to end (it cannot end inside a native call).
@@ -93,7 +95,7 @@ export class PoolWorker {
   constructor(private readonly o: PoolWorkerOptions) {
     this.t = o.transport
     this.started.catch(ignore('the pool awaits it; a restart nobody awaits must not be an unhandled rejection'))
-    const file = ShmChannel.create(o.shmDir, `${o.runner}-${o.index}`)
+    const file = ShmChannel.create(o.shmDir, `${o.runner}-${o.index}`, o.shmMinBytes)
     this.exited = new Promise((resolve) => (this.gone = (detail) => resolve(this.onExit(detail, file))))
     this.t.onExit((detail) => this.gone(detail))
     this.t.onMessage((m) => this.onMessage(m, file))
@@ -103,7 +105,7 @@ export class PoolWorker {
       runner: o.runner,
       index: o.index,
       backend: o.backend,
-      ...(file ? { shm: file.path } : {}),
+      ...(file ? { shm: file.path, shmMinBytes: file.minBytes } : {}),
       ...(tracing ? { tracing: tracing.settings } : {}),
     }
     this.t.send(msg)

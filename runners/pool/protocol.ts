@@ -77,6 +77,8 @@ export type ParentMessage =
       index: number
       backend: BackendSpec
       shm?: string
+      /** Tensors this size or more go through `shm` (BUNDLE_IPC_SHM_MIN_BYTES in the API process). */
+      shmMinBytes?: number
       /** Tracing is on in the API process: the worker exports its own spans there too. */
       tracing?: TracingSettings
     }

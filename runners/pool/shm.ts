@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { closeSync, openSync, readSync, statSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
+import { BundleError } from '../../errors/index.js'
 import { isWireTensor } from './backend.js'
 import { isGathered, joined, type ShmSlot } from './protocol.js'
 
@@ -27,6 +28,22 @@ import { isGathered, joined, type ShmSlot } from './protocol.js'
  * leaves that tensor inline in the message, which always works.
  */
 export const SHM_MIN_BYTES = 64 * 1024
+
+/**
+ * The size from which a tensor goes through the file: BUNDLE_IPC_SHM_MIN_BYTES, else
+ * SHM_MIN_BYTES. `npm run bench:ipc` measures both paths at each size (docs/defaults.md).
+ */
+export function shmMinBytes(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.BUNDLE_IPC_SHM_MIN_BYTES
+  if (raw === undefined || raw.trim() === '') return SHM_MIN_BYTES
+  const n = Number(raw)
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw new BundleError(
+      'E_SERVE_CONFIG_INVALID',
+      `BUNDLE_IPC_SHM_MIN_BYTES must be a whole number of bytes, 1 or more; got ${JSON.stringify(raw)}`,
+    )
+  return n
+}
 
 /** Distance between two calls' regions: more than any one call's tensors (4 GiB). */
 export const REGION_BYTES = 2 ** 32
@@ -56,25 +73,27 @@ export class ShmChannel {
   private constructor(
     private fd: number | undefined,
     readonly path: string,
+    /** Tensors this size or more go through the file; smaller ones stay in the message. */
+    readonly minBytes: number,
   ) {}
 
   /** API side: a new private file in `dir`, or undefined when it cannot be made. */
-  static create(dir: string | undefined, label: string): ShmChannel | undefined {
+  static create(dir: string | undefined, label: string, minBytes = SHM_MIN_BYTES): ShmChannel | undefined {
     if (dir === undefined) return undefined
     const path = join(
       dir,
       `modelbundle-${process.pid}-${label.replace(/[^\w.-]/g, '_')}-${randomBytes(6).toString('hex')}`,
     )
     try {
-      return new ShmChannel(openSync(path, 'wx+', 0o600), path)
+      return new ShmChannel(openSync(path, 'wx+', 0o600), path, minBytes)
     } catch {
       return undefined
     }
   }
 
   /** Worker side: the file the API process made. */
-  static open(path: string): ShmChannel {
-    return new ShmChannel(openSync(path, 'r+'), path)
+  static open(path: string, minBytes = SHM_MIN_BYTES): ShmChannel {
+    return new ShmChannel(openSync(path, 'r+'), path, minBytes)
   }
 
   /** Removes the name; the open descriptors keep the memory until both sides close. */
@@ -92,7 +111,7 @@ export class ShmChannel {
   }
 
   /**
-   * A copy of `value` whose tensors of SHM_MIN_BYTES or more are written to `region` of the file;
+   * A copy of `value` whose tensors of `minBytes` or more are written to `region` of the file;
    * their `data` is left empty in the copy and `slots` says where each one's bytes went (the
    * message carries both, so the other side reads exactly those — it never guesses from shapes).
    */
@@ -147,7 +166,7 @@ export class ShmChannel {
   ): unknown {
     if (isGathered(v)) {
       const length = v.parts.reduce((n, p) => n + p.byteLength, 0)
-      if (length < SHM_MIN_BYTES || this.fd === undefined || at.offset + length > at.end) return joined(v)
+      if (length < this.minBytes || this.fd === undefined || at.offset + length > at.end) return joined(v)
       const offset = at.offset
       let pos = offset
       for (const p of v.parts) {
@@ -160,7 +179,7 @@ export class ShmChannel {
     }
     if (isWireTensor(v)) {
       // Past the region's end the bytes go inline (they would overwrite another call's).
-      if (v.data.byteLength < SHM_MIN_BYTES || this.fd === undefined || at.offset + v.data.byteLength > at.end) return v
+      if (v.data.byteLength < this.minBytes || this.fd === undefined || at.offset + v.data.byteLength > at.end) return v
       const offset = at.offset
       if (!this.write(v.data, offset)) return v
       // 8-byte alignment keeps every typed array view of the next tensor valid.

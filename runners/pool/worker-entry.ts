@@ -58,7 +58,7 @@ function onMessage(msg: ParentMessage): void {
     if (!inThread) process.title = `bundle-runner-worker ${msg.runner}#${msg.index}`
     if (msg.shm !== undefined) {
       try {
-        shm = ShmChannel.open(msg.shm)
+        shm = ShmChannel.open(msg.shm, msg.shmMinBytes)
       } catch {
         shm = undefined // 'ready' says so: the API process then sends everything inline
       }

@@ -1,6 +1,6 @@
 import { BundleError, ignore } from '../../errors/index.js'
 import { workerTitle, type BackendSpec } from './protocol.js'
-import { shmDir } from './shm.js'
+import { shmDir, shmMinBytes } from './shm.js'
 import type { LocalPool } from './pool.js'
 import { PoolWorker, type Call, type Warmup } from './pool-worker.js'
 import { transportFor, type Isolation } from './transport.js'
@@ -70,6 +70,7 @@ export class WorkerPool implements LocalPool {
   private nextId = 1
   private stopping = false
   private readonly shmDir: string | undefined
+  private readonly shmMinBytes: number | undefined
   private readonly backoffMin: number
 
   constructor(private readonly options: PoolOptions) {
@@ -78,6 +79,7 @@ export class WorkerPool implements LocalPool {
     this.backoffMin = options.backoffMs?.min ?? 100
     // Threads share this process's memory: messages move their buffers, no file in between.
     this.shmDir = this.kind === 'process' ? shmDir() : undefined
+    this.shmMinBytes = this.shmDir === undefined ? undefined : shmMinBytes()
     this.slots = Array.from({ length: options.workers }, (_, index) => ({
       index,
       backoff: this.backoffMin,
@@ -154,6 +156,7 @@ export class WorkerPool implements LocalPool {
       backend: this.options.backend,
       transport: transportFor(this.kind)(workerTitle(this.options.runner, slot.index), env, lines),
       shmDir: this.shmDir,
+      shmMinBytes: this.shmMinBytes,
       thread: this.kind === 'thread',
       timeoutMs: this.options.timeoutMs,
       warmup: this.options.warmup,

@@ -3,6 +3,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { describe, it } from 'node:test'
 import type { BundleError } from '../../errors/index.js'
+import { ShmChannel } from '../../runners/pool/shm.js'
 import { WorkerPool } from '../../runners/pool/worker-pool.js'
 import { customBackend } from '../../runners/custom/protocol.js'
 import { until } from '../utils/until.js'
@@ -162,6 +163,43 @@ describe('WorkerPool (real child processes)', () => {
         if (saved === undefined) delete process.env.BUNDLE_IPC_SHM
         else process.env.BUNDLE_IPC_SHM = saved
       }
+    }
+  })
+
+  it('BUNDLE_IPC_SHM_MIN_BYTES sets the size from which tensors use the file; a bad value is refused', {
+    timeout: 60_000,
+  }, async () => {
+    const small = { dtype: 'uint8', shape: [16], data: Uint8Array.from({ length: 16 }, (_, i) => i * 7) }
+    const dflt = ShmChannel.create('/dev/shm', 'test')!
+    const low = ShmChannel.create('/dev/shm', 'test', 8)!
+    try {
+      assert.equal(dflt.encode({ x: small }).slots.length, 0, '16 bytes stay in the message by default')
+      assert.equal(low.encode({ x: small }).slots.length, 1, 'from 8 bytes on, they go through the file')
+    } finally {
+      for (const c of [dflt, low]) c.unlink(), c.close()
+    }
+    const saved = process.env.BUNDLE_IPC_SHM_MIN_BYTES
+    try {
+      // Both sides follow the API process's setting: the worker's outputs come back through the file too.
+      process.env.BUNDLE_IPC_SHM_MIN_BYTES = '1'
+      const p = pool({ workers: 1 })
+      try {
+        await p.start()
+        const out = (await p.run('echo', { x: small })) as { x: typeof small }
+        assert.ok(Buffer.from(out.x.data).equals(Buffer.from(small.data)), 'came back byte for byte')
+      } finally {
+        await p.stop()
+      }
+      for (const bad of ['0', '-5', '64k', '1.5']) {
+        process.env.BUNDLE_IPC_SHM_MIN_BYTES = bad
+        assert.throws(
+          () => pool({ workers: 1 }),
+          (e: BundleError) => e.code === 'E_SERVE_CONFIG_INVALID' && e.message.includes('BUNDLE_IPC_SHM_MIN_BYTES'),
+        )
+      }
+    } finally {
+      if (saved === undefined) delete process.env.BUNDLE_IPC_SHM_MIN_BYTES
+      else process.env.BUNDLE_IPC_SHM_MIN_BYTES = saved
     }
   })
 })
