@@ -161,7 +161,7 @@ export class Dispatcher<P, R> {
         new BundleError('E_HTTP_CLIENT_CLOSED', 'the caller went away before the request was queued'),
       )
     const now = this.clock.now()
-    this.window.arrived(now, rows)
+    this.window.arrived(now, rows, this.queue.first() !== undefined)
     const refused = this.refusal(rows, o)
     if (refused) return Promise.reject(refused)
     const priority = o.priority ?? PRIORITY.normal
