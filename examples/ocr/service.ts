@@ -138,8 +138,9 @@ export class Ocr {
     const height = bottom - top
     const size = detSize(page.width, height)
     const sharp = await loadSharp()
-    const data = await sharp(page.data, { raw: { width: page.width, height: page.height, channels: 3 } })
-      .extract({ left: 0, top, width: page.width, height })
+    let image = sharp(page.data, { raw: { width: page.width, height: page.height, channels: 3 } })
+    if (height < page.height) image = image.extract({ left: 0, top, width: page.width, height })
+    const data = await image
       .resize({ ...size, fit: 'fill' })
       .raw()
       .toBuffer()
