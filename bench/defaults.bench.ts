@@ -2,18 +2,18 @@
 // quickstart (`npm start`'s service) under wrk: process or thread workers, the shared-memory file
 // or inline IPC, the batch window, one worker or two. Each alternative runs interleaved with the
 // default (A B B A …) so both see the same machine; docs/defaults.md reads its rules from here.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { interleaved } from './pair.js'
+import { quickstartLoads } from './quickstart-loads.js'
 import { fmt, machine, writeSection } from './results.js'
 import { startServer, waitReady } from './server.js'
 import { hasWrk, wrk } from './wrk.js'
 
 const BIN = fileURLToPath(new URL('../bin/bundle', import.meta.url))
 const QUICKSTART = fileURLToPath(new URL('../examples/quickstart/service.ts', import.meta.url))
-const PNG = fileURLToPath(new URL('../test/fixtures/images/hello-180.png', import.meta.url))
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
 
@@ -23,13 +23,7 @@ if (!(await hasWrk())) {
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'mb-bench-defaults-'))
-const tensorFile = join(dir, 'tensor.bin')
-writeFileSync(tensorFile, new Uint8Array(new Float32Array(3 * 48 * 192).fill(0.25).buffer))
-const TENSOR = {
-  bodyFile: tensorFile,
-  headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,192' },
-}
-const IMAGE = { bodyFile: PNG, headers: { 'content-type': 'image/png' } }
+const { TENSOR, IMAGE } = quickstartLoads(dir)
 
 /** What each default was chosen over: the setting and the environment that gives it. */
 const ALTERNATIVES: { knob: string; setting: string; env: Record<string, string> }[] = [

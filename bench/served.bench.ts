@@ -16,6 +16,7 @@ import { LogSink } from '../framework/server/log-sink.js'
 import { createMetrics } from '../framework/server/metrics.js'
 import { MODELS } from '../test/utils/models.js'
 import { interleaved } from './pair.js'
+import { type Load, quickstartLoads } from './quickstart-loads.js'
 import { fmt, machine, writeSection } from './results.js'
 import { startServer, waitReady as ready } from './server.js'
 import { hasWrk, wrk, type WrkResult } from './wrk.js'
@@ -28,7 +29,6 @@ const BATCHED = fileURLToPath(new URL('./fixtures/batched-onnx-server.ts', impor
 const BARE = fileURLToPath(new URL('./fixtures/bare-hono.ts', import.meta.url))
 const ACCEL = fileURLToPath(new URL('./fixtures/accel-service.ts', import.meta.url))
 const RAW = fileURLToPath(new URL('./fixtures/raw-onnx.ts', import.meta.url))
-const PNG = fileURLToPath(new URL('../test/fixtures/images/hello-180.png', import.meta.url))
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
@@ -40,8 +40,6 @@ if (!(await hasWrk())) {
 
 const dir = mkdtempSync(join(tmpdir(), 'mb-bench-served-'))
 const home = join(dir, 'home')
-const tensorFile = join(dir, 'tensor.bin')
-writeFileSync(tensorFile, new Uint8Array(new Float32Array(3 * 48 * 192).fill(0.25).buffer))
 const greetFile = join(dir, 'greet.json')
 writeFileSync(greetFile, JSON.stringify({ name: 'ada' }))
 const itemFile = join(dir, 'item.json')
@@ -49,14 +47,9 @@ writeFileSync(itemFile, JSON.stringify({ x: 1 }))
 
 const start = (args: string[], env: Record<string, string> = {}) => startServer(args, { BUNDLE_HOME: home, ...env })
 
-const TENSOR = {
-  bodyFile: tensorFile,
-  headers: { 'content-type': 'application/octet-stream', 'x-tensor-shape': '1,3,48,192' },
-}
-const IMAGE = { bodyFile: PNG, headers: { 'content-type': 'image/png' } }
+const { TENSOR, IMAGE } = quickstartLoads(dir)
 const JSON_BODY = (file: string) => ({ bodyFile: file, headers: { 'content-type': 'application/json' } })
 
-type Load = { bodyFile: string; headers: Record<string, string> }
 const run = (url: string, load: Load, connections: number, seconds = SECONDS) =>
   wrk({ url, ...load, connections, seconds, threads: connections >= 16 ? 2 : 1 })
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
@@ -192,6 +185,25 @@ function tableRows(): string[] {
 const good = (r: WrkResult) =>
   `${fmt(r.goodput, 0)}/s${r.refused ? ` (${fmt(r.refused / r.seconds, 0)}/s refused)` : ''}`
 
+/** One connection on each route: modelbundle's p50 over the naive server's (`label` tags the rows). */
+async function oneConnection(mbUrl: string, naiveUrl: string, label: string): Promise<void> {
+  for (const [route, load] of [
+    ['classify', IMAGE],
+    ['classifyTensor', TENSOR],
+  ] as const) {
+    const one = await pair(`${mbUrl}/${route}`, `${naiveUrl}/${route}`, load, 1)
+    const over = one.a.p50Ms - one.b.p50Ms
+    line(
+      `\`/${route}\`, 1 connection${label}: p50`,
+      `${fmt(one.a.p50Ms, 2)} ms`,
+      `${fmt(one.b.p50Ms, 2)} ms`,
+      `${over >= 0 ? '+' : ''}${fmt(over, 2)} ms`,
+      '≤ +0.5 ms',
+      over <= 0.5,
+    )
+  }
+}
+
 /**
  * The rows the targets are about, on servers started for this run: c=32 goodput against both
  * hand-written servers, c=1 latency, forced shedding. Returns the naive server's tensor goodput.
@@ -236,21 +248,7 @@ async function targetRun(): Promise<number> {
     )
   }
   batched.child.kill('SIGTERM')
-  for (const [route, load] of [
-    ['classify', IMAGE],
-    ['classifyTensor', TENSOR],
-  ] as const) {
-    const one = await pair(`${mb.url}/${route}`, `${naive.url}/${route}`, load, 1)
-    const over = one.a.p50Ms - one.b.p50Ms
-    line(
-      `\`/${route}\`, 1 connection: p50`,
-      `${fmt(one.a.p50Ms, 2)} ms`,
-      `${fmt(one.b.p50Ms, 2)} ms`,
-      `${over >= 0 ? '+' : ''}${fmt(over, 2)} ms`,
-      '≤ +0.5 ms',
-      over <= 0.5,
-    )
-  }
+  await oneConnection(mb.url, naive.url, '')
   // Forced shedding: deadlines the 32 resending clients cannot all make, against the default.
   // At 20 ms even the batch sizes that fit serve fewer rows a second (a 16-row batch takes
   // ~21 ms here); at 50 ms they fit, and only the refusals' cost separates it from the default.
@@ -343,21 +341,7 @@ async function onceRows(naiveTensorGoodput: number): Promise<void> {
     '≥ 1.15×',
     tt32.ratio >= 1.15,
   )
-  for (const [route, load] of [
-    ['classify', IMAGE],
-    ['classifyTensor', TENSOR],
-  ] as const) {
-    const one = await pair(`${mbt.url}/${route}`, `${naive.url}/${route}`, load, 1)
-    const over = one.a.p50Ms - one.b.p50Ms
-    line(
-      `\`/${route}\`, 1 connection, \`isolation: 'thread'\`: p50`,
-      `${fmt(one.a.p50Ms, 2)} ms`,
-      `${fmt(one.b.p50Ms, 2)} ms`,
-      `${over >= 0 ? '+' : ''}${fmt(over, 2)} ms`,
-      '≤ +0.5 ms',
-      over <= 0.5,
-    )
-  }
+  await oneConnection(mbt.url, naive.url, ", `isolation: 'thread'`")
   mbt.child.kill('SIGTERM')
   naive.child.kill('SIGTERM')
 

@@ -12,13 +12,7 @@ export class BatchWindow {
   private arrivals = 0
   /** Arrivals counted when the current wait began: a wait that brought nothing is not repeated. */
   private waitArrivals = -1
-  /**
-   * Arrival rate in rows per ms: moving averages of the gaps and of the rows, divided. (An
-   * average of rows ÷ gap is dominated by its shortest gaps — two requests a microsecond apart
-   * read as a thousand rows a ms — and made the window wait for rows that were not coming while
-   * the worker idled.)
-   */
-  private rate = 0
+  /** Moving averages of the gaps between arrivals (ms) and of the rows each brought. */
   private meanGap = 0
   private meanRows = 0
   /**
@@ -48,7 +42,6 @@ export class BatchWindow {
       this.meanGap += 0.2 * (Math.max(now - this.lastArrival, 0.001) - this.meanGap)
       this.meanRows += 0.2 * (rows - this.meanRows)
     }
-    this.rate = this.meanGap > 0 ? this.meanRows / this.meanGap : 0
     this.lastArrival = now
     this.arrivals++
   }
@@ -56,6 +49,16 @@ export class BatchWindow {
   /** A wait begins now. */
   waiting(): void {
     this.waitArrivals = this.arrivals
+  }
+
+  /**
+   * Arrival rate in rows per ms: the averages of rows and of gaps, divided. (An average of
+   * rows ÷ gap is dominated by its shortest gaps — two requests a microsecond apart read as a
+   * thousand rows a ms — and made the window wait for rows that were not coming while the worker
+   * idled.)
+   */
+  private get rate(): number {
+    return this.meanGap > 0 ? this.meanRows / this.meanGap : 0
   }
 
   /** Nothing arrived during the last wait: the rate estimate was stale. */
