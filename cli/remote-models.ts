@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs'
 import { Command } from 'commander'
 import { BundleError } from '../errors/index.js'
-import { structured, table, write } from './output.js'
+import type { IndexRow } from '../framework/index.js'
+import { humanSize, shortDate, structured, table, write } from './output.js'
 
 interface Target {
   url: string
@@ -48,6 +49,26 @@ const target = (opts: { url?: string; apiKey?: string }): Target => ({
   url: opts.url ?? localServer(),
   ...((opts.apiKey ?? process.env.BUNDLE_API_KEY) ? { apiKey: opts.apiKey ?? process.env.BUNDLE_API_KEY } : {}),
 })
+
+/** The repository index as a table; a server under a memory budget adds each model's size and last use. */
+function loadedTable(rows: readonly IndexRow[]): string {
+  const state = (r: IndexRow) => r.state + (r.pinned ? ' (pinned)' : '') + (r.reason ? ` (${r.reason})` : '')
+  if (!rows.some((r) => r.size_bytes !== undefined))
+    return table(
+      ['Name', 'Version', 'State'],
+      rows.map((r) => [r.name, r.version, state(r)]),
+    )
+  return table(
+    ['Name', 'Version', 'State', 'Size', 'Last used'],
+    rows.map((r) => [
+      r.name,
+      r.version,
+      state(r),
+      r.size_bytes === undefined ? '' : humanSize(r.size_bytes),
+      r.last_used ? shortDate(r.last_used) : '',
+    ]),
+  )
+}
 
 /** `bundle models load|unload|loaded --url`: model control on a running server. */
 export function remoteModelCommands(): Command[] {
@@ -110,19 +131,8 @@ export function remoteModelCommands(): Command[] {
     .option('-o, --output <format>', 'table, json or yaml', 'table')
     .option('--api-key <key>', 'API key of the server (default $BUNDLE_API_KEY)')
     .action(async (opts: { url?: string; output: string; apiKey?: string }) => {
-      const rows = (await call(target(opts), '/v2/repository/index')) as {
-        name: string
-        version: string
-        state: string
-        reason?: string
-      }[]
-      if (opts.output === 'table')
-        write(
-          table(
-            ['Name', 'Version', 'State'],
-            rows.map((r) => [r.name, r.version, r.state + (r.reason ? ` (${r.reason})` : '')]),
-          ),
-        )
+      const rows = (await call(target(opts), '/v2/repository/index')) as IndexRow[]
+      if (opts.output === 'table') write(loadedTable(rows))
       else write(await structured(rows, opts.output === 'yaml' ? 'yaml' : 'json'))
     })
   return [load, unload, loaded]

@@ -70,7 +70,7 @@ function reloading(entry: string): void {
   startChild()
 }
 
-async function readServeConfig(file: string): Promise<Record<string, RunnerOverrides>> {
+async function readServeConfig(file: string): Promise<{ runners: Record<string, RunnerOverrides>; doc: unknown }> {
   let text: string
   try {
     text = readFileSync(file, 'utf8')
@@ -88,7 +88,7 @@ async function readServeConfig(file: string): Promise<Record<string, RunnerOverr
     )
   }
   const { parseServeConfig } = await import('../runners/index.js')
-  return parseServeConfig(doc, file)
+  return { runners: parseServeConfig(doc, file), doc }
 }
 
 /** The store's models `--models` names (see serve-models.ts). */
@@ -126,6 +126,9 @@ interface ServeFlags {
   otelEndpoint?: string
   models?: string
   modelControlMode?: string
+  memoryBudget?: string
+  modelLoadConcurrency?: string
+  evictionPolicy?: string
   metricsCompat?: string
   printRoutes?: boolean
 }
@@ -247,6 +250,14 @@ function runtimeFlags(c: Command): Command {
       'none',
     )
     .option(
+      '--memory-budget <size>',
+      'with --models: every model it names is available and loads on its first request; the least recently used ' +
+        'idle ones are evicted to keep the whole server under SIZE (e.g. 1.5GiB; default $BUNDLE_MEMORY_BUDGET; ' +
+        'docs/memory.md)',
+    )
+    .option('--model-load-concurrency <n>', 'with --memory-budget: models loading at once (default 2)')
+    .option('--eviction-policy <policy>', 'with --memory-budget: lru (default) or tinylfu')
+    .option(
       '-c, --config <file>',
       'YAML file of runner overrides keyed by runner name (see docs/runners.md "Tuning runners")',
     )
@@ -332,7 +343,19 @@ async function runServe(entry: string | undefined, opts: ServeFlags): Promise<vo
       "--models loads the store's models into this server's own workers; --runners remote moves a service's " +
         'runners to `bundle worker` processes: use one or the other',
     )
-  const runnerConfig = opts.config === undefined ? undefined : await readServeConfig(opts.config)
+  const file = opts.config === undefined ? undefined : await readServeConfig(opts.config)
+  const runnerConfig = file?.runners
+  const { memorySettings } = await import('../runners/index.js')
+  const memory = memorySettings({
+    flags: opts,
+    env: process.env,
+    ...(file ? { file: { doc: file.doc, name: opts.config! } } : {}),
+  })
+  if (memory && modelPatterns === undefined)
+    throw new BundleError(
+      'E_CLI_USAGE',
+      "--memory-budget bounds the models --models names (a service's own runners stay loaded): add --models",
+    )
   if (opts.modelControlMode !== 'none' && opts.modelControlMode !== 'explicit')
     throw new BundleError(
       'E_CLI_USAGE',
@@ -366,6 +389,7 @@ async function runServe(entry: string | undefined, opts: ServeFlags): Promise<vo
     ...(opts.otelEndpoint !== undefined ? { otelEndpoint: opts.otelEndpoint } : {}),
     ...(runnerConfig ? { runnerConfig } : {}),
     ...(models ? { models } : {}),
+    ...(memory ? { memory } : {}),
     ...(modelPatterns !== undefined ? { servable: modelFilter(modelPatterns) } : {}),
     ...(link ? { redis: link, scope } : {}),
     ...(link && opts.runners === 'remote'

@@ -39,4 +39,5 @@ export const RETRYABLE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'E_RUNNER_STOPPED',
   'E_REMOTE_UNAVAILABLE',
   'E_REMOTE_NO_WORKERS',
+  'E_MODEL_LOAD_TIMEOUT',
 ])

@@ -37,6 +37,7 @@ export type {
 } from './io/index.js'
 export { createServiceApp, type AppOptions, type Phase, type ServiceApp } from './server/app.js'
 export type { ServedModel } from './server/v2/repository.js'
+export type { IndexRow } from './server/v2/repository-entry.js'
 export { openapiDocument } from './server/openapi.js'
 export { serve, type RunningServer, type ServeOptions } from './server/serve.js'
 export {

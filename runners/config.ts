@@ -144,7 +144,8 @@ export function validateOverrides(where: string, raw: unknown): RunnerOverrides 
 export function parseServeConfig(doc: unknown, file: string): Record<string, RunnerOverrides> {
   if (doc === null || doc === undefined) return {}
   if (typeof doc !== 'object' || Array.isArray(doc)) throw bad(`${file} must be a mapping with a "runners" key`)
-  only(file, doc as Record<string, unknown>, ['runners'])
+  // `models:` (the memory budget) is read by memorySettings (runners/memory/settings.ts).
+  only(file, doc as Record<string, unknown>, ['runners', 'models'])
   const runners = (doc as { runners?: unknown }).runners ?? {}
   if (typeof runners !== 'object' || runners === null || Array.isArray(runners))
     throw bad(`${file}: runners must be a mapping of runner name → options`)

@@ -56,6 +56,10 @@ export {
 export { modelSignature } from './onnx/inference.js'
 export { blocksBatching, decideBatching, type BatchPlan } from './onnx/batch-plan.js'
 export { RedisLink } from './remote/link.js'
+export { ModelMemory, type MemoryBudget } from './memory/model-memory.js'
+export type { CacheRow } from './memory/model-cache.js'
+export { parseBytes } from './memory/size.js'
+export type { PolicyName } from './memory/policy.js'
 export { RemotePool, queueName } from './remote/remote-pool.js'
 export { RUN_RETRY_MS, serveQueue, type Executor, type RemoteWorkerOptions } from './remote/worker.js'
 export type { RemoteTarget } from './remote/target.js'
@@ -83,3 +87,4 @@ export {
   type TraceCarrier,
   type TracingSettings,
 } from './tracing/index.js'
+export { memorySettings, type MemorySources } from './memory/settings.js'

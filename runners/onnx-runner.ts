@@ -28,7 +28,11 @@ import type { RunnerHealth } from './metrics.js'
 import { SequenceBatcher, type SequenceStats } from './sequence/batcher.js'
 import { frameOf, frameRequest, type RunOptions, type SequenceFrame } from './sequence/options.js'
 import { refuseConflicts } from './sequence/setup.js'
-import { IdleTimer } from './idle-timer.js'
+import { describeModel } from './onnx/prepare.js'
+import { ModelPresence, type PresenceOwner } from './onnx/presence.js'
+import type { ModelCache } from './memory/model-cache.js'
+import type { ModelHost } from './hosting/model-host.js'
+import { resolveBatching } from './defaults.js'
 
 export type { BatchingOptions, OnnxRunnerOptions, WarmupOptions } from './onnx/options.js'
 export type { RunOptions } from './sequence/options.js'
@@ -64,11 +68,8 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   private warmupFailure: string | undefined
 
   private pinned: { tag: string; digest: string } | undefined
-  /** Unloads the model after idleUnloadMs without a call (unset: it never does). */
-  private idle: IdleTimer | undefined
-  /** Set while the model is unloaded for idleness; the next run() loads it again. */
-  private suspended = false
-  private resuming: Promise<void> | undefined
+  /** Whether the model is in memory: idle unloads, and loads and evictions under a memory budget. */
+  private readonly presence = new ModelPresence(this.presenceOwner())
   private stopScaling: (() => void) | undefined
   /** Open Inference Protocol statistics (requests, queue and compute time, per batch size). */
   readonly inferenceStats = new RunnerStats()
@@ -83,6 +84,20 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     super.useRemote(target)
   }
 
+  /**
+   * Before start: the model is loaded on its first request and evicted when the cache needs its
+   * room (`bundle serve --memory-budget`), in a model host shared with other models.
+   */
+  useMemoryBudget(cache: ModelCache, host: ModelHost): void {
+    if (this.target)
+      throw new BundleError(
+        'E_SERVE_CONFIG_INVALID',
+        `runner ${this.name}: --memory-budget bounds this server's own processes; with --runners remote the ` +
+          'models live on the remote workers',
+      )
+    this.presence.residency = { cache, host }
+  }
+
   /** Before start: the server's Redis (--redis), for the response cache. */
   useRedis(link: RedisLink): void {
     this.redis = link
@@ -90,8 +105,11 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
 
   /** Every call counts as use, remote batches too: an idle-unloaded model loads again for it. */
   protected override wake(): Promise<void> | undefined {
-    this.idle?.touch()
-    return this.suspended ? this.resume() : undefined
+    return this.presence.wake()
+  }
+
+  override get idleUnloads(): number {
+    return this.presence.idleUnloads
   }
 
   override digest(): string | undefined {
@@ -145,10 +163,40 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     this.markStarted()
     refuseConflicts(this.name, this.options, this.target !== undefined)
     this.cache = openResponseCache(this.name, this.options.cache, this.redis)
+    // Under a memory budget the model is described from the store (its /v2 metadata answers at once)
+    // and handed to the cache, which loads it on its first request.
+    if (this.presence.residency)
+      return this.presence.startResident(this.describe(this.pinned?.tag ?? this.tag).fileBytes)
     this.apply(await this.prepare(this.pinned?.tag ?? this.tag, this.pinned))
-    this.suspended = false
-    this.watchIdle()
+    this.presence.watchIdle(this.options.idleUnloadMs)
     this.watchLoad()
+  }
+
+  /** What the model's presence in memory (idle unloads, a memory budget's cache) does with this runner. */
+  private presenceOwner(): PresenceOwner {
+    return {
+      name: this.name,
+      reload: async () => {
+        const g = await this.prepare(this.model?.tag ?? this.pinned?.tag ?? this.tag, this.pinned)
+        this.apply(g)
+        return g.bytes ?? 0
+      },
+      detach: async () => {
+        const pool = this.pool
+        const d = this.dispatcher
+        this.dispatcher = undefined
+        this.pool = undefined
+        await d?.drain()
+        await pool?.stop()
+      },
+      busy: (sequences) => {
+        const d = this.dispatcher
+        if (d === undefined) return false
+        const { queuedRows, inFlight } = d.stats()
+        return queuedRows > 0 || inFlight > 0 || (sequences && d instanceof SequenceBatcher && d.active() > 0)
+      },
+      serving: () => this.dispatcher !== undefined,
+    }
   }
 
   /** Worker autoscaling between minWorkers and maxWorkers (see autoscaler.ts); CPU runners only. */
@@ -166,49 +214,23 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
 
   /** Whether the model is in memory now (false while unloaded for idleness or stopped). */
   override loaded(): boolean {
-    return !this.suspended && this.pool !== undefined && this.dispatcher !== undefined
+    return !this.presence.suspended && this.pool !== undefined && this.dispatcher !== undefined
   }
 
-  /** Unloads the model once idleUnloadMs pass without a call (the timer never keeps the process alive). */
-  private watchIdle(): void {
-    const after = this.options.idleUnloadMs
-    this.idle?.stop()
-    this.idle = after !== undefined && after > 0 ? new IdleTimer(after, () => this.unloadIfIdle()) : undefined
-    this.idle?.start()
-  }
-
-  /**
-   * Idle for idleUnloadMs: unloads unless work is queued or running. False once unloaded or
-   * stopped (the next generation applied starts the watch again), true to keep watching.
-   */
-  private async unloadIfIdle(): Promise<boolean> {
-    const d = this.dispatcher
-    if (this.suspended || d === undefined) return false
-    if (this.resuming) return true
-    const { queuedRows, inFlight } = d.stats()
-    // Live sequences keep their state in the workers: those stay until the sequences end or are evicted.
-    if (queuedRows > 0 || inFlight > 0 || (d instanceof SequenceBatcher && d.active() > 0)) return true
-    this.suspended = true
-    this.idleUnloads++
-    const pool = this.pool
-    this.dispatcher = undefined
-    this.pool = undefined
-    await d.drain()
-    await pool?.stop()
-    return false
-  }
-
-  /** Loads the model again after an idle unload; concurrent callers share one load. */
-  private resume(): Promise<void> {
-    this.resuming ??= (async () => {
-      try {
-        this.apply(await this.prepare(this.model?.tag ?? this.pinned?.tag ?? this.tag, this.pinned))
-        this.suspended = false
-      } finally {
-        this.resuming = undefined
-      }
-    })()
-    return this.resuming
+  /** The model, signature and batching of `tag` from the store, as a generation would serve them, nothing loaded. */
+  private describe(tag: string): { fileBytes: number } {
+    const d = describeModel(this.name, this.options, tag, this.pinned)
+    this.model = d.model
+    this.signature = d.signature
+    this.running = {
+      options: this.options,
+      workers: 1,
+      warmup: 'when the model loads',
+      plan: d.plan,
+      sequence: undefined,
+      gpus: undefined,
+    }
+    return d
   }
 
   /**
@@ -225,9 +247,12 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
           'change its version by deploying API servers and workers of a new bundle',
       )
     }
+    // Not loaded under a memory budget: the next load is of the new version.
+    if (this.presence.residency && this.presence.suspended) return void this.describe(tag)
     const next = await this.prepare(tag, undefined)
     const previous = { dispatcher: this.dispatcher, pool: this.pool }
     this.apply(next)
+    this.presence.residency?.cache.resized(this.name, next.bytes ?? 0)
     // The operator chose this version: an idle unload later loads it again, not the old pin.
     if (this.pinned) this.pinned = { tag: next.model.tag, digest: next.model.digest }
     await previous.dispatcher?.drain()
@@ -239,7 +264,6 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     // The sequences the previous generation's workers hold do not move: their next frames say so.
     if (this.dispatcher instanceof SequenceBatcher && g.dispatcher instanceof SequenceBatcher)
       g.dispatcher.inherit(this.dispatcher, `the runner switched to model ${g.model.tag}`)
-    this.suspended = false
     this.model = g.model
     this.signature = g.signature
     this.running = {
@@ -252,8 +276,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     }
     this.pool = g.pool
     this.dispatcher = g.dispatcher
-    // A new generation (start, a load after an idle unload, a swap) is use: idleness counts from now.
-    this.idle?.start()
+    this.presence.serving()
   }
 
   /** Starts a generation of `tag` with the options as they are now (it keeps them: see effectiveConfig). */
@@ -281,13 +304,14 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
       observer: () => bothObservers(this.metrics?.observer(this.name, 'run'), this.inferenceStats.observer()),
       metrics: () => this.metrics,
       remotePool: target && ((o) => this.remotePool(target, o)),
+      host: this.presence.residency && { host: this.presence.residency.host, onLost: () => this.presence.lost() },
     }
     return { ...(await prepareGeneration(ctx, options, tag, pinned)), options }
   }
 
   override ready(): boolean {
     // Unloaded for idleness still counts as ready: the next request loads it.
-    return this.suspended || super.ready()
+    return this.presence.suspended || super.ready()
   }
 
   /**
@@ -298,7 +322,10 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
    */
   async run(inputs: Inputs, options: RunOptions = {}): Promise<Outputs> {
     const started = performance.now()
+    let release: (() => void) | undefined
     try {
+      // Under a memory budget: loaded (or loading) and kept from eviction until this call is answered.
+      if (this.presence.residency) release = await this.presence.acquire(this.callDeadline(started))
       const frame = frameOf(this.name, this.options.sequence, options.sequence)
       const out = frame
         ? await this.submitFrame(inputs, frame)
@@ -316,7 +343,14 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     } catch (err) {
       this.inferenceStats.request(false, this.rowsOf(inputs), performance.now() - started, err)
       throw err
+    } finally {
+      release?.()
     }
+  }
+
+  /** How long a call may wait for its model to load: the request's deadline, else the runner's. */
+  private callDeadline(now: number): number {
+    return currentCall()?.deadline ?? now + resolveBatching(this.options).deadlineMs
   }
 
   /**
@@ -397,9 +431,8 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
 
   /** Finishes what is queued (graceful shutdown loses nothing accepted), then stops the workers. */
   async stop(): Promise<void> {
-    this.idle?.stop()
+    this.presence.stop()
     this.stopScaling?.()
-    this.suspended = false
     await this.dispatcher?.drain()
     await this.pool?.stop()
   }

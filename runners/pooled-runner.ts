@@ -29,7 +29,9 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
   /** Set by start(): a call before it means the service never declared this runner. */
   private everStarted = false
   /** Times the model was unloaded for idleness (a metric; only runners that unload count it). */
-  idleUnloads = 0
+  get idleUnloads(): number {
+    return 0
+  }
   readonly remote: RunnerRemote = this
 
   constructor(readonly name: string) {

@@ -36,6 +36,21 @@ export const SERVER = {
     'Read the reason in the message (also in POST /v2/repository/index); fix the model or the load config and ' +
       'load it again.',
   ),
+  E_MODEL_OVER_BUDGET: entry(
+    507,
+    1,
+    'The model needs more memory than the whole model memory budget (--memory-budget): it cannot be loaded even ' +
+      'with every other model evicted.',
+    'Raise --memory-budget (bundle_model_bytes shows what each model costs), or serve the model from a server of ' +
+      'its own.',
+  ),
+  E_MODEL_LOAD_TIMEOUT: entry(
+    503,
+    1,
+    "The model is not loaded and could not be loaded within the request's deadline: every other loaded model was " +
+      'busy, or loads were queued (--model-load-concurrency).',
+    'Retry after the Retry-After header; raise --memory-budget so more models stay loaded, or add replicas.',
+  ),
   E_HTTP_METHOD_NOT_ALLOWED: entry(
     405,
     2,

@@ -1,6 +1,6 @@
 import type { Hono } from 'hono'
 import pino, { type Logger } from 'pino'
-import { RunnerMetrics, type Runner, ortSeverity } from '../../runners/index.js'
+import { ModelMemory, RunnerMetrics, type Runner, ortSeverity } from '../../runners/index.js'
 import type { ServiceDefinition } from '../service/definition.js'
 import { type AccessLog, accessLog } from './access-log.js'
 import { keyChecker } from './auth.js'
@@ -74,10 +74,15 @@ function repositoryOf(
     r.attachLog?.(log)
   }
   for (const r of definition.runners) attach(r)
+  // Models under a memory budget share model hosts; their loads and evictions go to /metrics.
+  const memory =
+    options.memory &&
+    new ModelMemory({ ...options.memory, models: options.models?.length ?? 0, registry: metrics.registry, log })
   const repository = new ModelRepository(definition.runners, {
     ...(options.storeHome ? { home: options.storeHome } : {}),
     ...(options.servable ? { servable: options.servable } : {}),
     attach,
+    memory,
   })
   return repository
 }

@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import {
   type GpuMonitor,
   type GpuPlacement,
+  type MemoryBudget,
   type RedisLink,
   type RunnerOverrides,
   startGpuMonitor,
@@ -69,6 +70,11 @@ export interface AppOptions {
   models?: readonly ServedModel[]
   /** Which store models a load may bring in (default: any); `bundle serve --models` limits it to its patterns. */
   servable?: (name: string) => boolean
+  /**
+   * `bundle serve --memory-budget`: the `models` are available, not loaded; each loads on its first
+   * request, and the least recently used idle ones are evicted to keep the server under the budget.
+   */
+  memory?: MemoryBudget
   /** Redis (--redis): response caches and tasks use it. */
   redis?: RedisLink
   /** Names queues in Redis (tasks): the bundle or service (default the service name). */

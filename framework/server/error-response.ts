@@ -18,6 +18,8 @@ const CLIENT_SAFE_5XX: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'E_REMOTE_UNAVAILABLE',
   'E_REMOTE_NO_WORKERS',
   'E_REMOTE_MODEL_MISMATCH',
+  'E_MODEL_OVER_BUDGET',
+  'E_MODEL_LOAD_TIMEOUT',
 ])
 
 // Absolute file paths and file:// URLs (two segments or more), and anything from a stack trace on.

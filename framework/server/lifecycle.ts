@@ -120,6 +120,8 @@ export class Lifecycle {
           await r.start()
         }
       for (const r of definition.runners) if (r.kind === 'ensemble') await r.start()
+      // The model hosts start, and the server's own memory is measured, before any model comes in.
+      await this.o.repository.memory?.start()
       await this.loadModels()
       await tasks?.start(instance)
       // A SIGTERM during start-up wins: the service never turns ready.
@@ -170,10 +172,24 @@ export class Lifecycle {
         log.error({ model: name, err: (err as Error).message }, (err as Error).message)
       },
     )
-    log.info(
-      { models: models.length, failed, ms: Math.round(performance.now() - started) },
-      `loaded ${models.length - failed} of ${models.length} models`,
-    )
+    const memory = repository.memory
+    if (memory)
+      log.info(
+        {
+          models: models.length,
+          failed,
+          budgetBytes: memory.cache.capacity + memory.fixedBytes,
+          fixedBytes: memory.fixedBytes,
+          capacityBytes: memory.cache.capacity,
+        },
+        `${models.length - failed} of ${models.length} models available under the memory budget; each loads on its ` +
+          'first request',
+      )
+    else
+      log.info(
+        { models: models.length, failed, ms: Math.round(performance.now() - started) },
+        `loaded ${models.length - failed} of ${models.length} models`,
+      )
   }
 
   drain(): void {
@@ -207,6 +223,7 @@ export class Lifecycle {
         await attempt(`shutdown hook ${hook}`, () => (instance[hook] as () => unknown).call(instance))
     for (const r of definition.runners) await attempt(`runner ${r.name}`, () => r.stop())
     await attempt('models loaded at run time', () => repository.stopAll())
+    await attempt('model hosts', () => repository.memory?.stop())
     this.phase = 'stopped'
     if (failure !== undefined) throw failure
   }

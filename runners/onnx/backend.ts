@@ -18,7 +18,7 @@ export type OnnxRun = (inputs: Record<string, WireTensor>, outputs?: string[]) =
 /** The model as a session, and its run as WireTensors in and out (the sequence backend wraps it too). */
 export async function openSession(
   o: OnnxBackendOptions,
-): Promise<{ run: OnnxRun; inputs: readonly string[]; outputs: readonly string[] }> {
+): Promise<{ run: OnnxRun; inputs: readonly string[]; outputs: readonly string[]; release: () => Promise<void> }> {
   quietOnnxRuntime()
   const ort = await import('onnxruntime-node')
   // onnxruntime writes only what the server's log level keeps (the pool sets it; its lines come
@@ -49,7 +49,7 @@ export async function openSession(
     const result = outputs ? await session.run(feeds, outputs) : await session.run(feeds)
     return Object.fromEntries(Object.entries(result).map(([k, t]) => [k, toWire(t)]))
   }
-  return { run, inputs: session.inputNames, outputs: session.outputNames }
+  return { run, inputs: session.inputNames, outputs: session.outputNames, release: () => session.release() }
 }
 
 /** An onnxruntime output as a WireTensor: its own bytes, not a copy. */

@@ -16,6 +16,8 @@ import { signatureOf } from './inference.js'
 import type { OnnxRunnerOptions } from './options.js'
 import type { BatchPlan } from './batch-plan.js'
 import { warmupPlan } from './warmup.js'
+import { HostedPool } from '../hosting/hosted-pool.js'
+import type { ModelHost } from '../hosting/model-host.js'
 
 /** One request's tensors on their way to a worker. */
 export type Request = Record<string, WireTensor>
@@ -38,6 +40,8 @@ export interface Generation {
   sequence?: SequenceSpec | undefined
   /** The devices each worker sees (CUDA_VISIBLE_DEVICES), for runners placed on GPUs. */
   gpus?: string[][] | undefined
+  /** In a shared model host: what opening the model cost the host (resident memory). */
+  bytes?: number | undefined
 }
 
 // Device discovery runs only for runners that ask for a GPU (nvidia-smi costs a process spawn).
@@ -61,6 +65,8 @@ export interface LocalGeneration {
   sequence?: SequenceSpec | undefined
   /** Told when a worker crashes, times out or restarts (a sequence batcher loses that worker's sequences). */
   onWorkerEvent?: (e: { type: 'crash' | 'restart' | 'timeout'; index: number; detail: string }) => void
+  /** Open the model in this shared host instead of workers of its own (`--memory-budget`); `onLost`: the host died. */
+  host?: { host: ModelHost; onLost: () => void } | undefined
 }
 
 /** How many workers, on which devices, with how many threads each, under which isolation. */
@@ -128,6 +134,7 @@ function warmupOf(
  * up before it reports ready — its warm-up timings seed the batcher.
  */
 export async function startLocal(o: LocalGeneration): Promise<Generation> {
+  if (o.host) return startHosted(o, o.host)
   const { workers, threads, gpus, providers, isolation } = placement(o)
   const b = resolveBatching(o.options)
   // Each generation's batches run on its own workers (a swap drains the old ones there).
@@ -170,6 +177,56 @@ export async function startLocal(o: LocalGeneration): Promise<Generation> {
   }
 }
 
+/**
+ * A generation in a shared model host: one session there, its batches run one at a time in that
+ * host (a host per core runs models side by side), its warm-up as a worker's would be.
+ */
+async function startHosted(o: LocalGeneration, h: NonNullable<LocalGeneration['host']>): Promise<Generation> {
+  if (o.sequence || o.options.resources?.gpu)
+    throw new BundleError(
+      'E_SERVE_CONFIG_INVALID',
+      `runner ${o.name}: a model served under --memory-budget shares a host process with others; a stateful ` +
+        'model (sequence) or one placed on GPUs needs workers of its own: serve it without --memory-budget',
+    )
+  const b = resolveBatching(o.options)
+  let pool: HostedPool | undefined
+  const dispatcher = o.newDispatcher(1, () => pool as unknown as WorkerPool, 1)
+  const signature = signatureOf(o.model, o.onnxPath)
+  const planned = warmupPlan(o.name, o.options, signature.inputs, o.plan, {
+    enabled: b.enabled,
+    maxBatchSize: b.maxBatchSize,
+  })
+  // A load on demand keeps a request waiting: by default one row is warmed, not every batch size
+  // (the batcher learns the others from traffic); a warm-up the operator configured runs whole.
+  const warm = o.options.warmup === undefined ? { ...planned, calls: planned.calls.slice(0, 1) } : planned
+  // One intra-op thread a session: the hosts, one a core, run models side by side instead.
+  const threads = o.options.intraOpThreads ?? 1
+  pool = new HostedPool(h.host, {
+    runner: o.name,
+    backend: sessionOptions(o.modelFile, o.options.executionProviders, threads),
+    warmup: warmupOf(o, warm, dispatcher, b).warmup,
+    onLost: h.onLost,
+  })
+  await startPool(pool)
+  return {
+    model: o.model,
+    signature,
+    plan: o.plan,
+    warmupPlan: warm.view,
+    workers: 1,
+    pool,
+    dispatcher,
+    bytes: pool.bytes,
+  }
+}
+
+/** The onnxruntime session a worker (or a model host) opens. */
+const sessionOptions = (modelPath: string, providers: string[] | undefined, threads: number | undefined) => ({
+  modelPath,
+  ...(providers ? { executionProviders: providers } : {}),
+  ...(threads ? { intraOpThreads: threads } : {}),
+})
+
 /** What the workers load: the onnx backend, or the sequence backend for a stateful model. */
 function backendOf(
   modelPath: string,
@@ -177,10 +234,6 @@ function backendOf(
   threads: number | undefined,
   seq: SequenceSpec | undefined,
 ): BackendSpec {
-  const o = {
-    modelPath,
-    ...(providers ? { executionProviders: providers } : {}),
-    ...(threads ? { intraOpThreads: threads } : {}),
-  }
+  const o = sessionOptions(modelPath, providers, threads)
   return seq ? sequenceBackend({ ...o, sequence: seq }) : onnxBackend(o)
 }

@@ -15,6 +15,7 @@ import type { TensorSpec } from '../inference.js'
 import { lookUpModel } from './model-lookup.js'
 import type { OnnxRunnerOptions } from './options.js'
 import { batchDims } from './warmup.js'
+import type { ModelHost } from '../hosting/model-host.js'
 import { type BatchPlan, decideBatching } from './batch-plan.js'
 
 /** What building a generation needs of its runner. */
@@ -27,6 +28,8 @@ export interface PrepareContext {
   warmupFailed: (err: Error) => void
   /** Where the workers' output lines go (unset: this process's stdout and stderr). */
   output?: PoolOptions['output']
+  /** Under a memory budget: the shared model host the model opens in, instead of workers of its own. */
+  host?: { host: ModelHost; onLost: () => void } | undefined
   /** Remote mode: the pool whose batches become jobs in Redis. */
   remotePool?:
     | ((o: { timeoutMs: number; digest: string; onCapacity: (slots: number) => void }) => RemotePool)
@@ -63,6 +66,7 @@ export async function prepareGeneration(
       ...(ctx.output ? { output: ctx.output } : {}),
       sequence,
       onWorkerEvent: (e) => batcher?.workerEvent(e),
+      host: ctx.host,
       newDispatcher: (slots, pool, depth) =>
         sequence
           ? (batcher = newSequenceBatcher(ctx, options, sequence, slots, pool))
@@ -73,6 +77,33 @@ export async function prepareGeneration(
       batcher?.close()
       throw err
     })
+  } finally {
+    store.close()
+  }
+}
+
+/**
+ * What a generation of `tag` would serve, from the store alone (nothing loaded): the model, its
+ * signature, how its requests are batched, and its files' bytes. A model under a memory budget is
+ * described at start-up and loaded on its first request.
+ */
+export function describeModel(
+  name: string,
+  options: OnnxRunnerOptions,
+  tag: string,
+  pinned: { tag: string; digest: string } | undefined,
+): {
+  model: ModelInfo
+  signature: { inputs: TensorSpec[]; outputs: TensorSpec[] }
+  plan: BatchPlan
+  fileBytes: number
+} {
+  const store = ModelStore.open(options.home ? { home: options.home } : {})
+  try {
+    const { info, onnxPath } = lookUpModel(store, name, tag, pinned)
+    const signature = signatureOf(info, onnxPath)
+    const plan = planFor(name, options, signature)
+    return { model: info, signature, plan, fileBytes: info.files.reduce((n, f) => n + f.size, 0) }
   } finally {
     store.close()
   }

@@ -53,6 +53,32 @@ export interface Warmup {
   optional?: (err: Error) => void
 }
 
+/**
+ * Runs a warm-up's steps through `call` (which answers the call's time inside the worker). A
+ * failure fails the warm-up unless it is optional and the worker is still `live`: then it is
+ * reported and the worker serves anyway.
+ */
+export async function runWarmup(
+  w: Warmup,
+  call: (args: unknown) => Promise<number>,
+  live: () => boolean,
+): Promise<void> {
+  try {
+    for (const step of w.steps) {
+      for (let i = 0; i < step.untimed; i++) await call(step.args())
+      let ms = 0
+      for (let round = 0; round < step.timed; round++) {
+        ms = await call(step.args())
+        w.observe?.(step.rows, ms)
+      }
+      if (w.enough?.(step.rows, ms)) return
+    }
+  } catch (err) {
+    if (w.optional === undefined || !live()) throw err
+    w.optional(err as Error)
+  }
+}
+
 export interface PoolWorkerOptions {
   runner: string
   index: number
@@ -280,21 +306,8 @@ export class PoolWorker {
           reject,
         })
       })
-    try {
-      for (const step of w.steps) {
-        for (let i = 0; i < step.untimed; i++) await call(step.args())
-        let ms = 0
-        for (let round = 0; round < step.timed; round++) {
-          ms = await call(step.args())
-          w.observe?.(step.rows, ms)
-        }
-        if (w.enough?.(step.rows, ms)) return
-      }
-    } catch (err) {
-      // A worker that died is not warm, whoever asked for the warm-up.
-      if (w.optional === undefined || this.state !== 'warming') throw err
-      w.optional(err as Error)
-    }
+    // A worker that died is not warm, whoever asked for the warm-up.
+    await runWarmup(w, call, () => this.state === 'warming')
   }
 
   kill(): void {

@@ -24,6 +24,7 @@ export function grpcStatus(e: BundleError, clientDeadline: boolean, original: un
     case 'E_HTTP_REQUEST_TIMEOUT':
       return Status.DEADLINE_EXCEEDED
     case 'E_HTTP_PAYLOAD_TOO_LARGE':
+    case 'E_MODEL_OVER_BUDGET':
       return Status.RESOURCE_EXHAUSTED
     case 'E_HTTP_METHOD_NOT_ALLOWED':
       return Status.UNIMPLEMENTED

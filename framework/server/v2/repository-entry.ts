@@ -1,4 +1,4 @@
-import type { Runner, RunnerOverrides, VersionedRunner } from '../../../runners/index.js'
+import type { CacheRow, Runner, RunnerOverrides, VersionedRunner } from '../../../runners/index.js'
 
 /** A model the repository hosts or hosted, with its versions and state. */
 export interface Entry {
@@ -19,6 +19,12 @@ export interface IndexRow {
   version: string
   state: string
   reason?: string
+  /** Under a memory budget: what the model costs in memory (measured once loaded, else predicted). */
+  size_bytes?: number
+  /** Under a memory budget: when a request last used it (ISO 8601). */
+  last_used?: string
+  /** Under a memory budget: loaded explicitly, so never evicted. */
+  pinned?: boolean
 }
 
 /**
@@ -30,18 +36,32 @@ export function indexRows(
   stored: readonly { name: string; version: string }[],
   entries: ReadonlyMap<string, Entry>,
   ensembles: ReadonlyMap<string, Runner>,
+  cache?: readonly CacheRow[],
 ): IndexRow[] {
   const rows = new Map<string, IndexRow>()
+  const cached = new Map((cache ?? []).map((c) => [c.name, c]))
   for (const m of stored) rows.set(`${m.name}:${m.version}`, { name: m.name, version: m.version, state: 'UNAVAILABLE' })
   for (const [name, e] of entries) {
     for (const r of [e.primary, ...e.others.values()]) {
       // A failed first load has no model: its row is the version it asked for.
       const version = r.versions.model?.version ?? r.versions.tag.split(':')[1] ?? ''
       const idle = e.state === 'READY' && !r.health().loaded
+      const c = r === e.primary ? cached.get(name) : undefined
       const state = idle ? 'UNAVAILABLE' : r === e.primary ? e.state : 'READY'
-      const reason = idle ? 'unloaded while idle; loads on the next request' : r === e.primary ? e.reason : undefined
+      const why = c
+        ? 'not loaded (memory budget); loads on the next request'
+        : 'unloaded while idle; loads on the next request'
+      const reason = idle ? why : r === e.primary ? e.reason : undefined
       if (version === '' && state === 'UNAVAILABLE' && reason === undefined) continue
-      rows.set(`${name}:${version}`, { name, version, state, ...(reason ? { reason } : {}) })
+      rows.set(`${name}:${version}`, {
+        name,
+        version,
+        state,
+        ...(reason ? { reason } : {}),
+        ...(c && c.bytes !== undefined ? { size_bytes: c.bytes } : {}),
+        ...(c?.lastUsedAt !== undefined ? { last_used: new Date(c.lastUsedAt).toISOString() } : {}),
+        ...(c?.pinned ? { pinned: true } : {}),
+      })
     }
   }
   for (const [name, e] of ensembles) {

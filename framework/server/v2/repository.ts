@@ -1,6 +1,7 @@
 import { BundleError, isBundleError, ignore } from '../../../errors/index.js'
 import {
   isVersioned,
+  type ModelMemory,
   OnnxRunner,
   type InferenceModel,
   type Runner,
@@ -52,7 +53,13 @@ export class ModelRepository {
 
   constructor(
     declared: readonly Runner[],
-    private readonly o: { home?: string; attach: (r: Runner) => void; servable?: (name: string) => boolean },
+    private readonly o: {
+      home?: string
+      attach: (r: Runner) => void
+      servable?: (name: string) => boolean
+      /** `--memory-budget`: models load on demand and are evicted by least recent use. */
+      memory?: ModelMemory | undefined
+    },
   ) {
     this.store = new RepositoryStore(o.home, o.servable)
     for (const r of declared)
@@ -174,11 +181,17 @@ export class ModelRepository {
         )
       return Promise.resolve().then(() => this.find(name))
     }
-    return this.serially(name, () =>
-      this.loadNow(name, req, config).catch((err: unknown) => {
+    return this.serially(name, async () => {
+      try {
+        const model = await this.loadNow(name, req, config)
+        // Under a memory budget an explicit load loads the model now and keeps it (pinned) until unloaded.
+        const cache = this.o.memory?.cache
+        if (cache?.has(name)) await cache.load(name)
+        return model
+      } catch (err) {
         throw loadFailed(name, err)
-      }),
-    )
+      }
+    })
   }
 
   /** Loads every model `bundle serve --models` named, two at a time; one that fails is logged and stays UNAVAILABLE. */
@@ -235,6 +248,11 @@ export class ModelRepository {
     if (entry.primary.versions.model?.tag === tag || entry.others.has(tag.split(':')[1]!))
       return this.find(name, tag.split(':')[1])
     if (req.keep) {
+      if (this.o.memory)
+        throw new BundleError(
+          'E_INPUT_INVALID',
+          'under --memory-budget a model serves one version at a time: load without keep to swap versions',
+        )
       const other = this.newRunner(name, tag, config)
       try {
         await other.start()
@@ -252,6 +270,8 @@ export class ModelRepository {
   private newRunner(name: string, tag: string, config: RunnerOverrides | undefined): OnnxRunner {
     const runner = new OnnxRunner(tag, { name, ...(this.o.home ? { home: this.o.home } : {}) })
     if (config) runner.configure(config)
+    const memory = this.o.memory
+    if (memory) runner.useMemoryBudget(memory.cache, memory.host)
     this.o.attach(runner)
     return runner
   }
@@ -298,15 +318,26 @@ export class ModelRepository {
       entry.state = 'UNLOADING'
       const all = [entry.primary, ...entry.others.values()]
       entry.others.clear()
+      // Under a memory budget the cache unloads it (once its requests are answered) and forgets it.
+      const cache = this.o.memory?.cache
+      if (cache?.has(name) && !entry.declared) {
+        await cache.unload(name)
+        cache.remove(name)
+      }
       await Promise.all(all.map((r) => r.stop()))
       entry.state = 'UNAVAILABLE'
       entry.reason = 'unloaded'
     })
   }
 
+  /** Models under a memory budget (`--memory-budget`): their hosts and cache, started with the server. */
+  get memory(): ModelMemory | undefined {
+    return this.o.memory
+  }
+
   /** The repository index: every onnx model in the store with its state here. */
   index(): IndexRow[] {
-    return indexRows(this.store.models(), this.entries, this.ensembles)
+    return indexRows(this.store.models(), this.entries, this.ensembles, this.o.memory?.cache.rows())
   }
 
   /** Runners loaded at run time and serving now (metrics sources); the service's own are its definition's. */
