@@ -27,10 +27,7 @@ export interface ModelCacheOptions {
   policy: EvictionPolicy
   /** Loads at once (default 2). */
   concurrency?: number
-  /** Memory the models' processes hold beyond what their loads cost (runtimes keep some): counted as used. */
-  retained?: () => number
   events?: CacheEvents
-  now?: () => number
 }
 
 type State = 'unloaded' | 'loading' | 'loaded' | 'unloading'
@@ -81,7 +78,7 @@ export class ModelCache {
   private tick = 0
   /** What a load cost for each byte of its file, learned from the loads so far. */
   private ratio = { bytes: 0, file: 0 }
-  readonly concurrency: number
+  private readonly concurrency: number
   loads = 0
   evictions = 0
 
@@ -93,14 +90,14 @@ export class ModelCache {
     return this.o.capacity
   }
 
-  /** Bytes held: the loaded models' measured sizes, what runtimes kept, loads in progress, unloads not yet done. */
+  /** Bytes held: the loaded models' measured sizes, loads in progress, unloads not yet done. */
   used(): number {
     return this.committed() + this.bytesIn('unloading')
   }
 
-  /** Bytes that stay held: loaded models, what runtimes kept, loads in progress (unloads not counted). */
+  /** Bytes that stay held: loaded models and loads in progress (unloads not counted). */
   private committed(): number {
-    return this.reserved + (this.o.retained?.() ?? 0) + this.bytesIn('loaded')
+    return this.reserved + this.bytesIn('loaded')
   }
 
   private bytesIn(state: State): number {
@@ -245,7 +242,7 @@ export class ModelCache {
     const need = this.predict(s.name)
     if (need > this.o.capacity) throw this.overBudget(s.name, need)
     // A load's time counts from here: what its first request waits for it (room, a turn, the load).
-    const started = this.o.now?.() ?? performance.now()
+    const started = performance.now()
     s.state = 'loading'
     let reserved = false
     let turn = false
@@ -267,7 +264,7 @@ export class ModelCache {
         throw this.overBudget(s.name, bytes)
       }
       this.loads++
-      const seconds = ((this.o.now?.() ?? performance.now()) - started) / 1000
+      const seconds = (performance.now() - started) / 1000
       this.o.events?.loaded?.(s.name, seconds, bytes, s.resident.fileBytes)
     } catch (err) {
       s.state = 'unloaded'

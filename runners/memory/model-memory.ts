@@ -1,7 +1,7 @@
 import type { Registry } from 'prom-client'
 import { BundleError } from '../../errors/index.js'
 import { RUNNER_DEFAULTS } from '../defaults.js'
-import { ModelHost, type ModelHostOptions } from '../hosting/model-host.js'
+import { ModelHost } from '../hosting/model-host.js'
 import type { RunnerLog } from '../runner.js'
 import { cacheMetrics } from './metrics.js'
 import { type CacheEvents, ModelCache } from './model-cache.js'
@@ -36,11 +36,10 @@ export class ModelMemory {
       models: number
       registry?: Registry
       log?: RunnerLog
-      host?: Pick<ModelHostOptions, 'output'>
     },
   ) {
     // A call past the runners' timeout replaces its host (and the host's models load again on demand).
-    this.host = new ModelHost({ hosts: o.hosts, timeoutMs: RUNNER_DEFAULTS.timeoutMs, ...o.host })
+    this.host = new ModelHost({ hosts: o.hosts, timeoutMs: RUNNER_DEFAULTS.timeoutMs })
   }
 
   get cache(): ModelCache {
