@@ -7,6 +7,7 @@ import { tuneCommand } from './tune.js'
 import { modelsCommand } from './models.js'
 import { serveCommand } from './serve.js'
 import { workerCommand } from './worker.js'
+import { keysCommand, verifyCommand } from './signing.js'
 
 function version(): string {
   try {
@@ -42,6 +43,8 @@ export function program(): Command {
   root.addCommand(workerCommand())
   root.addCommand(benchCommand())
   root.addCommand(tuneCommand())
+  root.addCommand(keysCommand())
+  root.addCommand(verifyCommand())
   for (const c of bundleCommands()) root.addCommand(c)
   // Every subcommand: throw instead of exiting, so reportError decides the exit code.
   const override = (cmd: Command): void => {

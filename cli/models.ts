@@ -4,6 +4,7 @@ import { confirm } from './confirm.js'
 import { humanSize, importLine, modelsTable, structured, write } from './output.js'
 import { progressBar } from './progress.js'
 import { remoteModelCommands } from './remote-models.js'
+import { modelsSignCommand } from './signing.js'
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value]
 
@@ -107,10 +108,26 @@ function getCommand(): Command {
     )
     .action(async (tag: string, opts: { output: string }) => {
       await withStore(async (store) => {
-        if (opts.output === 'path') write(`${(await store.paths(tag)).dir}\n`)
+        if (opts.output === 'path') write(`${await modelDir(store, tag)}\n`)
         else write(await structured(await withServing(store.get(tag)), opts.output as 'json' | 'yaml'))
       })
     })
+}
+
+/**
+ * The directory of a model's files, with its signature beside them as `model.sig` when it is
+ * signed (the name model_signing gives it), so the model_signing tool can verify the directory.
+ */
+async function modelDir(store: ModelStore, tag: string): Promise<string> {
+  const { model, dir } = await store.paths(tag)
+  const { storedSignature } = await import('../store/index.js')
+  const sig = storedSignature(store, model)
+  if (sig !== undefined) {
+    const { writeFileSync } = await import('node:fs')
+    const { join } = await import('node:path')
+    writeFileSync(join(dir, 'model.sig'), sig)
+  }
+  return dir
 }
 
 /** `bundle models delete`. */
@@ -241,6 +258,7 @@ export function modelsCommand(): Command {
     importCommand(),
     verifyCommand(),
     gcCommand(),
+    modelsSignCommand(),
     ...remoteModelCommands(),
   ])
     models.addCommand(c)

@@ -53,19 +53,23 @@ const target = (opts: { url?: string; apiKey?: string }): Target => ({
 /** The repository index as a table; a server under a memory budget adds each model's size and last use. */
 function loadedTable(rows: readonly IndexRow[]): string {
   const state = (r: IndexRow) => r.state + (r.pinned ? ' (pinned)' : '') + (r.reason ? ` (${r.reason})` : '')
-  if (!rows.some((r) => r.size_bytes !== undefined))
+  const remote = rows.some((r) => r.held_by !== undefined)
+  if (!remote && !rows.some((r) => r.size_bytes !== undefined))
     return table(
       ['Name', 'Version', 'State'],
       rows.map((r) => [r.name, r.version, state(r)]),
     )
+  // Remote runners: which workers hold each model now (`bundle worker --models`).
+  const held = (r: IndexRow) => (remote ? [r.held_by?.join(', ') || '-'] : [])
   return table(
-    ['Name', 'Version', 'State', 'Size', 'Last used'],
+    ['Name', 'Version', 'State', 'Size', 'Last used', ...(remote ? ['Held by'] : [])],
     rows.map((r) => [
       r.name,
       r.version,
       state(r),
       r.size_bytes === undefined ? '' : humanSize(r.size_bytes),
       r.last_used ? shortDate(r.last_used) : '',
+      ...held(r),
     ]),
   )
 }

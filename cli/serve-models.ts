@@ -75,3 +75,14 @@ export async function storeService(): Promise<ServiceDefinition> {
   const { defineService } = await import('../framework/index.js')
   return defineService({ name: 'models', apis: {}, modelsOnly: true })
 }
+
+/** The store's models that `--models` names (serve and worker), checked before anything starts. */
+export async function servedModels(patterns: string): Promise<ServedModel[]> {
+  const { ModelStore } = await import('../store/index.js')
+  const store = ModelStore.open()
+  try {
+    return selectModels(patterns, store.summaries())
+  } finally {
+    store.close()
+  }
+}

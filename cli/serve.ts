@@ -3,12 +3,13 @@ import { existsSync, readFileSync, statSync, watch } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { Command } from 'commander'
 import { BundleError } from '../errors/index.js'
-import type { ServedModel, ServeOptions } from '../framework/index.js'
+import type { ServeOptions } from '../framework/index.js'
 import type { RunnerOverrides } from '../runners/index.js'
 import { parseEntry } from './load-service.js'
-import { modelFilter, selectModels, storeService } from './serve-models.js'
+import { modelFilter, servedModels, storeService } from './serve-models.js'
 import { redisUrl, resolveEntry } from './entry.js'
 import { followParentUnderNpm } from './follow-parent.js'
+import { configTrust, trustedKeys } from './signing.js'
 
 function port(value: string | undefined, fallback = process.env.PORT ?? '3000', flag = 'port'): number {
   const raw = value ?? fallback
@@ -91,17 +92,6 @@ async function readServeConfig(file: string): Promise<{ runners: Record<string, 
   return { runners: parseServeConfig(doc, file), doc }
 }
 
-/** The store's models `--models` names (see serve-models.ts). */
-async function servedModels(patterns: string): Promise<ServedModel[]> {
-  const { ModelStore } = await import('../store/index.js')
-  const store = ModelStore.open()
-  try {
-    return selectModels(patterns, store.summaries())
-  } finally {
-    store.close()
-  }
-}
-
 interface ServeFlags {
   port?: string
   grpcPort?: string
@@ -126,6 +116,7 @@ interface ServeFlags {
   otelEndpoint?: string
   models?: string
   modelControlMode?: string
+  trust?: string[]
   memoryBudget?: string
   modelLoadConcurrency?: string
   evictionPolicy?: string
@@ -244,6 +235,12 @@ function runtimeFlags(c: Command): Command {
         '$BUNDLE_MODELS)',
     )
     .option(
+      '--trust <file>',
+      'verify every model against this public key (PEM; repeatable) before it loads: anything unsigned, signed ' +
+        'by another key or changed is refused (default $BUNDLE_TRUST, comma-separated; serve.yaml trust:)',
+      (v: string, prev: string[] | undefined) => [...(prev ?? []), v],
+    )
+    .option(
       '--model-control-mode <mode>',
       'none: load every model --models names at start-up (default); explicit: load none of them until POST ' +
         "/v2/repository/models/NAME/load asks (as Triton's modes)",
@@ -337,14 +334,9 @@ async function runServe(entry: string | undefined, opts: ServeFlags): Promise<vo
   if (grpc !== undefined && grpc !== 0 && grpc === port(opts.port))
     throw new BundleError('E_CLI_USAGE', `--grpc-port ${grpc} is the HTTP port too: give gRPC a port of its own`)
   const { url, graceMs } = remoteSetup(opts)
-  if (modelPatterns !== undefined && opts.runners === 'remote')
-    throw new BundleError(
-      'E_CLI_USAGE',
-      "--models loads the store's models into this server's own workers; --runners remote moves a service's " +
-        'runners to `bundle worker` processes: use one or the other',
-    )
   const file = opts.config === undefined ? undefined : await readServeConfig(opts.config)
   const runnerConfig = file?.runners
+  const trust = await trustedKeys(opts.trust, process.env, file && configTrust(file.doc, opts.config!))
   const { memorySettings } = await import('../runners/index.js')
   const memory = memorySettings({
     flags: opts,
@@ -355,6 +347,18 @@ async function runServe(entry: string | undefined, opts: ServeFlags): Promise<vo
     throw new BundleError(
       'E_CLI_USAGE',
       "--memory-budget bounds the models --models names (a service's own runners stay loaded): add --models",
+    )
+  if (modelPatterns !== undefined && entry !== undefined && opts.runners === 'remote')
+    throw new BundleError(
+      'E_CLI_USAGE',
+      "--models with --runners remote serves the store's models on `bundle worker --models` processes, without a " +
+        'service: drop ENTRY, or serve the service and its models with local runners',
+    )
+  if (memory && opts.runners === 'remote')
+    throw new BundleError(
+      'E_CLI_USAGE',
+      'with --runners remote the models live on the workers: give the budget to them (bundle worker --models ' +
+        'PATTERN --memory-budget SIZE)',
     )
   if (opts.modelControlMode !== 'none' && opts.modelControlMode !== 'explicit')
     throw new BundleError(
@@ -390,6 +394,7 @@ async function runServe(entry: string | undefined, opts: ServeFlags): Promise<vo
     ...(runnerConfig ? { runnerConfig } : {}),
     ...(models ? { models } : {}),
     ...(memory ? { memory } : {}),
+    ...(trust ? { trust } : {}),
     ...(modelPatterns !== undefined ? { servable: modelFilter(modelPatterns) } : {}),
     ...(link ? { redis: link, scope } : {}),
     ...(link && opts.runners === 'remote'

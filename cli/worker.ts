@@ -2,6 +2,7 @@ import { Command } from 'commander'
 import { BundleError, ignore } from '../errors/index.js'
 import { redisUrl, resolveEntry } from './entry.js'
 import { followParentUnderNpm } from './follow-parent.js'
+import { trustedKeys } from './signing.js'
 
 const collect = (v: string, prev: string[]) => [...prev, v]
 
@@ -19,10 +20,28 @@ export function workerCommand(): Command {
         'Redis',
     )
     .argument(
-      '<entry>',
+      '[entry]',
       'path/to/service.ts[:ClassName], a project directory holding bundle.yaml, a stored bundle (name[:version]) ' +
-        'or a bundle directory',
+        'or a bundle directory; or none, with --models',
     )
+    .option(
+      '--models <patterns>',
+      "the store's models to run for `bundle serve --models PATTERNS --runners remote` (names, globs such as " +
+        "'ocr-*', '*'; default $BUNDLE_MODELS), instead of a service's runners",
+    )
+    .option(
+      '--memory-budget <size>',
+      'with --models: each model loads when a batch for it arrives; the least recently used idle ones are evicted ' +
+        'to keep this worker under SIZE (e.g. 1.5GiB; default $BUNDLE_MEMORY_BUDGET; docs/memory.md)',
+    )
+    .option(
+      '--trust <file>',
+      'verify every model against this public key (PEM; repeatable) before it loads (default $BUNDLE_TRUST)',
+      collect,
+      [],
+    )
+    .option('--model-load-concurrency <n>', 'with --memory-budget: models loading at once (default 2)')
+    .option('--eviction-policy <policy>', 'with --memory-budget: lru (default) or tinylfu')
     .option('--runner <name>', 'run only this runner (repeatable; default: all of them)', collect, [])
     .option('--concurrency <n>', "batches taken at once per runner (default: the runner's worker processes)")
     .option('--redis <url>', 'Redis the API servers use (default $BUNDLE_REDIS_URL)')
@@ -38,6 +57,11 @@ interface WorkerFlags {
   concurrency?: string
   redis?: string
   otelEndpoint?: string
+  models?: string
+  memoryBudget?: string
+  modelLoadConcurrency?: string
+  evictionPolicy?: string
+  trust: string[]
 }
 
 type Runners = Awaited<ReturnType<typeof resolveEntry>>['definition']['runners']
@@ -59,14 +83,43 @@ function chosenRunners(definition: { name: string; runners: Runners }, names: st
   return chosen
 }
 
-async function runWorker(entry: string, opts: WorkerFlags): Promise<void> {
+/** Batches taken at once per runner, when --concurrency gives it. */
+function concurrencyFlag(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined
+  const n = Number(value)
+  if (!Number.isInteger(n) || n < 1)
+    throw new BundleError('E_CLI_USAGE', `--concurrency "${value}" must be a whole number ≥ 1`)
+  return n
+}
+
+async function runWorker(entry: string | undefined, opts: WorkerFlags): Promise<void> {
   const url = redisUrl(opts.redis, 'bundle worker')
-  let concurrency: number | undefined
-  if (opts.concurrency !== undefined) {
-    concurrency = Number(opts.concurrency)
-    if (!Number.isInteger(concurrency) || concurrency < 1)
-      throw new BundleError('E_CLI_USAGE', `--concurrency "${opts.concurrency}" must be a whole number ≥ 1`)
+  const concurrency = concurrencyFlag(opts.concurrency)
+  const models = opts.models ?? (process.env.BUNDLE_MODELS || undefined)
+  // The trust policy is the process's: set before any runner loads a model.
+  const trust = await trustedKeys(opts.trust)
+  if (trust) (await import('../runners/index.js')).setModelTrust(trust)
+  if (entry === undefined) {
+    if (models === undefined)
+      throw new BundleError(
+        'E_CLI_USAGE',
+        'bundle worker needs what to run: a service (path/to/service.ts, a project directory, a bundle tag) or ' +
+          "--models NAMES for `bundle serve --models NAMES --runners remote` (e.g. --models '*')",
+      )
+    if (opts.runner.length)
+      throw new BundleError('E_CLI_USAGE', '--runner picks runners of a service; with --models name the models instead')
+    return runModelWorker(models, { ...opts, concurrency }, url)
   }
+  if (opts.models !== undefined)
+    throw new BundleError(
+      'E_CLI_USAGE',
+      "--models runs the store's models, without a service: drop ENTRY (or --models, to run the service's runners)",
+    )
+  if (opts.memoryBudget !== undefined)
+    throw new BundleError(
+      'E_CLI_USAGE',
+      '--memory-budget bounds the models --models names: add --models, without ENTRY',
+    )
   const { definition, scope } = await resolveEntry(entry)
   const chosen = chosenRunners(definition, opts.runner)
   const { RedisLink, startTracing, stopTracing, tracingSettings } = await import('../runners/index.js')
@@ -136,4 +189,34 @@ async function serveRunner(
   })
   o.log.info({ runner: r.name, queue, concurrency }, 'serving remote batches')
   return served
+}
+
+/** `bundle worker --models PATTERNS`: the store's models, each on its queue, under a budget when one is set. */
+async function runModelWorker(
+  patterns: string,
+  opts: Omit<WorkerFlags, 'concurrency'> & { concurrency: number | undefined },
+  url: string,
+): Promise<void> {
+  const { RedisLink } = await import('../runners/index.js')
+  const { serveStoreModels } = await import('./worker-models.js')
+  const { default: pino } = await import('pino')
+  const log = pino({ level: process.env.BUNDLE_LOG_LEVEL ?? 'info', base: { service: 'models', role: 'worker' } })
+  const link = new RedisLink(url)
+  let served: Awaited<ReturnType<typeof serveStoreModels>> | undefined
+  const stop = async (signal: string) => {
+    log.info({ signal }, `${signal}: finishing the batches held, then exiting`)
+    await served?.close()
+    await link.close()
+    log.flush()
+    process.exit(0)
+  }
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void stop(sig))
+  followParentUnderNpm()
+  try {
+    served = await serveStoreModels(patterns, opts, { link, log })
+  } catch (err) {
+    await link.close()
+    throw err
+  }
+  log.info({ models: served.names.length, redis: link.shown }, 'worker ready')
 }

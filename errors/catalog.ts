@@ -10,6 +10,7 @@ import { CLI } from './catalog/cli.js'
 import type { CatalogEntry } from './catalog/entry.js'
 import { RUNNERS } from './catalog/runners.js'
 import { SERVER } from './catalog/server.js'
+import { SIGNING } from './catalog/signing.js'
 import { STORE } from './catalog/store.js'
 
 export type { CatalogEntry } from './catalog/entry.js'
@@ -21,6 +22,7 @@ export const CATALOG = {
   ...SERVER,
   ...RUNNERS,
   ...BUNDLES,
+  ...SIGNING,
 } as const satisfies Record<string, CatalogEntry>
 
 export type ErrorCode = keyof typeof CATALOG

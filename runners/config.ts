@@ -144,8 +144,9 @@ export function validateOverrides(where: string, raw: unknown): RunnerOverrides 
 export function parseServeConfig(doc: unknown, file: string): Record<string, RunnerOverrides> {
   if (doc === null || doc === undefined) return {}
   if (typeof doc !== 'object' || Array.isArray(doc)) throw bad(`${file} must be a mapping with a "runners" key`)
-  // `models:` (the memory budget) is read by memorySettings (runners/memory/settings.ts).
-  only(file, doc as Record<string, unknown>, ['runners', 'models'])
+  // `models:` (the memory budget) is read by memorySettings (runners/memory/settings.ts), `trust:`
+  // (public keys every model must be signed by) by the CLI.
+  only(file, doc as Record<string, unknown>, ['runners', 'models', 'trust'])
   const runners = (doc as { runners?: unknown }).runners ?? {}
   if (typeof runners !== 'object' || runners === null || Array.isArray(runners))
     throw bad(`${file}: runners must be a mapping of runner name → options`)

@@ -56,6 +56,15 @@ export {
 export { modelSignature } from './onnx/inference.js'
 export { blocksBatching, decideBatching, type BatchPlan } from './onnx/batch-plan.js'
 export { RedisLink } from './remote/link.js'
+export {
+  type HeldModel,
+  holdersByModel,
+  type ModelHolders,
+  readHoldings,
+  RemoteHoldings,
+  reportHoldings,
+  type WorkerHoldings,
+} from './remote/holdings.js'
 export { ModelMemory, type MemoryBudget } from './memory/model-memory.js'
 export type { CacheRow } from './memory/model-cache.js'
 export { parseBytes } from './memory/size.js'
@@ -88,3 +97,4 @@ export {
   type TracingSettings,
 } from './tracing/index.js'
 export { memorySettings, type MemorySources } from './memory/settings.js'
+export { modelTrust, setModelTrust } from './onnx/trust.js'

@@ -12,7 +12,7 @@ import type { RedisLink } from './remote/link.js'
 import { autoscale } from './autoscaler.js'
 import { RUNNER_DEFAULTS } from './defaults.js'
 import { currentCall, submitOptionsOf } from './call-context.js'
-import { CallTrace, traced } from './tracing/index.js'
+import { CallTrace, type TraceCarrier, traced } from './tracing/index.js'
 import { PooledRunner } from './pooled-runner.js'
 import type { RunnerVersions, VersionedRunner } from './runner.js'
 import type { RunnerTensor } from './tensor.js'
@@ -106,6 +106,20 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   /** Every call counts as use, remote batches too: an idle-unloaded model loads again for it. */
   protected override wake(): Promise<void> | undefined {
     return this.presence.wake()
+  }
+
+  /**
+   * A remote worker's batch (`bundle worker --models … --memory-budget`): under a budget the model
+   * is loaded for it, within the batch's deadline, and kept from eviction until it is answered.
+   */
+  override async execute(method: string, args: unknown, trace?: TraceCarrier[], deadline?: number): Promise<unknown> {
+    if (this.presence.residency === undefined) return super.execute(method, args, trace)
+    const release = await this.presence.acquire(deadline ?? this.callDeadline(performance.now()))
+    try {
+      return await super.execute(method, args, trace)
+    } finally {
+      release?.()
+    }
   }
 
   override get idleUnloads(): number {

@@ -54,7 +54,7 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
    * Runs one call (a formed batch for batchable methods) on this runner's own workers: what a remote worker does with a
    * job.
    */
-  async execute(method: string, args: unknown, trace?: TraceCarrier[]): Promise<unknown> {
+  async execute(method: string, args: unknown, trace?: TraceCarrier[], _deadline?: number): Promise<unknown> {
     const waking = this.wake()
     if (waking) await waking
     return this.livePool().run(method, args, undefined, trace)

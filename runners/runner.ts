@@ -44,8 +44,12 @@ export interface RunnerVersions {
 export interface RunnerRemote {
   /** Before start: send batches to remote workers through Redis. */
   useRemote(target: RemoteTarget): void
-  /** Runs one formed batch on this runner's own workers: what `bundle worker` does with a job. */
-  execute(method: string, args: unknown, trace?: TraceCarrier[]): Promise<unknown>
+  /**
+   * Runs one formed batch on this runner's own workers: what `bundle worker` does with a job.
+   * `deadline` (performance.now() time): when the batch's requests give up — how long a model
+   * loaded on demand (`bundle worker --memory-budget`) may take to load.
+   */
+  execute(method: string, args: unknown, trace?: TraceCarrier[], deadline?: number): Promise<unknown>
   /** The content digest of the model it serves, when it has one (workers check batches against it). */
   digest(): string | undefined
 }

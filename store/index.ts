@@ -37,3 +37,8 @@ export type {
   VerifyReport,
 } from './types.js'
 export { FRAMEWORKS } from './types.js'
+export { generateKeys, keyHint, loadPrivateKey, loadTrustedKey, type TrustedKey } from './signing/keys.js'
+export { BUNDLE_MEDIA_TYPE, PAYLOAD_TYPE, pae, type SignatureBundle } from './signing/envelope.js'
+export { PREDICATE_TYPE, statementFor, subjectDigest, type Statement } from './signing/statement.js'
+export { compareFiles, hashFiles, type FileOnDisk, type Verified, verifyFiles } from './signing/verify.js'
+export { putSignature, signModel, storedSignature, verifyModel } from './signing/model-signatures.js'

@@ -1,6 +1,13 @@
 import type { Hono } from 'hono'
 import pino, { type Logger } from 'pino'
-import { ModelMemory, RunnerMetrics, type Runner, ortSeverity } from '../../runners/index.js'
+import {
+  ModelMemory,
+  RemoteHoldings,
+  RunnerMetrics,
+  type Runner,
+  ortSeverity,
+  setModelTrust,
+} from '../../runners/index.js'
 import type { ServiceDefinition } from '../service/definition.js'
 import { type AccessLog, accessLog } from './access-log.js'
 import { keyChecker } from './auth.js'
@@ -78,11 +85,19 @@ function repositoryOf(
   const memory =
     options.memory &&
     new ModelMemory({ ...options.memory, models: options.models?.length ?? 0, registry: metrics.registry, log })
+  // Remote runners: the models --models names run on `bundle worker --models`, which report what they
+  // hold. (Without --models a model loaded at run time runs in this server, as before.)
+  const remote = options.remote &&
+    options.servable && {
+      ...options.remote,
+      holdings: new RemoteHoldings(options.remote.link, options.remote.scope),
+    }
   const repository = new ModelRepository(definition.runners, {
     ...(options.storeHome ? { home: options.storeHome } : {}),
     ...(options.servable ? { servable: options.servable } : {}),
     attach,
     memory,
+    remote,
   })
   return repository
 }
@@ -90,6 +105,8 @@ function repositoryOf(
 /** Builds every part of a service app; settings that are wrong fail here with one coded line. */
 export function appParts(definition: ServiceDefinition, options: AppOptions): AppParts {
   const compat = metricsCompat(options.metricsCompat)
+  // The trust policy holds for every model this process loads (runners/onnx/trust.ts).
+  if (options.trust !== undefined) setModelTrust(options.trust)
   ortSeverity(undefined, process.env.BUNDLE_ORT_LOG_LEVEL)
   const { log, sink, logAccess } = appLog(definition, options)
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES

@@ -11,6 +11,7 @@ import {
   gpuMetricsInterval,
 } from '../../runners/index.js'
 import type { ServiceDefinition } from '../service/definition.js'
+import type { TrustedKey } from '../../store/index.js'
 import { type AppParts, appParts, type ServerHono } from './app-parts.js'
 import { answerError, errorHandling, keyGate, partsOf, protocolOf, requestIds } from './app-routes.js'
 import { fastPath } from './fast-path.js'
@@ -75,6 +76,12 @@ export interface AppOptions {
    * request, and the least recently used idle ones are evicted to keep the server under the budget.
    */
   memory?: MemoryBudget
+  /**
+   * `bundle serve --trust`: every model is verified against these public keys (its signature and
+   * every file) before a runner loads it; anything unsigned, signed by another key or changed is
+   * refused. It is the process's policy: it holds for every model this process loads.
+   */
+  trust?: readonly TrustedKey[]
   /** Redis (--redis): response caches and tasks use it. */
   redis?: RedisLink
   /** Names queues in Redis (tasks): the bundle or service (default the service name). */

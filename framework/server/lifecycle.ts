@@ -122,6 +122,7 @@ export class Lifecycle {
       for (const r of definition.runners) if (r.kind === 'ensemble') await r.start()
       // The model hosts start, and the server's own memory is measured, before any model comes in.
       await this.o.repository.memory?.start()
+      await this.o.repository.holdings?.start()
       await this.loadModels()
       await tasks?.start(instance)
       // A SIGTERM during start-up wins: the service never turns ready.

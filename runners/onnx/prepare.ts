@@ -17,6 +17,7 @@ import type { OnnxRunnerOptions } from './options.js'
 import { batchDims } from './warmup.js'
 import type { ModelHost } from '../hosting/model-host.js'
 import { type BatchPlan, decideBatching } from './batch-plan.js'
+import { verifyBeforeLoad } from './trust.js'
 
 /** What building a generation needs of its runner. */
 export interface PrepareContext {
@@ -49,6 +50,8 @@ export async function prepareGeneration(
   const store = ModelStore.open(options.home ? { home: options.home } : {})
   try {
     const { info, onnxPath } = lookUpModel(store, ctx.name, tag, pinned)
+    // With --trust, a model is verified (signature and every file) before anything of it runs.
+    await verifyBeforeLoad(store, info)
     const plan = planFor(ctx.name, options, signatureOf(info, onnxPath))
     if (ctx.remotePool) return await prepareRemote(ctx, ctx.remotePool, options, info, onnxPath, plan)
     const { model, files } = await store.paths(tag)

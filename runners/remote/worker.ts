@@ -9,8 +9,11 @@ import { isTransportError, pack, TRANSPORT_FAILURE, unpack, type JobData, type J
 /** A started runner as a remote worker uses it: runs one formed batch on its own worker processes. */
 export interface Executor {
   readonly name: string
-  /** `trace`: the batch's traced requests, as this worker's spans carry them on to its own workers. */
-  execute(method: string, args: unknown, trace?: TraceCarrier[]): Promise<unknown>
+  /**
+   * `trace`: the batch's traced requests, as this worker's spans carry them on to its own workers.
+   * `deadline`: the batch's deadline on this process's performance.now() clock.
+   */
+  execute(method: string, args: unknown, trace?: TraceCarrier[], deadline?: number): Promise<unknown>
   /** The content digest of the model it runs (onnx runners), checked against the batch's. */
   digest?(): string | undefined
 }
@@ -119,7 +122,9 @@ async function runBatch(
     'bundle.remote.host': host,
   })
   try {
-    out = await o.runner.execute(d.method, args, traced.carriers)
+    // The deadline travels on Redis's clock; the runner waits (for a model to load) on its own.
+    const deadline = performance.now() + (d.deadline - o.link.now())
+    out = await o.runner.execute(d.method, args, traced.carriers, deadline)
     traced.end()
   } catch (err) {
     traced.end(err)

@@ -11,6 +11,7 @@ import type { ModelStore } from '../model-store.js'
 import type { ModelInfo, ProgressFn } from '../types.js'
 import { FILES_PREFIX, MANIFEST_NAME, manifestOf } from './manifest.js'
 import { TarWriter } from './tar-writer.js'
+import { storedSignature } from '../signing/model-signatures.js'
 
 export const ARCHIVE_EXTENSION = '.bundlemodel'
 
@@ -51,7 +52,12 @@ export async function exportModel(
     const failed = written.then(() => new Promise<never>(() => undefined))
     failed.catch(ignore('raced below, where its failure is thrown'))
     const step = <T>(p: Promise<T>): Promise<T> => Promise.race([p, failed])
-    await step(tar.file(MANIFEST_NAME, Buffer.from(`${JSON.stringify(manifestOf(model), null, 2)}\n`)))
+    await step(
+      tar.file(
+        MANIFEST_NAME,
+        Buffer.from(`${JSON.stringify(manifestOf(model, storedSignature(store, model)), null, 2)}\n`),
+      ),
+    )
     for (const f of [...model.files].sort((a, b) => (a.path < b.path ? -1 : 1))) {
       await step(tar.begin(FILES_PREFIX + f.path, f.size))
       for await (const chunk of createReadStream(store.blobs.path(f.sha256))) {

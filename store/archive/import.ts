@@ -6,6 +6,7 @@ import { readOnnxSignature } from '../onnx-signature.js'
 import type { ImportStatus, ModelInfo, ProgressFn, Signatures } from '../types.js'
 import { FILES_PREFIX, MANIFEST_NAME, parseManifest, type ArchiveManifest } from './manifest.js'
 import { readArchive } from './reader.js'
+import { putSignature, signatureHint } from '../signing/model-signatures.js'
 
 export interface ImportOptions {
   /** Replace a different model stored under the same tag. */
@@ -68,6 +69,8 @@ export async function importModel(
       blobs,
       options.force ? 'replace' : 'same-digest-ok',
     )
+    if (manifest.modelSig !== undefined)
+      putSignature(store, info.tag, manifest.modelSig, signatureHint(manifest.modelSig))
     return { model: info, status }
   } catch (err) {
     await store.blobs.discard(blobs)

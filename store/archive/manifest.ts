@@ -22,10 +22,14 @@ export const ARCHIVE_KINDS: Readonly<Record<string, { kind: string; importComman
 }
 
 /** The first entry of a `.bundlemodel` archive: the model's record without its tag, plus a format header. */
-export type ArchiveManifest = { kind: typeof MANIFEST_KIND; formatVersion: number } & Omit<ModelInfo, 'tag'>
+export type ArchiveManifest = { kind: typeof MANIFEST_KIND; formatVersion: number } & Omit<ModelInfo, 'tag'> & {
+    /** The model's signature (model.sig, an OMS v1.0 Sigstore bundle) as stored, when it is signed. */
+    modelSig?: string
+  }
 
-export function manifestOf(m: ModelInfo): ArchiveManifest {
+export function manifestOf(m: ModelInfo, modelSig?: string): ArchiveManifest {
   return {
+    ...(modelSig !== undefined ? { modelSig } : {}),
     kind: MANIFEST_KIND,
     formatVersion: FORMAT_VERSION,
     name: m.name,
@@ -123,6 +127,9 @@ export function parseManifest(text: string, maxBytes: number): ArchiveManifest {
   } catch (err) {
     throw bad((err as Error).message)
   }
+  // Carried as it is: verification (when trust is set) decides whether it holds.
+  if (m.modelSig !== undefined && (typeof m.modelSig !== 'string' || m.modelSig.length > 256 * 1024))
+    throw bad('modelSig must be the text of a model signature (at most 256 KiB)')
   const signatures = (m.signatures ?? {}) as Signatures
   if (signatures === null || typeof signatures !== 'object' || Array.isArray(signatures))
     throw bad('signatures must be an object')
@@ -139,5 +146,6 @@ export function parseManifest(text: string, maxBytes: number): ArchiveManifest {
     signatures,
     created: new Date(m.created).toISOString(),
     files,
+    ...(m.modelSig !== undefined ? { modelSig: m.modelSig as string } : {}),
   }
 }

@@ -94,6 +94,19 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX bundle_files_by_blob ON bundle_files (blob);
     `,
   },
+  {
+    version: 3,
+    name: 'signatures of models (OMS v1.0 Sigstore bundles)',
+    sql: `
+      -- One signature per model version (signing again replaces it): the model.sig bytes as written.
+      CREATE TABLE model_signatures (
+        model_id   INTEGER PRIMARY KEY REFERENCES models (id) ON DELETE CASCADE,
+        bundle     TEXT    NOT NULL,
+        key_hint   TEXT    NOT NULL,
+        created_at INTEGER NOT NULL
+      );
+    `,
+  },
 ]
 
 export const LATEST_SCHEMA = MIGRATIONS[MIGRATIONS.length - 1]!.version

@@ -57,6 +57,27 @@ export async function remoteServe(
   return { ...p, url }
 }
 
+/** `bundle serve --models PATTERNS --runners remote`; resolves once it listens (ready or not). */
+export async function remoteModelServe(
+  patterns: string,
+  redis: string,
+  env: Record<string, string>,
+): Promise<Proc & { url: string }> {
+  const p = proc(['serve', '--models', patterns, '--port', '0', '--runners', 'remote', '--redis', redis], env)
+  const url = await listeningUrl(p.child).catch(async (e: unknown) => (await p.stop('SIGKILL'), Promise.reject(e)))
+  return { ...p, url }
+}
+
+/** `bundle worker --models PATTERNS`, started and not waited for. */
+export function startModelWorker(
+  patterns: string,
+  redis: string,
+  env: Record<string, string>,
+  extra: string[] = [],
+): Proc {
+  return proc(['worker', '--models', patterns, '--redis', redis, ...extra], env)
+}
+
 /** `bundle worker ENTRY`, started and not waited for. */
 export function startWorker(entry: string, redis: string, env: Record<string, string>, extra: string[] = []): Proc {
   return proc(['worker', entry, '--redis', redis, ...extra], env)

@@ -39,8 +39,15 @@ export const versionNotReady = (name: string, version: string): BundleError =>
 export function loadFailed(name: string, err: unknown): BundleError {
   const message = redactPaths((err as Error)?.message ?? String(err))
   const code = isBundleError(err) ? err.code : undefined
-  const keep = code === 'E_MODEL_NOT_FOUND' || code === 'E_HTTP_NOT_READY' || code === 'E_RUNNER_STOPPED'
-  return new BundleError(keep ? code : 'E_MODEL_LOAD_FAILED', `failed to load '${name}': ${message}`, {
+  // A refused signature keeps its own code (E_SIG_*): the operator acts on which check failed.
+  const keep =
+    code === 'E_MODEL_NOT_FOUND' ||
+    code === 'E_HTTP_NOT_READY' ||
+    code === 'E_RUNNER_STOPPED' ||
+    code?.startsWith('E_SIG_') === true
+  // The Open Inference Protocol's error body is a message alone: a refused signature names its code in it.
+  const why = code?.startsWith('E_SIG_') ? `${code}: ${message}` : message
+  return new BundleError(keep ? code : 'E_MODEL_LOAD_FAILED', `failed to load '${name}': ${why}`, {
     cause: err,
   })
 }

@@ -1,4 +1,4 @@
-import type { CacheRow, Runner, RunnerOverrides, VersionedRunner } from '../../../runners/index.js'
+import type { CacheRow, ModelHolders, Runner, RunnerOverrides, VersionedRunner } from '../../../runners/index.js'
 
 /** A model the repository hosts or hosted, with its versions and state. */
 export interface Entry {
@@ -25,6 +25,14 @@ export interface IndexRow {
   last_used?: string
   /** Under a memory budget: loaded explicitly, so never evicted. */
   pinned?: boolean
+  /** Remote runners (`bundle worker --models`): the workers that report holding it in memory now. */
+  held_by?: string[]
+}
+
+/** What the index adds to the loaded rows: this server's model cache, or what its remote workers hold. */
+export interface IndexSources {
+  cache?: readonly CacheRow[] | undefined
+  holders?: (model: string) => ModelHolders | undefined
 }
 
 /**
@@ -36,10 +44,10 @@ export function indexRows(
   stored: readonly { name: string; version: string }[],
   entries: ReadonlyMap<string, Entry>,
   ensembles: ReadonlyMap<string, Runner>,
-  cache?: readonly CacheRow[],
+  sources: IndexSources = {},
 ): IndexRow[] {
   const rows = new Map<string, IndexRow>()
-  const cached = new Map((cache ?? []).map((c) => [c.name, c]))
+  const cached = new Map((sources.cache ?? []).map((c) => [c.name, c]))
   for (const m of stored) rows.set(`${m.name}:${m.version}`, { name: m.name, version: m.version, state: 'UNAVAILABLE' })
   for (const [name, e] of entries) {
     for (const r of [e.primary, ...e.others.values()]) {
@@ -61,6 +69,7 @@ export function indexRows(
         ...(c && c.bytes !== undefined ? { size_bytes: c.bytes } : {}),
         ...(c?.lastUsedAt !== undefined ? { last_used: new Date(c.lastUsedAt).toISOString() } : {}),
         ...(c?.pinned ? { pinned: true } : {}),
+        ...(r === e.primary && sources.holders ? heldBy(sources.holders(name)) : {}),
       })
     }
   }
@@ -76,4 +85,14 @@ export function indexRows(
   return [...rows.values()].sort((a, b) =>
     a.name === b.name ? (a.version < b.version ? -1 : 1) : a.name < b.name ? -1 : 1,
   )
+}
+
+/** A remote model's row: which workers hold it, its size there and its last use (none: held nowhere now). */
+function heldBy(h: ModelHolders | undefined): Pick<IndexRow, 'held_by' | 'size_bytes' | 'last_used'> {
+  if (h === undefined) return { held_by: [] }
+  return {
+    held_by: h.workers,
+    ...(h.bytes !== undefined ? { size_bytes: h.bytes } : {}),
+    ...(h.lastUsedAt !== undefined ? { last_used: new Date(h.lastUsedAt).toISOString() } : {}),
+  }
 }

@@ -3,6 +3,9 @@ import {
   isVersioned,
   type ModelMemory,
   OnnxRunner,
+  queueName,
+  type RedisLink,
+  type RemoteHoldings,
   type InferenceModel,
   type Runner,
   type RunnerOverrides,
@@ -59,6 +62,11 @@ export class ModelRepository {
       servable?: (name: string) => boolean
       /** `--memory-budget`: models load on demand and are evicted by least recent use. */
       memory?: ModelMemory | undefined
+      /**
+       * `--runners remote`: the models' batches run on `bundle worker --models` processes, each
+       * model on its queue in this scope; `holdings` is what those workers report they hold.
+       */
+      remote?: { link: RedisLink; scope: string; graceMs?: number; holdings?: RemoteHoldings } | undefined
     },
   ) {
     this.store = new RepositoryStore(o.home, o.servable)
@@ -247,6 +255,7 @@ export class ModelRepository {
     }
     if (entry.primary.versions.model?.tag === tag || entry.others.has(tag.split(':')[1]!))
       return this.find(name, tag.split(':')[1])
+    if (this.o.remote) throw remoteVersions(name)
     if (req.keep) {
       if (this.o.memory)
         throw new BundleError(
@@ -272,6 +281,13 @@ export class ModelRepository {
     if (config) runner.configure(config)
     const memory = this.o.memory
     if (memory) runner.useMemoryBudget(memory.cache, memory.host)
+    const remote = this.o.remote
+    if (remote)
+      runner.useRemote({
+        link: remote.link,
+        queue: queueName(remote.scope, name),
+        ...(remote.graceMs !== undefined ? { graceMs: remote.graceMs } : {}),
+      })
     this.o.attach(runner)
     return runner
   }
@@ -288,7 +304,7 @@ export class ModelRepository {
     } catch (err) {
       await runner.stop().catch(ignore('the failed start is what the caller hears'))
       e.state = 'UNAVAILABLE'
-      e.reason = `failed to load: ${redactPaths((err as Error).message)}`
+      e.reason = `failed to load: ${signatureCode(err)}${redactPaths((err as Error).message)}`
       throw err
     }
     e.state = 'READY'
@@ -337,7 +353,11 @@ export class ModelRepository {
 
   /** The repository index: every onnx model in the store with its state here. */
   index(): IndexRow[] {
-    return indexRows(this.store.models(), this.entries, this.ensembles, this.o.memory?.cache.rows())
+    const holdings = this.o.remote?.holdings
+    return indexRows(this.store.models(), this.entries, this.ensembles, {
+      cache: this.o.memory?.cache.rows(),
+      ...(holdings ? { holders: (name: string) => holdings.holders(name) } : {}),
+    })
   }
 
   /** Runners loaded at run time and serving now (metrics sources); the service's own are its definition's. */
@@ -353,10 +373,31 @@ export class ModelRepository {
     return [...this.entries.values()].flatMap((e) => (e.declared ? [] : [e.primary, ...e.others.values()]))
   }
 
+  /** Remote runners: what the workers report they hold (started with the server, read by the index). */
+  get holdings(): RemoteHoldings | undefined {
+    return this.o.remote?.holdings
+  }
+
   async stopAll(): Promise<void> {
+    this.o.remote?.holdings?.stop()
     const all = [...this.entries.values()].flatMap((e) => [...(e.declared ? [] : [e.primary]), ...e.others.values()])
     await Promise.all(
       all.map((r) => r.stop().catch(ignore('unloading every model: one that fails to stop does not hold the others'))),
     )
   }
+}
+
+/** Remote workers run the version they were started with: the API server cannot change it for them. */
+function remoteVersions(name: string): BundleError {
+  return new BundleError(
+    'E_INPUT_INVALID',
+    `with --runners remote the workers serve the version of ${name} they started with: start them with ` +
+      `bundle worker --models ${name}:VERSION (and this server with the same) to serve another`,
+  )
+}
+
+/** A refused signature's code, to lead the reason a model's row shows (`E_SIG_…: `); else nothing. */
+const signatureCode = (err: unknown): string => {
+  const code = isBundleError(err) ? err.code : undefined
+  return code?.startsWith('E_SIG_') ? `${code}: ` : ''
 }
