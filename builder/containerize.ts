@@ -1,8 +1,18 @@
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, cpSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, cpSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { BundleError } from '../errors/index.js'
-import { ModelStore, type BundleInfo } from '../store/index.js'
+import {
+  BUNDLE_SIG,
+  type BundleInfo,
+  loadTrustedKey,
+  ModelStore,
+  putSignature,
+  signatureHint,
+  storedBundleSignature,
+  storedSignature,
+  verifyBundle,
+} from '../store/index.js'
 import type { BundleManifest } from './manifest.js'
 import { buildStep, ensureBaseImage, imageSize, pullFailure, runEngine, type Backend } from './engine.js'
 import { sizeOf, TYPESCRIPT_MODULE } from './prune.js'
@@ -28,6 +38,12 @@ export interface ContainerizeOptions {
   log?: (line: string) => void
   /** Pass every line of the engine's output to `log`, not only its build steps. */
   verbose?: boolean
+  /**
+   * Public key files (PEM) the image trusts: they go into the image and its server verifies the
+   * bundle, and every model before it loads, against them (BUNDLE_TRUST). The bundle and its models
+   * must verify here first: an image that would refuse to start is not built.
+   */
+  trust?: string[]
 }
 
 export interface ContainerizeResult {
@@ -62,8 +78,8 @@ export function pickBackend(asked?: Backend): Backend {
 }
 
 /** The Dockerfile `containerize` builds with, for --print-dockerfile. */
-export function dockerfileFor(bundle: BundleInfo, baseImage?: string): string {
-  return renderDockerfile(bundle.manifest as BundleManifest, baseImage)
+export function dockerfileFor(bundle: BundleInfo, baseImage?: string, trustKeys = 0): string {
+  return renderDockerfile(bundle.manifest as BundleManifest, baseImage, trustKeys)
 }
 
 /** 1.2 MB / 340.5 kB: decimal units, as the engines print image sizes. */
@@ -102,9 +118,17 @@ export async function containerize(o: ContainerizeOptions): Promise<Containerize
   const status = await ensureBaseImage(backend, base, manifest.node, log)
   const baseSize = base === 'scratch' ? 0 : imageSize(backend, base)
   log(`base image ${base}: ${status}${baseSize !== undefined ? `, ${mb(baseSize)}` : ''}`)
+  const trusted = o.trust?.length ? await verifiedForImage(o.store, bundle.tag, o.trust, log) : undefined
   const ctx = o.store.makeTempDir('image')
   try {
     cpSync(dir, join(ctx, 'bundle'), { recursive: true, dereference: true })
+    // A signed bundle carries its signature (bundle.sig) into the image; its models' go into the image's store.
+    const bundleSig = storedBundleSignature(o.store, bundle.tag)
+    if (bundleSig !== undefined) writeFileSync(join(ctx, 'bundle', BUNDLE_SIG), bundleSig)
+    if (trusted) {
+      mkdirSync(join(ctx, 'trust'))
+      for (const [i, file] of trusted.entries()) copyFileSync(file, join(ctx, 'trust', `${i}.pem`))
+    }
     const code = sizeOf(join(ctx, 'bundle'))
     log(`[1/4] bundle ${bundle.tag}: ${code.files} files, ${mb(code.bytes)}`)
     const ts = typescriptModules(join(ctx, 'bundle'))
@@ -137,34 +161,14 @@ export async function containerize(o: ContainerizeOptions): Promise<Containerize
             `(${pruned.map(([why, p]) => `${why} ${mb(p.bytes)}`).join(', ')})`
           : ''),
     )
-    const models = ModelStore.open({ home: join(ctx, 'models') })
-    try {
-      for (const ref of bundle.models) {
-        const { model, dir: files } = await o.store.paths(ref.tag)
-        const copy = await models.save({
-          name: model.name,
-          version: model.version,
-          paths: [files],
-          framework: model.framework,
-          labels: model.labels,
-          metadata: model.metadata,
-        })
-        if (copy.digest !== ref.digest)
-          throw new BundleError(
-            'E_BUNDLE_MODEL_MISMATCH',
-            `model ${ref.tag} in the store (${model.digest}) is not the one the bundle pins (${ref.digest})`,
-          )
-      }
-    } finally {
-      models.close()
-    }
+    await copyModels(o.store, bundle, join(ctx, 'models'))
     rmSync(join(ctx, 'models', 'tmp'), { recursive: true, force: true })
     log(
       `[3/4] models: ${bundle.models.length} (${bundle.models.map((m) => m.tag).join(', ') || 'none'}), ` +
         `${mb(sizeOf(join(ctx, 'models')).bytes)}`,
     )
     if (needsNode(manifest, o.baseImage)) copyFileSync(process.execPath, join(ctx, 'node'))
-    writeFileSync(join(ctx, 'Dockerfile'), renderDockerfile(manifest, o.baseImage))
+    writeFileSync(join(ctx, 'Dockerfile'), renderDockerfile(manifest, o.baseImage, trusted?.length ?? 0))
     const labels = {
       'modelbundle.bundle': bundle.tag,
       'modelbundle.digest': bundle.digest,
@@ -202,5 +206,48 @@ export async function containerize(o: ContainerizeOptions): Promise<Containerize
     }
   } finally {
     rmSync(ctx, { recursive: true, force: true })
+  }
+}
+
+/**
+ * `containerize --trust`: the bundle and its models must verify against the keys here, before an
+ * image is built that would refuse to start; answers the key files to copy into the image.
+ */
+async function verifiedForImage(
+  store: ModelStore,
+  tag: string,
+  keys: readonly string[],
+  log: (line: string) => void,
+): Promise<string[]> {
+  const trusted = keys.map(loadTrustedKey)
+  const v = await verifyBundle(store, tag, trusted)
+  log(`verified bundle ${tag} and its ${v.models.length} models against ${keys.join(', ')}`)
+  return [...keys]
+}
+
+/** The image's model store: exactly the pinned models (checked against their pins), with their signatures. */
+async function copyModels(store: ModelStore, bundle: BundleInfo, home: string): Promise<void> {
+  const models = ModelStore.open({ home })
+  try {
+    for (const ref of bundle.models) {
+      const { model, dir: files } = await store.paths(ref.tag)
+      const copy = await models.save({
+        name: model.name,
+        version: model.version,
+        paths: [files],
+        framework: model.framework,
+        labels: model.labels,
+        metadata: model.metadata,
+      })
+      if (copy.digest !== ref.digest)
+        throw new BundleError(
+          'E_BUNDLE_MODEL_MISMATCH',
+          `model ${ref.tag} in the store (${model.digest}) is not the one the bundle pins (${ref.digest})`,
+        )
+      const sig = storedSignature(store, model)
+      if (sig !== undefined) putSignature(models, copy.tag, sig, signatureHint(sig))
+    }
+  } finally {
+    models.close()
   }
 }

@@ -10,7 +10,20 @@ export const baseImageOf = (m: BundleManifest, baseImage?: string): string =>
   baseImage ?? (m.docker.gpu ? m.docker.gpu.baseImage : m.docker.baseImage)
 
 /** The Dockerfile for a bundle's image, from docker/Dockerfile.template (see that file for the layers). */
-export function renderDockerfile(m: BundleManifest, baseImage?: string): string {
+/**
+ * The trust lines of an image built with `--trust` (the keys as trust/0.pem, …): BUNDLE_TRUST
+ * makes the server verify the bundle, and every model before it loads, before anything runs.
+ */
+function trustLines(keys: number): string {
+  if (keys === 0) return '# (no --trust: the image serves without verifying signatures)'
+  const files = Array.from({ length: keys }, (_, i) => `/etc/modelbundle/trust/${i}.pem`)
+  return (
+    '# Built with --trust: the bundle and every model are verified against these keys before they run.\n' +
+    `COPY trust /etc/modelbundle/trust\nENV BUNDLE_TRUST=${files.join(',')}`
+  )
+}
+
+export function renderDockerfile(m: BundleManifest, baseImage?: string, trustKeys = 0): string {
   const base = baseImageOf(m, baseImage)
   const node = needsNode(m, baseImage)
     ? "# CUDA base images have no Node.js: the build machine's node binary comes along.\nCOPY node /usr/local/bin/node"
@@ -28,6 +41,7 @@ export function renderDockerfile(m: BundleManifest, baseImage?: string): string 
     .replaceAll('{{SYSTEM_PACKAGES}}', packages)
     .replaceAll('{{UID}}', String(IMAGE_UID))
     .replaceAll('{{ENV}}', env)
+    .replaceAll('{{TRUST}}', trustLines(trustKeys))
 }
 
 /** A GPU bundle on its CUDA base image (no --base-image given) brings its own node binary. */

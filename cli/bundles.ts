@@ -248,6 +248,13 @@ function containerizeCommand(): Command {
       'base image instead of bundle.yaml docker.baseImage (e.g. one made by docker/local-base-image.sh)',
     )
     .option('--print-dockerfile', 'print the Dockerfile and build nothing', false)
+    .option(
+      '--trust <file>',
+      'a public key (PEM; repeatable) the image trusts: its server verifies the bundle and every model before they ' +
+        'run (the bundle must verify here first)',
+      (v: string, prev: string[]) => [...prev, v],
+      [],
+    )
     .option('--verbose', "show the container engine's whole output, not only its build steps", false)
     .action(
       async (
@@ -258,11 +265,13 @@ function containerizeCommand(): Command {
           baseImage?: string
           printDockerfile: boolean
           verbose: boolean
+          trust: string[]
         },
       ) => {
         await withStore(async (store) => {
           const { containerize, dockerfileFor } = await import('../builder/index.js')
-          if (opts.printDockerfile) return write(dockerfileFor(store.bundles.get(tag), opts.baseImage))
+          if (opts.printDockerfile)
+            return write(dockerfileFor(store.bundles.get(tag), opts.baseImage, opts.trust.length))
           // Progress (steps, bytes, final size) goes to stderr; stdout is the image reference alone, for scripts.
           const { image } = await containerize({
             store,
@@ -271,6 +280,7 @@ function containerizeCommand(): Command {
             ...(opts.image ? { image: opts.image } : {}),
             ...(opts.backend ? { backend: opts.backend } : {}),
             ...(opts.baseImage ? { baseImage: opts.baseImage } : {}),
+            ...(opts.trust.length ? { trust: opts.trust } : {}),
           })
           write(`${image}\n`)
         })

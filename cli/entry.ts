@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { BundleError } from '../errors/index.js'
 import type { ServiceDefinition } from '../framework/index.js'
+import type { TrustedKey } from '../store/index.js'
 import { loadService, parseEntry } from './load-service.js'
 import { isBundleDir, loadBundle } from './serve-bundle.js'
 import { isProjectDir, loadProject, projectConfigFor } from './serve-source.js'
@@ -26,12 +27,32 @@ async function fromBundleDir(dir: string): Promise<Entry> {
 }
 
 /**
+ * With trust set, a bundle is verified before any of its code is loaded: its signature, every
+ * file, and each pinned model (signature and files). A service's source is not a bundle: only its
+ * models are verified, each before it loads.
+ */
+async function verifiedBundleDir(dir: string, trust: readonly TrustedKey[] | undefined, tag?: string): Promise<void> {
+  if (trust === undefined) return
+  const { ModelStore, verifyBundle, verifyBundleDir } = await import('../store/index.js')
+  const store = ModelStore.open()
+  try {
+    await (tag === undefined ? verifyBundleDir(store, dir, trust) : verifyBundle(store, tag, trust))
+  } finally {
+    store.close()
+  }
+}
+
+/**
  * A bundle directory, a project directory (bundle.yaml), a service source file, or a stored
  * bundle's tag — in that order. A source file that a bundle.yaml names as its `service:` is
- * served with that bundle.yaml's model pins, env and ensembles, as its bundle would be.
+ * served with that bundle.yaml's model pins, env and ensembles, as its bundle would be. With
+ * `trust`, a bundle is verified before anything of it runs.
  */
-export async function resolveEntry(entry: string): Promise<Entry> {
-  if (isBundleDir(entry)) return fromBundleDir(resolve(entry))
+export async function resolveEntry(entry: string, trust?: readonly TrustedKey[]): Promise<Entry> {
+  if (isBundleDir(entry)) {
+    await verifiedBundleDir(resolve(entry), trust)
+    return fromBundleDir(resolve(entry))
+  }
   if (isProjectDir(entry)) {
     const { readBundleConfig } = await import('../builder/index.js')
     const definition = await loadProject(await readBundleConfig(resolve(entry)))
@@ -61,7 +82,8 @@ export async function resolveEntry(entry: string): Promise<Entry> {
   }
   const store = ModelStore.open()
   try {
-    const { dir } = await store.bundles.paths(entry)
+    const { bundle, dir } = await store.bundles.paths(entry)
+    await verifiedBundleDir(dir, trust, bundle.tag)
     return await fromBundleDir(dir)
   } finally {
     store.close()

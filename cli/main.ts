@@ -7,7 +7,7 @@ import { tuneCommand } from './tune.js'
 import { modelsCommand } from './models.js'
 import { serveCommand } from './serve.js'
 import { workerCommand } from './worker.js'
-import { keysCommand, verifyCommand } from './signing.js'
+import { keysCommand, signCommand, verifyCommand } from './signing.js'
 
 function version(): string {
   try {
@@ -44,6 +44,7 @@ export function program(): Command {
   root.addCommand(benchCommand())
   root.addCommand(tuneCommand())
   root.addCommand(keysCommand())
+  root.addCommand(signCommand())
   root.addCommand(verifyCommand())
   for (const c of bundleCommands()) root.addCommand(c)
   // Every subcommand: throw instead of exiting, so reportError decides the exit code.

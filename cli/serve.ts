@@ -370,7 +370,7 @@ async function runServe(entry: string | undefined, opts: ServeFlags): Promise<vo
   // Explicit control: the models stay in the store until a load asks for them.
   const models = opts.modelControlMode === 'explicit' ? undefined : chosen
   const { definition, scope } =
-    entry === undefined ? { definition: await storeService(), scope: 'models' } : await resolveEntry(entry)
+    entry === undefined ? { definition: await storeService(), scope: 'models' } : await resolveEntry(entry, trust)
   if (opts.printRoutes) {
     const { printRoutes } = await import('./print-routes.js')
     return void (await printRoutes(definition, { redisUrl: url, grpc: grpc !== undefined }))

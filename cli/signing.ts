@@ -80,12 +80,80 @@ export function modelsSignCommand(): Command {
     })
 }
 
-/** `bundle verify TAG… --trust PUB…`. */
+/** `bundle sign BUNDLE_TAG --key KEY`. */
+export function signCommand(): Command {
+  return new Command('sign')
+    .description(
+      "sign a stored bundle with a private key: its files (bundle.json pins its models' digests, the code, the " +
+        "Dockerfile) and its models' signatures (sign the models first)",
+    )
+    .argument('<bundle-tag>')
+    .requiredOption('--key <file>', 'the private key (PEM; bundle keys generate DIR writes DIR/private.pem)')
+    .action(async (tag: string, opts: { key: string }) => {
+      const { ModelStore, loadPrivateKey, signBundle } = await import('../store/index.js')
+      loadPrivateKey(opts.key)
+      const store = ModelStore.open()
+      try {
+        const { bundle, signature } = await signBundle(store, tag, opts.key)
+        write(
+          `signed bundle ${bundle.tag} (${bundle.files.length} files, ${bundle.models.length} models) with key ` +
+            `${signature.verificationMaterial.publicKey.hint}\n`,
+        )
+      } finally {
+        store.close()
+      }
+    })
+}
+
+type Store = import('../store/index.js').ModelStore
+type Lib = typeof import('../store/index.js')
+
+/** What TAG names: a model, a bundle, or both (both are verified); neither is the store's not-found error. */
+function targetsOf(store: Store, tag: string): { model?: string; bundle?: string } {
+  let model: string | undefined
+  let bundle: string | undefined
+  let missing: unknown
+  try {
+    model = store.get(tag).tag
+  } catch (err) {
+    missing = err
+  }
+  try {
+    bundle = store.bundles.get(tag).tag
+  } catch {
+    // not a bundle
+  }
+  if (model === undefined && bundle === undefined) throw missing
+  return { ...(model ? { model } : {}), ...(bundle ? { bundle } : {}) }
+}
+
+/** Verifies one model or bundle; prints what verified, or the coded reason on stderr (false). */
+async function verifyOne(lib: Lib, store: Store, kind: 'model' | 'bundle', tag: string, trusted: TrustedKey[]) {
+  try {
+    if (kind === 'model') {
+      const v = await lib.verifyModel(store, store.get(tag), trusted)
+      write(`${tag}: verified, ${v.files} files signed by ${v.signer} (key ${v.hint.slice(0, 16)}…)\n`)
+    } else {
+      const v = await lib.verifyBundle(store, tag, trusted)
+      write(
+        `bundle ${tag}: verified, ${v.files} files and model signatures signed by ${v.signer} (key ` +
+          `${v.hint.slice(0, 16)}…); its ${v.models.length} models verified\n`,
+      )
+    }
+    return true
+  } catch (err) {
+    if (!isBundleError(err)) throw err
+    process.stderr.write(`error ${err.code}: ${kind === 'bundle' ? 'bundle ' : ''}${tag}: ${err.message}\n`)
+    return false
+  }
+}
+
+/** `bundle verify TAG|BUNDLE_TAG… --trust PUB…`. */
 export function verifyCommand(): Command {
   return new Command('verify')
     .description(
-      'verify stored models against trusted public keys: the signature, its signer, and every file as stored; ' +
-        'exit 1 with the reason when anything fails',
+      'verify stored models and bundles against trusted public keys: the signature, its signer, and every file ' +
+        "as stored (a bundle's models too); exit 1 with the reason when anything fails",
     )
     .argument('<tag...>')
     .option('--trust <file>', 'a trusted public key (PEM; repeatable; default $BUNDLE_TRUST)', collect, [])
@@ -93,20 +161,14 @@ export function verifyCommand(): Command {
       const trusted = await trustedKeys(opts.trust)
       if (trusted === undefined)
         throw new BundleError('E_CLI_USAGE', 'bundle verify needs the public keys you trust: --trust PUB.pem')
-      const { ModelStore, verifyModel } = await import('../store/index.js')
-      const store = ModelStore.open()
+      const lib = await import('../store/index.js')
+      const store = lib.ModelStore.open()
       let failed = 0
       try {
-        for (const t of tags) {
-          const model = store.get(t)
-          try {
-            const v = await verifyModel(store, model, trusted)
-            write(`${model.tag}: verified, ${v.files} files signed by ${v.signer} (key ${v.hint.slice(0, 16)}…)\n`)
-          } catch (err) {
-            if (!isBundleError(err)) throw err
-            failed++
-            process.stderr.write(`error ${err.code}: ${model.tag}: ${err.message}\n`)
-          }
+        const targets = tags.map((t) => targetsOf(store, t)) // every tag resolves before anything is verified
+        for (const t of targets) {
+          if (t.model && !(await verifyOne(lib, store, 'model', t.model, trusted))) failed++
+          if (t.bundle && !(await verifyOne(lib, store, 'bundle', t.bundle, trusted))) failed++
         }
       } finally {
         store.close()

@@ -120,7 +120,7 @@ async function runWorker(entry: string | undefined, opts: WorkerFlags): Promise<
       'E_CLI_USAGE',
       '--memory-budget bounds the models --models names: add --models, without ENTRY',
     )
-  const { definition, scope } = await resolveEntry(entry)
+  const { definition, scope } = await resolveEntry(entry, trust)
   const chosen = chosenRunners(definition, opts.runner)
   const { RedisLink, startTracing, stopTracing, tracingSettings } = await import('../runners/index.js')
   const tracing = tracingSettings({ endpoint: opts.otelEndpoint, serviceName: definition.name })

@@ -41,4 +41,18 @@ export { generateKeys, keyHint, loadPrivateKey, loadTrustedKey, type TrustedKey 
 export { BUNDLE_MEDIA_TYPE, PAYLOAD_TYPE, pae, type SignatureBundle } from './signing/envelope.js'
 export { PREDICATE_TYPE, statementFor, subjectDigest, type Statement } from './signing/statement.js'
 export { compareFiles, hashFiles, type FileOnDisk, type Verified, verifyFiles } from './signing/verify.js'
-export { putSignature, signModel, storedSignature, verifyModel } from './signing/model-signatures.js'
+export {
+  putSignature,
+  signatureHint,
+  signModel,
+  storedSignature,
+  verifyModel,
+} from './signing/model-signatures.js'
+export {
+  BUNDLE_SIG,
+  signBundle,
+  signedBundleDir,
+  storedBundleSignature,
+  verifyBundle,
+  verifyBundleDir,
+} from './signing/bundle-signatures.js'

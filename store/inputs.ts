@@ -32,8 +32,26 @@ function walk(dir: string, root: string, out: InputFile[], seen: Set<string>): v
       )
     }
     if (st.isDirectory()) walk(full, root, out, seen)
+    // A directory's model.sig is the model's signature (OMS v1.0), never one of its files.
+    else if (dir === root && entry.name === SIGNATURE_FILE) continue
     else if (st.isFile()) out.push({ path: relative(root, full).split(sep).join('/'), source: full, size: st.size })
   }
+}
+
+/** The signature file a model directory may carry beside its files (model_signing's name). */
+export const SIGNATURE_FILE = 'model.sig'
+
+/** The model.sig at the root of a directory among save's PATH arguments, if one is there. */
+export function signatureInput(paths: readonly string[]): string | undefined {
+  for (const p of paths) {
+    const file = join(p, SIGNATURE_FILE)
+    try {
+      if (statSync(p).isDirectory() && statSync(file).isFile()) return file
+    } catch {
+      // no signature there
+    }
+  }
+  return undefined
 }
 
 /** Expands save's PATH arguments into the model's file list (files by name, directories recursively). */

@@ -1,8 +1,10 @@
+import { readFileSync } from 'node:fs'
 import { BundleError } from '../errors/index.js'
 import type { StagedBlob } from './blobs.js'
 import { commitModel } from './commit.js'
 import { modelDigest } from './digest.js'
-import { collectInputs } from './inputs.js'
+import { collectInputs, signatureInput } from './inputs.js'
+import { putSignature, signatureHint } from './signing/model-signatures.js'
 import { validateLabels, validateMetadata } from './labels.js'
 import type { NewModel } from './model-index.js'
 import type { ModelStore } from './model-store.js'
@@ -76,6 +78,12 @@ export async function saveModel(
     createdAt,
   }
   const { info } = await commitModel(store, model, staged, 'fail')
+  // A signed directory (its model.sig beside the files) keeps its signature; verification judges it.
+  const sig = signatureInput(input.paths)
+  if (sig !== undefined) {
+    const text = readFileSync(sig, 'utf8')
+    putSignature(store, info.tag, text, signatureHint(text))
+  }
   return info
 }
 

@@ -15,6 +15,7 @@ import { MODEL_NAMES, parseTag, validateName, validateVersion } from '../tag.js'
 import type { BundleInfo, BundleModelRef, ModelFile } from '../types.js'
 import { exportModel, defaultArchiveName as modelArchiveName } from './export.js'
 import { importLimit } from './import.js'
+import { putBundleSignature, storedBundleSignature } from '../signing/bundle-signatures.js'
 import { BUNDLE_MANIFEST_NAME, FORMAT_VERSION, MAX_MANIFEST_BYTES, parseFileList } from './manifest.js'
 import { readArchive } from './reader.js'
 import { TarWriter } from './tar-writer.js'
@@ -43,6 +44,8 @@ interface BundleArchiveManifest {
   manifest: Record<string, unknown> & { models: BundleModelRef[] }
   files: ModelFile[]
   models: ArchivedModel[]
+  /** The bundle's signature (bundle.sig) as stored, when it is signed; its models' travel in their archives. */
+  bundleSig?: string
 }
 
 export const defaultBundleArchiveName = (b: Pick<BundleInfo, 'name' | 'version'>): string =>
@@ -91,6 +94,7 @@ export async function exportBundle(
       manifest: bundle.manifest as BundleArchiveManifest['manifest'],
       files: bundle.files,
       models,
+      ...withSignature(storedBundleSignature(store, bundle.tag)),
     }
     const gzip = createGzip({ level: 6 })
     const written = pipeline(gzip, createWriteStream(partial, { mode: 0o644 }))
@@ -222,7 +226,16 @@ function parseBundleManifest(text: string, maxBytes: number): BundleArchiveManif
     manifest: inner,
     files,
     models,
+    ...withSignature(m.bundleSig),
   }
+}
+
+/** The archive manifest's bundleSig field, when there is one (checked: text, at most 256 KiB). */
+function withSignature(sig: unknown): { bundleSig?: string } {
+  if (sig === undefined) return {}
+  if (typeof sig !== 'string' || sig.length > 256 * 1024)
+    throw bad('bundleSig must be the text of a bundle signature (at most 256 KiB)')
+  return { bundleSig: sig }
 }
 
 /**
@@ -277,6 +290,9 @@ export async function importBundle(
       fileBlobs,
       'same-digest-ok',
     )
+    // A bundle already stored keeps the signature it has; one without gets the archive's.
+    if (manifest.bundleSig !== undefined && (status === 'imported' || !storedBundleSignature(store, bundle.tag)))
+      putBundleSignature(store, bundle.tag, manifest.bundleSig)
     return { bundle, status, models }
   } catch (err) {
     await store.blobs.discard(fileBlobs)

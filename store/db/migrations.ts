@@ -96,11 +96,17 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 3,
-    name: 'signatures of models (OMS v1.0 Sigstore bundles)',
+    name: 'signatures of models and bundles (OMS v1.0 Sigstore bundles)',
     sql: `
       -- One signature per model version (signing again replaces it): the model.sig bytes as written.
       CREATE TABLE model_signatures (
         model_id   INTEGER PRIMARY KEY REFERENCES models (id) ON DELETE CASCADE,
+        bundle     TEXT    NOT NULL,
+        key_hint   TEXT    NOT NULL,
+        created_at INTEGER NOT NULL
+      );
+      CREATE TABLE bundle_signatures (
+        bundle_id  INTEGER PRIMARY KEY REFERENCES bundles (id) ON DELETE CASCADE,
         bundle     TEXT    NOT NULL,
         key_hint   TEXT    NOT NULL,
         created_at INTEGER NOT NULL

@@ -184,6 +184,60 @@ describe('bundle containerize (podman)', { skip }, () => {
     }
   })
 
+  it('an image built with --trust verifies its bundle and models before serving, and refuses a key that did not sign', {
+    timeout: 600_000,
+  }, async () => {
+    assert.ok(hasPodman, 'podman is required here (BUNDLE_REQUIRE_CONTAINER_TESTS=1)')
+    const dir = tempDir()
+    const env = { BUNDLE_HOME: join(dir, 'home') }
+    for (const k of ['keys', 'other']) assert.equal((await bundle(['keys', 'generate', join(dir, k)], env)).code, 0)
+    assert.equal((await bundle(['build', QUICKSTART, '--version', '1.0.0'], env)).code, 0)
+    const key = join(dir, 'keys', 'private.pem')
+    assert.equal((await bundle(['models', 'sign', 'ocr-cls:2.0.0', '--key', key], env)).code, 0)
+    assert.equal((await bundle(['sign', 'quickstart:1.0.0', '--key', key], env)).code, 0)
+    const base = await localBase()
+    const image = `localhost/quickstart-trust:${Date.now()}`
+    const pub = join(dir, 'keys', 'public.pem')
+    const built = await bundle(
+      ['containerize', 'quickstart:1.0.0', '-t', image, '--backend', 'podman', '--base-image', base, '--trust', pub],
+      env,
+    )
+    assert.equal(built.code, 0, built.stderr.slice(-2000))
+    assert.match(built.stderr, /verified bundle quickstart:1\.0\.0 and its 1 models against/)
+    const names = [`qs-trust-${process.pid}`, `qs-untrusted-${process.pid}`]
+    try {
+      const port = await freePort()
+      await sh('podman', ['run', '-d', '--name', names[0]!, '--no-healthcheck', '-p', `127.0.0.1:${port}:3000`, image])
+      let ready = false
+      for (let i = 0; i < 120 && !ready; i++) {
+        ready = (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200
+        if (!ready) await new Promise((r) => setTimeout(r, 500))
+      }
+      assert.ok(ready, `container ready: ${(await sh('podman', ['logs', names[0]!]).catch((e) => e)).stderr ?? ''}`)
+      // The same image told to trust another key: its entrypoint refuses the bundle and serves nothing.
+      const other = join(dir, 'other', 'public.pem')
+      const run = await sh('podman', [
+        'run',
+        '--name',
+        names[1]!,
+        '-v',
+        `${other}:/etc/modelbundle/other.pem:ro,Z`,
+        '-e',
+        'BUNDLE_TRUST=/etc/modelbundle/other.pem',
+        image,
+      ]).then(
+        () => ({ code: 0, out: '' }),
+        (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, out: e.stdout + e.stderr }),
+      )
+      assert.notEqual(run.code, 0)
+      assert.match(run.out, /E_SIG_UNTRUSTED/)
+      assert.doesNotMatch(run.out, /"listening"/)
+    } finally {
+      for (const n of names) await sh('podman', ['rm', '-f', n]).catch(() => undefined)
+      await sh('podman', ['rmi', '-f', image]).catch(() => undefined)
+    }
+  })
+
   // No registry is reachable here, which is exactly what a new user behind a firewall hits.
   const UNREACHABLE = '127.0.0.1:1/nothing:1'
 

@@ -240,6 +240,14 @@ print("digests ok", len(res))
       await other.import(path)
       assert.equal(storedSignature(other, other.get('travels')), storedSignature(store, store.get('travels')))
       assert.equal(await outcome(other, 'travels'), 'ok')
+      // A directory with its model.sig beside the files (as models get -o path lays it out, and
+      // model_signing writes it) saves as the same model, signed: the signature is not a file of it.
+      const { dir: laidOut, model } = await store.paths('travels')
+      writeFileSync(join(laidOut, 'model.sig'), storedSignature(store, model)!)
+      const copied = await other.save({ name: 'copied', version: '1', paths: [laidOut] })
+      assert.equal(copied.digest, model.digest)
+      assert.equal(storedSignature(other, copied), storedSignature(store, model))
+      assert.equal(await outcome(other, 'copied'), 'ok')
     } finally {
       store.close()
       other.close()
