@@ -8,6 +8,7 @@ import { readBundleConfig, type ResolvedConfig } from './config.js'
 import { lockfileFor, pinDependencies } from './deps.js'
 import { checkEnsembles, type EnsembleChecker } from './ensembles.js'
 import { collectFiles } from './files.js'
+import { renderSbom, SBOM_FILE } from './sbom.js'
 import { DEFAULT_BASE_IMAGE, DEFAULT_GPU_BASE_IMAGE, MANIFEST_FILE, type BundleManifest } from './manifest.js'
 import { listedModels, modelForRunner } from './pins.js'
 import { renderDockerfile, renderReadme } from './templates.js'
@@ -221,6 +222,12 @@ export async function buildBundle(
     // With the project's lock entries, `npm ci` in the bundle directory installs exactly these versions.
     const lock = lockfileFor(manifest.name, deps.direct, deps.closure, cfg.dir)
     if (lock) writeFileSync(join(staging, 'package-lock.json'), json(lock))
+    // The SBOM: every package it runs with and every model it pins (CycloneDX 1.6).
+    const pinned = models.map((m) => o.store.get(m.tag))
+    writeFileSync(
+      join(staging, SBOM_FILE),
+      renderSbom({ name: manifest.name, packages: deps.closure, project: cfg.dir, models: pinned }),
+    )
     const saved = await o.store.bundles.save({
       name: manifest.name,
       ...(o.version ? { version: o.version } : {}),

@@ -17,6 +17,7 @@ import type { BundleManifest } from './manifest.js'
 import { buildStep, ensureBaseImage, imageSize, pullFailure, runEngine, type Backend } from './engine.js'
 import { sizeOf, TYPESCRIPT_MODULE } from './prune.js'
 import { baseImageOf, needsNode, renderDockerfile } from './templates.js'
+import { SBOM_FILE, SBOM_LABEL } from './sbom.js'
 import { vendorDependencies, type VendorStats } from './vendor.js'
 
 export type { Backend }
@@ -174,6 +175,8 @@ export async function containerize(o: ContainerizeOptions): Promise<Containerize
       'modelbundle.digest': bundle.digest,
       'org.opencontainers.image.title': bundle.name,
       'org.opencontainers.image.version': bundle.version,
+      // Where the image's SBOM is (a bundle built before SBOMs has none).
+      ...(bundle.files.some((f) => f.path === SBOM_FILE) ? { [SBOM_LABEL]: `/app/${SBOM_FILE}` } : {}),
     }
     const labelArgs = Object.entries(labels).flatMap(([k, v]) => ['--label', `${k}=${v}`])
     // docker format keeps HEALTHCHECK (the OCI image format has no health checks).

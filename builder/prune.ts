@@ -12,8 +12,9 @@ import { join } from 'node:path'
  * @esbuild/*, as its optional dependency). A bundle is compiled JavaScript, so they stay out of
  * the image — unless the bundle's own code imports them, or the bundle carries TypeScript
  * modules that a worker loads through tsx (a custom runner's module listed under `include`).
+ * The CycloneDX library writes a bundle's SBOM at build time; the image carries the SBOM it wrote.
  */
-export const BUILD_ONLY_PACKAGES: readonly string[] = ['esbuild', 'tsx']
+export const BUILD_ONLY_PACKAGES: readonly string[] = ['esbuild', 'tsx', '@cyclonedx/cyclonedx-library']
 
 /** TypeScript sources in a bundle (declarations aside): run through tsx when loaded. */
 export const TYPESCRIPT_MODULE = /(?<!\.d)\.(?:[cm]?ts|tsx)$/

@@ -231,6 +231,30 @@ function importCommand(): Command {
     })
 }
 
+/** `bundle sbom BUNDLE_TAG`: the bundle's CycloneDX SBOM. */
+function sbomCommand(): Command {
+  return new Command('sbom')
+    .description(
+      "print a stored bundle's software bill of materials (CycloneDX 1.6 JSON: every npm package it runs with, " +
+        'every model it pins)',
+    )
+    .argument('<bundle-tag>')
+    .action(async (tag: string) => {
+      await withStore(async (store) => {
+        const { SBOM_FILE } = await import('../builder/index.js')
+        const b = store.bundles.get(tag)
+        const file = b.files.find((f) => f.path === SBOM_FILE)
+        if (file === undefined)
+          throw new BundleError(
+            'E_BUNDLE_INVALID',
+            `bundle ${b.tag} was built without an SBOM (by an older modelbundle): build it again`,
+          )
+        const { readFileSync } = await import('node:fs')
+        write(readFileSync(store.blobs.path(file.sha256), 'utf8'))
+      })
+    })
+}
+
 /** `bundle containerize`: an OCI image of a bundle. */
 function containerizeCommand(): Command {
   return new Command('containerize')
@@ -342,6 +366,7 @@ export function bundleCommands(): Command[] {
     exportCommand(),
     importCommand(),
     containerizeCommand(),
+    sbomCommand(),
     deployCommand(),
   ]
 }

@@ -62,7 +62,8 @@ describe('bundle export / import', () => {
     assert.ok(!existsSync(missing))
     assert.deepEqual(
       entriesOf(file).map((e) => e.path.split('/')[0]),
-      ['bundle-archive.json', 'files', 'files', 'files', 'files', 'files', 'files', 'models'],
+      // bundle.json, openapi.json, README.md, Dockerfile, package.json, sbom.cdx.json, the compiled service
+      ['bundle-archive.json', 'files', 'files', 'files', 'files', 'files', 'files', 'files', 'models'],
     )
 
     const imp = await bundle(['import', file], { BUNDLE_HOME: b })

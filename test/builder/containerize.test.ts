@@ -149,6 +149,8 @@ describe('bundle containerize (podman)', { skip }, () => {
       assert.ok('3000/tcp' in config.ExposedPorts)
       assert.equal(config.Labels['modelbundle.bundle'], 'quickstart:1.0.0')
       assert.match(config.Labels['modelbundle.digest']!, /^sha256:[0-9a-f]{64}$/)
+      // The SBOM travels in the image, and a label says where.
+      assert.equal(config.Labels['dev.modelbundle.sbom'], '/app/sbom.cdx.json')
       assert.ok(inspected.Healthcheck?.Test.join(' ').includes('/livez'), 'a health check on /livez')
 
       const port = await freePort()
@@ -173,6 +175,17 @@ describe('bundle containerize (podman)', { skip }, () => {
       }
       const metrics = await (await fetch(`${url}/metrics`)).text()
       assert.match(metrics, /bundle_runner_inference_total\{[^}]*runner="ocr-cls"[^}]*\} 2/)
+      // The local base has no shell tools: node reads the file.
+      const sbom = (
+        await sh('podman', [
+          'exec',
+          name,
+          'node',
+          '-e',
+          'process.stdout.write(require("fs").readFileSync("/app/sbom.cdx.json"))',
+        ])
+      ).stdout
+      assert.equal(JSON.parse(sbom).specVersion, '1.6')
       const user = (await sh('podman', ['exec', name, 'node', '-p', 'process.getuid()'])).stdout.trim()
       assert.equal(user, '10001')
       await sh('podman', ['stop', '-t', '20', name])
