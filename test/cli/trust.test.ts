@@ -107,4 +107,34 @@ describe('bundle keys / models sign / verify / serve --trust', () => {
     }
     assert.doesNotMatch(out, /\n\s+at /, 'no stack trace')
   })
+
+  it('under a memory budget a model is verified when a request loads it: the changed one is refused, 403', {
+    timeout: 120_000,
+  }, async () => {
+    const args = ['serve', '--models', '*', '--memory-budget', '4GiB', '--trust', pub, '--port', '0']
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const exited = new Promise((r) => child.once('exit', r))
+    try {
+      const url = await listeningUrl(child)
+      await untilReady(url, 60_000)
+      const input = sizedInput()
+      const infer = (name: string) =>
+        fetch(`${url}/v2/models/${name}/infer`, {
+          method: 'POST',
+          body: JSON.stringify({
+            inputs: [{ name: 'x', shape: input.shape, datatype: 'FP32', data: [...input.data] }],
+          }),
+        })
+      assert.equal((await infer('good')).status, 200)
+      const bad = await infer('bad')
+      assert.equal(bad.status, 403)
+      assert.match(((await bad.json()) as { error: string }).error, /content differs from what was signed/)
+    } finally {
+      child.kill('SIGTERM')
+      await exited
+    }
+  })
 })
