@@ -1,5 +1,6 @@
 import { BundleError } from '../errors/index.js'
 import type { BundleInfo } from '../store/index.js'
+import { checkOptions, PORT } from './k8s-checks.js'
 import { IMAGE_UID, type BundleManifest } from './manifest.js'
 
 export interface K8sOptions {
@@ -27,7 +28,6 @@ export interface K8sOptions {
   workerMax?: number
 }
 
-const PORT = 3000
 /** How long a pod keeps accepting after SIGTERM (bundle serve --drain-delay), past its preStop hook. */
 const DRAIN_DELAY_MS = 2_000
 
@@ -37,51 +37,6 @@ const k8sName = (name: string): string =>
     .replace(/[^a-z0-9-]/g, '-')
     .replace(/^-+|-+$/g, '')
     .slice(0, 63) || 'bundle'
-
-/**
- * Deployment, Service and (with --min/--max) a HorizontalPodAutoscaler for a bundle's image:
- * probes on /readyz and /livez, a termination grace longer than the server's drain, requests and
- * limits (GPUs included), Prometheus scrape annotations, a memory-backed /dev/shm for the
- * runners' shared-memory tensors (the 64 MB default is too small), and the non-root user the
- * image runs as.
- */
-/** A positive CPU quantity: whole or decimal cores, or millicores. */
-const CPU = /^(?:[1-9]\d*(?:\.\d+)?|0\.\d*[1-9]\d*|[1-9]\d*m)$/
-/** A positive memory quantity: a number with a binary (Ki…Ei) or decimal (k, M…E) suffix, or bytes. */
-const MEMORY = /^(?:[1-9]\d*(?:\.\d+)?|0\.\d*[1-9]\d*)(?:[KMGTPE]i|[kMGTPE])?$/
-
-/** The flags, checked as Kubernetes would take them: a typo fails here, not at `kubectl apply`. */
-function checkOptions(o: K8sOptions): void {
-  const positive = (flag: string, v: number | undefined) => {
-    if (v !== undefined && !(Number.isSafeInteger(v) && v >= 0))
-      throw new BundleError('E_CLI_USAGE', `${flag} must be a whole number, got ${v}`)
-  }
-  positive('--replicas', o.replicas)
-  positive('--gpu', o.gpu)
-  positive('--min', o.min)
-  positive('--max', o.max)
-  positive('--worker-replicas', o.workerReplicas)
-  positive('--worker-min', o.workerMin)
-  positive('--worker-max', o.workerMax)
-  if (o.grpcPort !== undefined && !(Number.isSafeInteger(o.grpcPort) && o.grpcPort >= 1 && o.grpcPort <= 65535))
-    throw new BundleError('E_CLI_USAGE', `--grpc-port must be a port from 1 to 65535, got ${o.grpcPort}`)
-  if (o.grpcPort === PORT) throw new BundleError('E_CLI_USAGE', `--grpc-port must differ from the HTTP port ${PORT}`)
-  // Kubernetes quantities: a typo such as "abc" or "2GB" would only fail at `kubectl apply`.
-  if (o.cpu !== undefined && !CPU.test(o.cpu))
-    throw new BundleError(
-      'E_CLI_USAGE',
-      `--cpu "${o.cpu}" is not a Kubernetes CPU quantity: cores (1, 0.5) or millicores (500m)`,
-    )
-  if (o.memory !== undefined && !MEMORY.test(o.memory))
-    throw new BundleError(
-      'E_CLI_USAGE',
-      `--memory "${o.memory}" is not a Kubernetes memory quantity: bytes with a suffix, e.g. 512Mi, 2Gi, 1G`,
-    )
-  if (o.redis !== undefined && !/^rediss?:\/\/./.test(o.redis))
-    throw new BundleError('E_CLI_USAGE', `--redis "${o.redis}" is not a Redis URL (redis://HOST:6379)`)
-  if (o.redis === undefined && (o.workerReplicas ?? o.workerMin ?? o.workerMax) !== undefined)
-    throw new BundleError('E_CLI_USAGE', '--worker-* options need --redis: workers are fed through Redis')
-}
 
 /** What every manifest of one bundle shares. */
 interface Shared {
@@ -190,7 +145,8 @@ function hpa(meta: Shared['metadata'], target: string, lo: number | undefined, h
     spec: {
       scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: target },
       minReplicas: lo ?? 1,
-      maxReplicas: hi ?? Math.max(lo ?? 1, 1) * 4,
+      // checkOptions: an autoscaler's bounds come together (--min alone is refused, not guessed).
+      maxReplicas: hi!,
       metrics: [
         { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } },
       ],
@@ -206,8 +162,6 @@ function workerManifests(x: Shared): Record<string, unknown>[] {
   const wlabels = { ...labels, 'app.kubernetes.io/name': wname, 'app.kubernetes.io/component': 'worker' }
   const wmeta = { ...metadata, name: wname, labels: wlabels }
   const wmin = o.workerMin ?? (o.workerMax !== undefined ? 1 : undefined)
-  if (wmin !== undefined && o.workerMax !== undefined && wmin > o.workerMax)
-    throw new BundleError('E_CLI_USAGE', `--worker-min ${wmin} is above --worker-max ${o.workerMax}`)
   const wgpu = o.gpu ?? 0
   out.push({
     apiVersion: 'apps/v1',
@@ -248,11 +202,16 @@ function workerManifests(x: Shared): Record<string, unknown>[] {
   return out
 }
 
+/**
+ * Deployment, Service and (with --max, and --min) a HorizontalPodAutoscaler for a bundle's image:
+ * probes on /readyz and /livez, a termination grace longer than the server's drain, requests and
+ * limits (GPUs included), Prometheus scrape annotations, a memory-backed /dev/shm for the
+ * runners' shared-memory tensors (the 64 MB default is too small), and the non-root user the
+ * image runs as.
+ */
 export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, unknown>[] {
   checkOptions(o)
   const min = o.min ?? (o.max !== undefined ? 1 : undefined)
-  if (min !== undefined && o.max !== undefined && min > o.max)
-    throw new BundleError('E_CLI_USAGE', `--min ${min} is above --max ${o.max}`)
   const name = k8sName(bundle.name)
   const labels = {
     'app.kubernetes.io/name': name,

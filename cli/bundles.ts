@@ -322,13 +322,13 @@ function deployCommand(): Command {
   const deploy = new Command('deploy').description('print deployment manifests for a containerized bundle')
   deploy
     .command('k8s')
-    .description('print a Kubernetes Deployment, Service and (with --min/--max) HorizontalPodAutoscaler')
+    .description('print a Kubernetes Deployment, Service and (with --max) HorizontalPodAutoscaler')
     .argument('<tag>')
     .requiredOption('--image <ref>', 'the image `bundle containerize` built, as the cluster pulls it')
     .option('--replicas <n>', 'replicas (default 1, or --min)', int('--replicas'))
     .option('--gpu <n>', 'nvidia.com/gpu per pod', int('--gpu'))
-    .option('--min <n>', 'autoscaling: fewest replicas', int('--min'))
-    .option('--max <n>', 'autoscaling: most replicas', int('--max'))
+    .option('--min <n>', 'autoscaling: fewest replicas (≥ 1, default 1; needs --max)', int('--min'))
+    .option('--max <n>', 'autoscaling: most replicas (emits the HorizontalPodAutoscaler)', int('--max'))
     .option('--cpu <quantity>', 'CPU request per pod (default 1)')
     .option('--memory <quantity>', 'memory request and limit per pod (default 1Gi)')
     .option('-n, --namespace <ns>', 'namespace to put in the manifests')
@@ -338,7 +338,11 @@ function deployCommand(): Command {
       'scale out: API pods send batches through this Redis to a worker Deployment (bundle worker)',
     )
     .option('--worker-replicas <n>', 'worker pods (default 1, or --worker-min)', int('--worker-replicas'))
-    .option('--worker-min <n>', 'autoscaling: fewest worker pods', int('--worker-min'))
+    .option(
+      '--worker-min <n>',
+      'autoscaling: fewest worker pods (≥ 1, default 1; needs --worker-max)',
+      int('--worker-min'),
+    )
     .option('--worker-max <n>', 'autoscaling: most worker pods', int('--worker-max'))
     .action(
       async (

@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { Deployment } from 'kubernetes-models/apps/v1/Deployment'
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler'
+import { Service } from 'kubernetes-models/v1/Service'
+import { type K8sOptions, k8sManifests } from '../../builder/index.js'
+import type { BundleInfo } from '../../store/index.js'
+
+// Every manifest `bundle deploy k8s` prints, validated against the Kubernetes API schemas (the
+// kubernetes-models package, offline), for each combination of flags a user gives; and what a
+// cluster would refuse, refused before anything is printed.
+
+const bundle = {
+  tag: 'quickstart:1.0.0',
+  name: 'quickstart',
+  version: '1.0.0',
+  digest: `sha256:${'a'.repeat(64)}`,
+  size: 1,
+  models: [],
+  labels: {},
+  created: new Date(0).toISOString(),
+  manifest: { name: 'quickstart', env: { BUNDLE_LOG_LEVEL: 'info' } },
+  files: [],
+} as unknown as BundleInfo
+
+const MODELS: Record<string, new (data: never) => { validate(): void }> = {
+  'apps/v1 Deployment': Deployment,
+  'v1 Service': Service,
+  'autoscaling/v2 HorizontalPodAutoscaler': HorizontalPodAutoscaler,
+}
+
+/** Validates each document against its schema; answers the kinds, in order. */
+function validated(o: K8sOptions): string[] {
+  return k8sManifests(bundle, o).map((doc) => {
+    const kind = `${doc.apiVersion} ${doc.kind}`
+    const Model = MODELS[kind]
+    assert.ok(Model, `a schema for ${kind}`)
+    new Model(structuredClone(doc) as never).validate()
+    return kind
+  })
+}
+
+describe('bundle deploy k8s: manifests a cluster accepts', () => {
+  it('every manifest validates against the Kubernetes schemas, whatever the flags', () => {
+    const image = 'registry.example.com/acme/quickstart:1.0.0'
+    assert.deepEqual(validated({ image }), ['apps/v1 Deployment', 'v1 Service'])
+    assert.deepEqual(validated({ image, min: 2, max: 6, gpu: 1, memory: '2Gi', cpu: '500m', namespace: 'ml' }), [
+      'apps/v1 Deployment',
+      'v1 Service',
+      'autoscaling/v2 HorizontalPodAutoscaler',
+    ])
+    assert.deepEqual(validated({ image, grpcPort: 8001, replicas: 3 }), ['apps/v1 Deployment', 'v1 Service'])
+    assert.deepEqual(
+      validated({ image, redis: 'redis://redis:6379', min: 1, max: 4, workerMin: 1, workerMax: 8, gpu: 1 }),
+      [
+        'apps/v1 Deployment',
+        'v1 Service',
+        'autoscaling/v2 HorizontalPodAutoscaler',
+        'apps/v1 Deployment',
+        'autoscaling/v2 HorizontalPodAutoscaler',
+      ],
+    )
+    // Bounds are the user's: --max alone starts from one replica, and nothing is made up.
+    const hpa = k8sManifests(bundle, { image, max: 5 }).find((d) => d.kind === 'HorizontalPodAutoscaler') as {
+      spec: { minReplicas: number; maxReplicas: number }
+    }
+    assert.deepEqual([hpa.spec.minReplicas, hpa.spec.maxReplicas], [1, 5])
+  })
+
+  it('refuses what a cluster would refuse, saying why', () => {
+    const refused = (o: K8sOptions, re: RegExp) =>
+      assert.throws(
+        () => k8sManifests(bundle, o),
+        (e: Error & { code?: string }) => {
+          assert.equal(e.code, 'E_CLI_USAGE')
+          assert.match(e.message, re)
+          return true
+        },
+      )
+    const image = 'ghcr.io/acme/quickstart:1.0.0'
+    refused({ image, min: 0, max: 4 }, /--min 0: a HorizontalPodAutoscaler refuses minReplicas 0 .*HPAScaleToZero/)
+    refused({ image, min: 2 }, /--min 2 without --max: an autoscaler needs the most replicas/)
+    refused({ image, min: 5, max: 2 }, /--min 5 is above --max 2/)
+    refused({ image, max: 0 }, /--max 0: an autoscaler runs at least one replica/)
+    refused({ image, redis: 'redis://r:6379', workerMin: 0, workerMax: 3 }, /--worker-min 0/)
+    refused({ image, redis: 'redis://r:6379', workerMin: 2 }, /--worker-min 2 without --worker-max/)
+    for (const bad of ['UPPER CASE!!', 'Quickstart:1.0.0', 'a:b:c', 'reg/x@sha256:short', ''])
+      refused({ image: bad }, /is not an image reference/)
+    for (const good of ['nginx', 'localhost:5000/a/b:1.0', `reg:443/x/y@sha256:${'0'.repeat(64)}`, 'a__b/c--d:v1_2'])
+      assert.doesNotThrow(() => k8sManifests(bundle, { image: good }), good)
+  })
+})
