@@ -8,7 +8,7 @@ import { readBundleConfig, type ResolvedConfig } from './config.js'
 import { lockfileFor, pinDependencies } from './deps.js'
 import { checkEnsembles, type EnsembleChecker } from './ensembles.js'
 import { collectFiles } from './files.js'
-import { renderSbom, SBOM_FILE } from './sbom.js'
+import { SBOM_FILE } from './sbom-file.js'
 import { DEFAULT_BASE_IMAGE, DEFAULT_GPU_BASE_IMAGE, MANIFEST_FILE, type BundleManifest } from './manifest.js'
 import { listedModels, modelForRunner } from './pins.js'
 import { renderDockerfile, renderReadme } from './templates.js'
@@ -224,6 +224,8 @@ export async function buildBundle(
     if (lock) writeFileSync(join(staging, 'package-lock.json'), json(lock))
     // The SBOM: every package it runs with and every model it pins (CycloneDX 1.6).
     const pinned = models.map((m) => o.store.get(m.tag))
+    // Loaded here only: the CycloneDX library is build-only.
+    const { renderSbom } = await import('./sbom.js')
     writeFileSync(
       join(staging, SBOM_FILE),
       renderSbom({ name: manifest.name, packages: deps.closure, project: cfg.dir, models: pinned }),

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, cpSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { BundleError } from '../errors/index.js'
 import {
@@ -17,7 +17,7 @@ import type { BundleManifest } from './manifest.js'
 import { buildStep, ensureBaseImage, imageSize, pullFailure, runEngine, type Backend } from './engine.js'
 import { sizeOf, TYPESCRIPT_MODULE } from './prune.js'
 import { baseImageOf, needsNode, renderDockerfile } from './templates.js'
-import { SBOM_FILE, SBOM_LABEL } from './sbom.js'
+import { SBOM_FILE, SBOM_LABEL } from './sbom-file.js'
 import { vendorDependencies, type VendorStats } from './vendor.js'
 
 export type { Backend }
@@ -115,11 +115,12 @@ export async function containerize(o: ContainerizeOptions): Promise<Containerize
   const backend = pickBackend(o.backend)
   const image = o.image ?? `${bundle.name}:${bundle.version}`
   const log = o.log ?? ((line: string) => void process.stderr.write(`${line}\n`))
+  // Verified before anything is pulled or built: a bundle the keys did not sign fails first.
+  const trusted = o.trust?.length ? await verifiedForImage(o.store, bundle.tag, o.trust, log) : undefined
   const base = baseImageOf(manifest, o.baseImage)
   const status = await ensureBaseImage(backend, base, manifest.node, log)
   const baseSize = base === 'scratch' ? 0 : imageSize(backend, base)
   log(`base image ${base}: ${status}${baseSize !== undefined ? `, ${mb(baseSize)}` : ''}`)
-  const trusted = o.trust?.length ? await verifiedForImage(o.store, bundle.tag, o.trust, log) : undefined
   const ctx = o.store.makeTempDir('image')
   try {
     cpSync(dir, join(ctx, 'bundle'), { recursive: true, dereference: true })
@@ -128,7 +129,9 @@ export async function containerize(o: ContainerizeOptions): Promise<Containerize
     if (bundleSig !== undefined) writeFileSync(join(ctx, 'bundle', BUNDLE_SIG), bundleSig)
     if (trusted) {
       mkdirSync(join(ctx, 'trust'))
-      for (const [i, file] of trusted.entries()) copyFileSync(file, join(ctx, 'trust', `${i}.pem`))
+      // Readable by the image's non-root user, whatever mode the key file had here.
+      for (const [i, file] of trusted.entries())
+        writeFileSync(join(ctx, 'trust', `${i}.pem`), readFileSync(file), { mode: 0o644 })
     }
     const code = sizeOf(join(ctx, 'bundle'))
     log(`[1/4] bundle ${bundle.tag}: ${code.files} files, ${mb(code.bytes)}`)
@@ -234,14 +237,19 @@ async function copyModels(store: ModelStore, bundle: BundleInfo, home: string): 
   try {
     for (const ref of bundle.models) {
       const { model, dir: files } = await store.paths(ref.tag)
-      const copy = await models.save({
-        name: model.name,
-        version: model.version,
-        paths: [files],
-        framework: model.framework,
-        labels: model.labels,
-        metadata: model.metadata,
-      })
+      // The checkout may hold a model.sig laid out for another model of the same content: the
+      // signature comes from the store's index below, never from the directory.
+      const copy = await models.save(
+        {
+          name: model.name,
+          version: model.version,
+          paths: [files],
+          framework: model.framework,
+          labels: model.labels,
+          metadata: model.metadata,
+        },
+        { adoptSignature: false },
+      )
       if (copy.digest !== ref.digest)
         throw new BundleError(
           'E_BUNDLE_MODEL_MISMATCH',

@@ -23,4 +23,4 @@ export {
   type ContainerizeResult,
 } from './containerize.js'
 export { k8sManifests, type K8sOptions } from './k8s.js'
-export { npmPurl, renderSbom, SBOM_FILE, SBOM_LABEL } from './sbom.js'
+export { SBOM_FILE, SBOM_LABEL } from './sbom-file.js'

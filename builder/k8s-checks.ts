@@ -88,7 +88,8 @@ function checkImage(image: string): void {
   if (m === null || m[1]!.length > 255)
     throw new BundleError(
       'E_CLI_USAGE',
-      `--image ${JSON.stringify(image)} is not an image reference: [REGISTRY[:PORT]/]lower-case/path[:TAG][@sha256:DIGEST], ` +
+      `--image ${JSON.stringify(image)} is not an image reference: ` +
+        '[REGISTRY[:PORT]/]lower-case/path[:TAG][@sha256:DIGEST], ' +
         'e.g. ghcr.io/acme/quickstart:1.0.0',
     )
 }

@@ -1,4 +1,3 @@
-import { BundleError } from '../errors/index.js'
 import type { BundleInfo } from '../store/index.js'
 import { checkOptions, PORT } from './k8s-checks.js'
 import { IMAGE_UID, type BundleManifest } from './manifest.js'

@@ -23,10 +23,6 @@ import type { InstalledPackage } from './deps.js'
 // machine-learning-model component with its sha256). No timestamp and a serial number derived from
 // the content: building the same inputs gives the same bytes, as the rest of a bundle.
 
-/** Where a bundle keeps its SBOM, and the OCI label an image points at it with. */
-export const SBOM_FILE = 'sbom.cdx.json'
-export const SBOM_LABEL = 'dev.modelbundle.sbom'
-
 /** `pkg:npm/%40scope/name@1.2.3`: the package URL of an npm package. */
 export const npmPurl = (name: string, version: string): string =>
   `pkg:npm/${name.startsWith('@') ? `%40${name.slice(1)}` : name}@${version}`
@@ -135,7 +131,7 @@ export function renderSbom(input: SbomInput): string {
   // A serial number from the content (RFC 4122 form), not a random one: the same inputs, the same file.
   const doc = JSON.parse(json) as Record<string, unknown>
   const h = createHash('sha256').update(json).digest('hex')
-  const serial =
-    `urn:uuid:${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-` + h.slice(20, 32)
+  const uuid = [h.slice(0, 8), h.slice(8, 12), `5${h.slice(13, 16)}`, `8${h.slice(17, 20)}`, h.slice(20, 32)]
+  const serial = `urn:uuid:${uuid.join('-')}`
   return `${JSON.stringify({ ...doc, serialNumber: serial }, null, 2)}\n`
 }

@@ -161,14 +161,23 @@ function getCommand(): Command {
     .description('show one bundle (name, name:version, version prefix, name@semver-range)')
     .argument('<tag>')
     .addOption(
-      new Option('-o, --output <format>', 'output format; path prints a directory holding the bundle files')
+      new Option(
+        '-o, --output <format>',
+        'output format; path prints a directory holding the bundle files (and bundle.sig when it is signed)',
+      )
         .choices(['json', 'yaml', 'path'])
         .default('yaml'),
     )
     .action(async (tag: string, opts: { output: string }) => {
       await withStore(async (store) => {
-        if (opts.output === 'path') write(`${(await store.bundles.paths(tag)).dir}\n`)
-        else write(await structured(store.bundles.get(tag), opts.output as 'json' | 'yaml'))
+        // A signed bundle's directory holds its bundle.sig too: `bundle serve DIR --trust` verifies it.
+        if (opts.output === 'path') {
+          const { signedBundleDir } = await import('../store/index.js')
+          const { dir, laidOut } = await signedBundleDir(store, tag)
+          if (!laidOut)
+            process.stderr.write(`note: the store is read-only here: bundle.sig could not be laid out in ${dir}\n`)
+          write(`${dir}\n`)
+        } else write(await structured(store.bundles.get(tag), opts.output as 'json' | 'yaml'))
       })
     })
 }

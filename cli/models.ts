@@ -119,14 +119,9 @@ function getCommand(): Command {
  * signed (the name model_signing gives it), so the model_signing tool can verify the directory.
  */
 async function modelDir(store: ModelStore, tag: string): Promise<string> {
-  const { model, dir } = await store.paths(tag)
-  const { storedSignature } = await import('../store/index.js')
-  const sig = storedSignature(store, model)
-  if (sig !== undefined) {
-    const { writeFileSync } = await import('node:fs')
-    const { join } = await import('node:path')
-    writeFileSync(join(dir, 'model.sig'), sig)
-  }
+  const { signedModelDir } = await import('../store/index.js')
+  const { dir, laidOut } = await signedModelDir(store, tag)
+  if (!laidOut) process.stderr.write(`note: the store is read-only here: model.sig could not be laid out in ${dir}\n`)
   return dir
 }
 

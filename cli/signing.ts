@@ -26,12 +26,21 @@ export async function trustedKeys(
   env: NodeJS.ProcessEnv = process.env,
   fromFile?: readonly string[],
 ): Promise<TrustedKey[] | undefined> {
-  const given = flags?.length ? flags : env.BUNDLE_TRUST ? [env.BUNDLE_TRUST] : (fromFile ?? [])
+  // An empty BUNDLE_TRUST is unset, as every BUNDLE_* variable (manifests often set one empty).
+  const fromEnv = env.BUNDLE_TRUST || undefined
+  const given = flags?.length ? flags : fromEnv !== undefined ? [fromEnv] : fromFile
+  if (given === undefined) return undefined
   const files = given
     .flatMap((f) => f.split(','))
     .map((f) => f.trim())
     .filter(Boolean)
-  if (files.length === 0) return undefined
+  // Set but empty (BUNDLE_TRUST=",", --trust ""): a mistake, never a silent "verify nothing".
+  if (files.length === 0)
+    throw new BundleError(
+      'E_KEY_INVALID',
+      `${flags?.length ? '--trust' : fromEnv !== undefined ? 'BUNDLE_TRUST' : 'trust:'} names no key file; ` +
+        'give the public keys to trust (PEM files), or leave it unset to verify nothing',
+    )
   const { loadTrustedKey } = await import('../store/index.js')
   return files.map(loadTrustedKey)
 }

@@ -54,22 +54,33 @@ export async function serveStoreModels(
   }
   try {
     await memory?.start()
+    let firstFailure: unknown
     for (const m of chosen) {
       const r = new OnnxRunner(m.tag, { name: m.name })
       r.configure(mergeOverrides({}, envOverrides(r.name)))
       r.attachLog(o.log)
       if (memory) r.useMemoryBudget(memory.cache, memory.host)
+      try {
+        await r.start()
+      } catch (err) {
+        // One model that fails (or is refused by --trust) leaves the others serving, as bundle serve --models does.
+        firstFailure ??= err
+        o.log.error({ model: m.name, err: (err as Error).message }, `model ${m.name}: ${(err as Error).message}`)
+        await r.stop().catch(ignore('it never started: its failure is what the log says'))
+        continue
+      }
       runners.push(r)
-      await r.start()
       served.push(
         await serveQueue({
           link: o.link,
           queue: queueName(MODELS_SCOPE, r.name),
           runner: { name: r.name, execute: (m, a, t, d) => r.execute(m, a, t, d), digest: () => r.digest() },
-          concurrency: flags.concurrency ?? (r.health().workers || 1),
+          // Under a budget the model opens in the shared hosts: as many batches at once as there are hosts.
+          concurrency: flags.concurrency ?? (budget ? (budget.hosts ?? 2) : r.health().workers || 1),
         }),
       )
     }
+    if (runners.length === 0) throw firstFailure
     const id = `${hostname()}:${process.pid}`
     unreport = reportHoldings(o.link, MODELS_SCOPE, id, () => holdingsNow(runners, memory))
   } catch (err) {

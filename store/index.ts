@@ -44,6 +44,7 @@ export { compareFiles, hashFiles, type FileOnDisk, type Verified, verifyFiles } 
 export {
   putSignature,
   signatureHint,
+  signedModelDir,
   signModel,
   storedSignature,
   verifyModel,

@@ -121,8 +121,11 @@ export class ModelStore {
     return this.index.summaries(filter)
   }
 
-  /** Stores files as a new model version. Nothing is visible until every blob is durable. */
-  save(input: SaveInput, options: { onProgress?: ProgressFn } = {}): Promise<ModelInfo> {
+  /**
+   * Stores files as a new model version. Nothing is visible until every blob is durable. A
+   * directory's model.sig becomes the version's signature unless `adoptSignature` is false.
+   */
+  save(input: SaveInput, options: { onProgress?: ProgressFn; adoptSignature?: boolean } = {}): Promise<ModelInfo> {
     return saveModel(this, input, options)
   }
 

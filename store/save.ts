@@ -24,7 +24,7 @@ import { generateVersion } from './version-id.js'
 export async function saveModel(
   store: ModelStore,
   input: SaveInput,
-  options: { onProgress?: ProgressFn } = {},
+  options: { onProgress?: ProgressFn; adoptSignature?: boolean } = {},
 ): Promise<ModelInfo> {
   const name = validateName(input.name, MODEL_NAMES)
   const createdAt = Date.now()
@@ -79,7 +79,7 @@ export async function saveModel(
   }
   const { info } = await commitModel(store, model, staged, 'fail')
   // A signed directory (its model.sig beside the files) keeps its signature; verification judges it.
-  const sig = signatureInput(input.paths)
+  const sig = options.adoptSignature === false ? undefined : signatureInput(input.paths)
   if (sig !== undefined) {
     const text = readFileSync(sig, 'utf8')
     putSignature(store, info.tag, text, signatureHint(text))

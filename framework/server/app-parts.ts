@@ -105,8 +105,9 @@ function repositoryOf(
 /** Builds every part of a service app; settings that are wrong fail here with one coded line. */
 export function appParts(definition: ServiceDefinition, options: AppOptions): AppParts {
   const compat = metricsCompat(options.metricsCompat)
-  // The trust policy holds for every model this process loads (runners/onnx/trust.ts).
-  if (options.trust !== undefined) setModelTrust(options.trust)
+  // The trust policy holds for every model this process loads (runners/onnx/trust.ts): each app
+  // sets it, so an app without trust does not inherit another's.
+  setModelTrust(options.trust)
   ortSeverity(undefined, process.env.BUNDLE_ORT_LOG_LEVEL)
   const { log, sink, logAccess } = appLog(definition, options)
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES

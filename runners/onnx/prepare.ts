@@ -1,3 +1,4 @@
+import { BundleError } from '../../errors/index.js'
 import { ModelStore, type ModelInfo } from '../../store/index.js'
 import { Dispatcher, type DispatchObserver } from '../batching/dispatcher.js'
 import { resolveBatching } from '../defaults.js'
@@ -54,7 +55,10 @@ export async function prepareGeneration(
     await verifyBeforeLoad(store, info)
     const plan = planFor(ctx.name, options, signatureOf(info, onnxPath))
     if (ctx.remotePool) return await prepareRemote(ctx, ctx.remotePool, options, info, onnxPath, plan)
-    const { model, files } = await store.paths(tag)
+    // Exactly the version looked up (and verified), even if the tag moved meanwhile.
+    const { model, files } = await store.paths(info.tag)
+    if (model.digest !== info.digest)
+      throw new BundleError('E_STORE_CORRUPT', `${info.tag} changed while it was being loaded; load it again`)
     const sequence =
       options.sequence && resolveSequence(ctx.name, options.sequence, signatureOf(info, onnxPath), batchDims(options))
     let batcher: SequenceBatcher | undefined

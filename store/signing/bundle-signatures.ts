@@ -1,14 +1,15 @@
 import { createHash, createPublicKey } from 'node:crypto'
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import { BundleError } from '../../errors/index.js'
 import type { ModelStore } from '../model-store.js'
 import type { BundleInfo, BundleModelRef } from '../types.js'
 import { openSignature, type SignatureBundle, signStatement } from './envelope.js'
 import { loadPrivateKey, type TrustedKey } from './keys.js'
+import { layOutSignature } from './lay-out.js'
 import { signatureHint, storedSignature, verifyModel } from './model-signatures.js'
 import { readStatement, statementFor } from './statement.js'
-import { compareFiles, type FileOnDisk, hashFiles, type Verified } from './verify.js'
+import { assertRecorded, compareFiles, type FileOnDisk, hashFiles, type Verified } from './verify.js'
 
 // A bundle's signature: the same OMS v1.0 statement as a model's, over every file of the bundle
 // directory (bundle.json — the manifest with its pinned models and their digests — the compiled
@@ -22,15 +23,26 @@ const MODEL_SIGS = 'modelbundle-models'
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
 
+/**
+ * Whether `dir` is an image's /app (BUNDLE_IMAGE_APP, set by the image): there the bundle's files
+ * sit beside the npm packages the image vendored for it (listed in its SBOM, not in its signature).
+ * Anywhere else a bundle directory holds no node_modules: one there is a file the signature does
+ * not list, and is refused (it would change what the bundle's imports load).
+ */
+function isImageApp(dir: string): boolean {
+  const app = process.env.BUNDLE_IMAGE_APP
+  return app !== undefined && app !== '' && resolve(app) === resolve(dir)
+}
+
 /** Every file of a bundle directory (relative POSIX paths), bundle.sig left out. */
 function dirFiles(dir: string): FileOnDisk[] {
+  const vendored = isImageApp(dir)
   const out: FileOnDisk[] = []
   const walk = (rel: string) => {
     for (const e of readdirSync(join(dir, rel), { withFileTypes: true })) {
       const path = rel ? `${rel}/${e.name}` : e.name
       if (e.isDirectory()) {
-        // An image's /app holds the bundle and, beside it, its vendored npm packages (the SBOM's part).
-        if (path !== 'node_modules') walk(path)
+        if (!(vendored && path === 'node_modules')) walk(path)
       } else if (path !== BUNDLE_SIG) out.push({ path, file: join(dir, path) })
     }
   }
@@ -67,7 +79,11 @@ async function bundleDigests(store: ModelStore, dir: string, requireSigned: bool
         )
       continue
     }
-    digests.set(`${MODEL_SIGS}/${name}/${version}/model.sig`, sha256(sig))
+    const key = `${MODEL_SIGS}/${name}/${version}/model.sig`
+    // A bundle file of that name would have its content stand in for the model's signature.
+    if (digests.has(key))
+      throw new BundleError('E_SIG_MALFORMED', `the bundle holds a file named ${key}, a name its signature reserves`)
+    digests.set(key, sha256(sig))
   }
   return digests
 }
@@ -80,7 +96,9 @@ export async function signBundle(
 ): Promise<{ bundle: BundleInfo; signature: SignatureBundle }> {
   const key = loadPrivateKey(keyFile)
   const { bundle, dir } = await store.bundles.paths(tag)
-  const statement = statementFor(bundle.name, await bundleDigests(store, dir, true))
+  const digests = await bundleDigests(store, dir, true)
+  assertRecorded(`bundle ${bundle.tag}`, digests, new Map(bundle.files.map((f) => [f.path, f.sha256])))
+  const statement = statementFor(bundle.name, digests)
   const signature = signStatement(statement, key, createPublicKey(key))
   putBundleSignature(store, bundle.tag, `${JSON.stringify(signature, null, 2)}\n`)
   return { bundle, signature }
@@ -108,12 +126,17 @@ export function storedBundleSignature(store: ModelStore, tag: string): string | 
   return row?.bundle
 }
 
-/** A stored bundle's directory with its signature beside its files as bundle.sig (when signed). */
-export async function signedBundleDir(store: ModelStore, tag: string): Promise<{ bundle: BundleInfo; dir: string }> {
+/**
+ * A stored bundle's directory with its signature beside its files as bundle.sig (when signed; a
+ * stale one is removed). `laidOut`: false when the store is read-only and it could not be written.
+ */
+export async function signedBundleDir(
+  store: ModelStore,
+  tag: string,
+): Promise<{ bundle: BundleInfo; dir: string; laidOut: boolean }> {
   const { bundle, dir } = await store.bundles.paths(tag)
-  const sig = storedBundleSignature(store, bundle.tag)
-  if (sig !== undefined) writeFileSync(join(dir, BUNDLE_SIG), sig)
-  return { bundle, dir }
+  const laidOut = layOutSignature(dir, BUNDLE_SIG, storedBundleSignature(store, bundle.tag))
+  return { bundle, dir, laidOut }
 }
 
 /**

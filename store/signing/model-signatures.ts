@@ -4,6 +4,7 @@ import { resolveTag } from '../resolve.js'
 import type { ModelInfo } from '../types.js'
 import type { SignatureBundle } from './envelope.js'
 import { loadPrivateKey, type TrustedKey } from './keys.js'
+import { layOutSignature } from './lay-out.js'
 import { type FileOnDisk, signFiles, type Verified, verifyFiles } from './verify.js'
 
 // Signatures kept with model versions in the store index (table model_signatures): written by
@@ -57,9 +58,20 @@ export async function signModel(
 ): Promise<{ model: ModelInfo; bundle: SignatureBundle }> {
   const key = loadPrivateKey(keyFile)
   const model = store.get(tag)
-  const bundle = await signFiles(model.name, await filesOnDisk(store, model), key)
+  const recorded = new Map(model.files.map((f) => [f.path, f.sha256]))
+  const bundle = await signFiles(model.name, await filesOnDisk(store, model), recorded, key)
   putSignature(store, model.tag, `${JSON.stringify(bundle, null, 2)}\n`, bundle.verificationMaterial.publicKey.hint)
   return { model, bundle }
+}
+
+/**
+ * A stored model's directory with its signature beside the files as model.sig (the name
+ * model_signing gives it; a stale one from another model of the same content is removed).
+ * `laidOut`: false when the store is read-only and it could not be written.
+ */
+export async function signedModelDir(store: ModelStore, tag: string): Promise<{ dir: string; laidOut: boolean }> {
+  const { model, dir } = await store.paths(tag)
+  return { dir, laidOut: layOutSignature(dir, 'model.sig', storedSignature(store, model)) }
 }
 
 /** Verifies a stored model version against the trusted keys: its signature, then every file's bytes. */

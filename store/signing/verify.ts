@@ -31,11 +31,15 @@ async function sha256File(file: string): Promise<string> {
   return h.digest('hex')
 }
 
-/** Each file's sha256 (one read of every byte), by path; model.sig and version-control files are left out. */
-export async function hashFiles(files: readonly FileOnDisk[]): Promise<Map<string, string>> {
+/**
+ * Each file's sha256 (one read of every byte), by path. `skipIgnored`: leave out model.sig and
+ * version-control files, as model_signing does for a directory on disk; a stored model's files are
+ * all hashed (any of them could be the one a runner opens).
+ */
+export async function hashFiles(files: readonly FileOnDisk[], skipIgnored = false): Promise<Map<string, string>> {
   const out = new Map<string, string>()
   for (const f of files) {
-    if (ignored(f.path)) continue
+    if (skipIgnored && ignored(f.path)) continue
     try {
       out.set(f.path, await sha256File(f.file))
     } catch (err) {
@@ -45,14 +49,34 @@ export async function hashFiles(files: readonly FileOnDisk[]): Promise<Map<strin
   return out
 }
 
-/** Signs a model's files: hashes each, and signs the statement listing them (`bundle models sign`). */
+/**
+ * Signs a model's files: hashes each, checks the bytes are still the ones the store recorded
+ * (a signature must never bless a changed blob), and signs the statement listing them.
+ */
 export async function signFiles(
   name: string,
   files: readonly FileOnDisk[],
+  recorded: ReadonlyMap<string, string>,
   privateKey: KeyObject,
 ): Promise<SignatureBundle> {
-  const statement = statementFor(name, await hashFiles(files))
-  return signStatement(statement, privateKey, createPublicKey(privateKey))
+  const digests = await hashFiles(files)
+  assertRecorded(name, digests, recorded)
+  return signStatement(statementFor(name, digests), privateKey, createPublicKey(privateKey))
+}
+
+/** Every hashed file has the sha256 the store recorded for it; else the store is damaged: nothing is signed. */
+export function assertRecorded(
+  label: string,
+  digests: ReadonlyMap<string, string>,
+  recorded: ReadonlyMap<string, string>,
+): void {
+  const changed = [...recorded].filter(([path, sha]) => digests.get(path) !== sha).map(([path]) => path)
+  if (changed.length)
+    throw new BundleError(
+      'E_STORE_CORRUPT',
+      `${label}: ${list(changed)} no longer hold the bytes the store recorded; nothing was signed (run \`bundle ` +
+        'models verify`)',
+    )
 }
 
 /**

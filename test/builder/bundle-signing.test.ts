@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -70,6 +70,10 @@ describe('signed bundles: bundle sign, verify, serve --trust', () => {
       new RegExp(`bundle quickstart:1.0.0: verified, .* its ${models.length} models verified`),
     )
     assert.equal((await serveOnce(['quickstart:1.0.0', '--trust', pub], env)).ready, true)
+    // `bundle get -o path` lays bundle.sig beside the files: the directory verifies and serves with --trust.
+    const laidOut = (await bundle(['get', 'quickstart:1.0.0', '-o', 'path'], env)).stdout.trim()
+    assert.ok(existsSync(join(laidOut, 'bundle.sig')))
+    assert.equal((await serveOnce([laidOut, '--trust', pub], env)).ready, true)
     // bundle export / import carry the bundle's and its models' signatures: it verifies in another store.
     const archive = join(dir, 'quickstart.bundle')
     assert.equal((await bundle(['export', 'quickstart:1.0.0', archive], env)).code, 0)

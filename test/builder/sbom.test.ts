@@ -4,7 +4,7 @@ import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { Spec1dot6 } from '@cyclonedx/cyclonedx-library/Spec'
 import { JsonStrictValidator } from '@cyclonedx/cyclonedx-library/Validation'
-import { npmPurl } from '../../builder/index.js'
+import { npmPurl } from '../../builder/sbom.js'
 import { bundle } from '../utils/cli.js'
 import { tempDir } from '../utils/tmp.js'
 

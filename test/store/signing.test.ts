@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path'
 import { describe, it } from 'node:test'
 import { bundleFromJSON, isBundleWithDsseEnvelope, isBundleWithPublicKey } from '@sigstore/bundle'
 import { toSignedEntity, Verifier } from '@sigstore/verify'
-import { createPublicKey } from 'node:crypto'
+import { createPublicKey, generateKeyPairSync } from 'node:crypto'
 import {
   generateKeys,
   loadTrustedKey,
@@ -225,6 +225,44 @@ print("digests ok", len(res))
       // The same signatures verify where nothing was changed, and under the key that made them.
       assert.equal(await outcome(store, 'files'), 'ok')
       assert.equal(await outcome(store, 'other-key', [loadTrustedKey(keysB.publicKey)]), 'ok')
+    } finally {
+      store.close()
+    }
+  })
+
+  it('P-384 and P-521 keys made elsewhere sign and verify too (each hashed with its own digest)', async () => {
+    const store = ModelStore.open({ home: join(dir, 'curves') })
+    try {
+      for (const namedCurve of ['secp384r1', 'secp521r1']) {
+        const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve })
+        const priv = join(dir, `${namedCurve}.pem`)
+        const pub = join(dir, `${namedCurve}.pub.pem`)
+        writeFileSync(priv, privateKey.export({ type: 'pkcs8', format: 'pem' }))
+        writeFileSync(pub, publicKey.export({ type: 'spki', format: 'pem' }))
+        const m = await saveModel(store, `curve-${namedCurve}`)
+        await signModel(store, m.tag, priv)
+        assert.equal(await outcome(store, m.tag, [loadTrustedKey(pub)]), 'ok', namedCurve)
+        assert.equal(await outcome(store, m.tag, trustA), 'E_SIG_UNTRUSTED', namedCurve)
+      }
+    } finally {
+      store.close()
+    }
+  })
+
+  it('a file the signature does not list is refused even under a name model_signing ignores', async () => {
+    const store = ModelStore.open({ home: join(dir, 'ignored') })
+    try {
+      const signed = await saveModel(store, 'plain')
+      await signModel(store, signed.tag, keysA.privateKey)
+      // The same files plus a .github/evil.onnx (sorted first: the file a runner would open).
+      const d = join(dir, 'with-github')
+      mkdirSync(join(d, '.github'), { recursive: true })
+      const onnx = readFileSync((await store.paths('plain')).files['model.onnx']!)
+      writeFileSync(join(d, 'model.onnx'), onnx)
+      writeFileSync(join(d, '.github', 'evil.onnx'), onnx)
+      const copy = await store.save({ name: 'with-github', version: '1', paths: [d] })
+      putSignature(store, copy.tag, storedSignature(store, signed)!, '')
+      assert.equal(await outcome(store, 'with-github'), 'E_SIG_FILE_ADDED')
     } finally {
       store.close()
     }
