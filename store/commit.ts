@@ -6,6 +6,7 @@ import { HOST } from './fs-util.js'
 import { strip, type NewModel } from './model-index.js'
 import type { ModelStore } from './model-store.js'
 import type { ImportStatus, ModelInfo } from './types.js'
+import { hasSignatureRow, writeSignatureRow } from './signing/model-signatures.js'
 
 /** How a commit treats an existing model under the same tag. */
 export type OnExisting = 'fail' | 'same-digest-ok' | 'replace'
@@ -19,6 +20,8 @@ export async function commitModel(
   model: NewModel,
   staged: readonly StagedBlob[],
   onExisting: OnExisting,
+  /** The model's signature (model.sig text), written in the same transaction as its row. */
+  signature?: string,
 ): Promise<{ info: ModelInfo; status: ImportStatus }> {
   const owner = randomUUID()
   const garbage = new Set<string>()
@@ -34,8 +37,12 @@ export async function commitModel(
       let status: ImportStatus = 'imported'
       if (existing !== undefined) {
         // Same content is never "replaced": that would only churn ids and drop references.
-        if (onExisting !== 'fail' && existing.digest === model.digest)
+        if (onExisting !== 'fail' && existing.digest === model.digest) {
+          // A model already stored keeps the signature it has; one without takes this one.
+          if (signature !== undefined && !hasSignatureRow(store, existing.id))
+            writeSignatureRow(store, existing.id, signature)
           return { info: strip(existing), status: 'already-present' as const }
+        }
         if (onExisting !== 'replace') {
           throw new BundleError(
             'E_STORE_TAG_EXISTS',
@@ -57,6 +64,7 @@ export async function commitModel(
         status = 'replaced'
       }
       const id = store.index.insert(model)
+      if (signature !== undefined) writeSignatureRow(store, id, signature)
       store.index.dropLeases(owner)
       return { info: strip(store.index.byId(id)!), status }
     })

@@ -134,8 +134,9 @@ export class ModelStore {
     model: NewModel,
     staged: readonly StagedBlob[],
     onExisting: OnExisting,
+    signature?: string,
   ): Promise<{ info: ModelInfo; status: ImportStatus }> {
-    return commitModel(this, model, staged, onExisting)
+    return commitModel(this, model, staged, onExisting, signature)
   }
 
   /** @internal Removes blobs (and checkouts) nobody references or leases. */

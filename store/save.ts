@@ -4,7 +4,6 @@ import type { StagedBlob } from './blobs.js'
 import { commitModel } from './commit.js'
 import { modelDigest } from './digest.js'
 import { collectInputs, signatureInput } from './inputs.js'
-import { putSignature, signatureHint } from './signing/model-signatures.js'
 import { validateLabels, validateMetadata } from './labels.js'
 import type { NewModel } from './model-index.js'
 import type { ModelStore } from './model-store.js'
@@ -77,13 +76,16 @@ export async function saveModel(
     files: modelFiles,
     createdAt,
   }
-  const { info } = await commitModel(store, model, staged, 'fail')
-  // A signed directory (its model.sig beside the files) keeps its signature; verification judges it.
+  // A signed directory (its model.sig beside the files) keeps its signature, stored with the model's
+  // row; verification judges it.
   const sig = options.adoptSignature === false ? undefined : signatureInput(input.paths)
-  if (sig !== undefined) {
-    const text = readFileSync(sig, 'utf8')
-    putSignature(store, info.tag, text, signatureHint(text))
-  }
+  const { info } = await commitModel(
+    store,
+    model,
+    staged,
+    'fail',
+    sig === undefined ? undefined : readFileSync(sig, 'utf8'),
+  )
   return info
 }
 

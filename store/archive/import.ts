@@ -6,7 +6,6 @@ import { readOnnxSignature } from '../onnx-signature.js'
 import type { ImportStatus, ModelInfo, ProgressFn, Signatures } from '../types.js'
 import { FILES_PREFIX, MANIFEST_NAME, parseManifest, type ArchiveManifest } from './manifest.js'
 import { readArchive } from './reader.js'
-import { putSignature, signatureHint, storedSignature } from '../signing/model-signatures.js'
 
 export interface ImportOptions {
   /** Replace a different model stored under the same tag. */
@@ -68,10 +67,9 @@ export async function importModel(
       },
       blobs,
       options.force ? 'replace' : 'same-digest-ok',
+      // Stored with the model's row; a model already stored keeps the signature it has.
+      manifest.modelSig,
     )
-    // A model already stored keeps the signature it has; one without gets the archive's.
-    if (manifest.modelSig !== undefined && (status === 'imported' || storedSignature(store, info) === undefined))
-      putSignature(store, info.tag, manifest.modelSig, signatureHint(manifest.modelSig))
     return { model: info, status }
   } catch (err) {
     await store.blobs.discard(blobs)

@@ -38,16 +38,26 @@ export function signatureHint(text: string): string {
 
 /** Stores `text` as a model version's signature (replacing one it had); the text is kept byte for byte. */
 export function putSignature(store: ModelStore, tag: string, text: string, hint: string): void {
-  store.write(() => {
-    const id = resolveTag(store.index, tag).id
-    store.db
-      .prepare(
-        'INSERT INTO model_signatures (model_id, bundle, key_hint, created_at) VALUES (?, ?, ?, ?) ' +
-          'ON CONFLICT (model_id) DO UPDATE SET bundle = excluded.bundle, key_hint = excluded.key_hint, ' +
-          'created_at = excluded.created_at',
-      )
-      .run(id, text, hint, Date.now())
-  })
+  store.write(() => writeSignatureRow(store, resolveTag(store.index, tag).id, text, hint))
+}
+
+/**
+ * The signature row itself, inside a write transaction the caller holds (commitModel writes it
+ * with the model's row, so a saved or imported model and its signature land together).
+ */
+export function writeSignatureRow(store: ModelStore, modelId: number, text: string, hint = signatureHint(text)): void {
+  store.db
+    .prepare(
+      'INSERT INTO model_signatures (model_id, bundle, key_hint, created_at) VALUES (?, ?, ?, ?) ' +
+        'ON CONFLICT (model_id) DO UPDATE SET bundle = excluded.bundle, key_hint = excluded.key_hint, ' +
+        'created_at = excluded.created_at',
+    )
+    .run(modelId, text, hint, Date.now())
+}
+
+/** Whether a model row has a signature (inside the caller's transaction). */
+export function hasSignatureRow(store: ModelStore, modelId: number): boolean {
+  return store.db.prepare('SELECT 1 FROM model_signatures WHERE model_id = ?').get(modelId) !== undefined
 }
 
 /** `bundle models sign TAG --key KEY`: hashes the model's files as stored and signs them. */

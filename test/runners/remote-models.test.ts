@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { Redis } from 'ioredis'
-import { ModelStore } from '../../store/index.js'
+import { generateKeys, ModelStore, signModel } from '../../store/index.js'
 import { bundle } from '../utils/cli.js'
 import {
   type PrivateRedis,
@@ -127,6 +127,29 @@ describe("bundle worker --models: the store's models under a memory budget on re
     // A worker that stops takes its report with it.
     await w.stop()
     await until('the report is gone', async () => (await holdings()).length === 0, 10_000)
+  })
+
+  it('with --trust a worker refuses the unsigned model, names why, and serves the signed one', {
+    timeout: 120_000,
+  }, async () => {
+    const home2 = join(dir, 'home-trust')
+    const env2 = { BUNDLE_HOME: home2 }
+    const store = ModelStore.open({ home: home2 })
+    for (const [i, m] of models.slice(0, 2).entries())
+      await store.save({ name: `t${i}`, version: '1', paths: [m.path] })
+    const keys = generateKeys(join(dir, 'trust-keys'))
+    await signModel(store, 't0', keys.privateKey)
+    store.close()
+    const w = track(startModelWorker('t*', redis.url, env2, ['--trust', keys.publicKey]))
+    await workerReady(w)
+    assert.match(w.output(), /"model":"t1".*E_SIG_UNSIGNED|model t1: the model has no signature/)
+    const api = track(await remoteModelServe('t0', redis.url, env2))
+    await until('remote API ready', async () => (await fetch(`${api.url}/readyz`)).status === 200, 60_000)
+    const r = await post(`${api.url}/v2/models/t0/infer`, {
+      inputs: [{ name: 'x', shape: [1, 8], datatype: 'FP32', data: Array(8).fill(1) }],
+    })
+    assert.equal(r.status, 200, JSON.stringify(r.body))
+    await w.stop()
   })
 
   it('refuses a budget where it cannot apply, each with its reason', { timeout: 120_000 }, async () => {
