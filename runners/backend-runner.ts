@@ -87,6 +87,16 @@ export class BackendRunner extends PooledRunner {
     return Object.fromEntries([...this.dispatchers].map(([m, d]) => [m, d.stats().queuedRows]))
   }
 
+  /** Replicas' worth of work offered to its busiest method (bundle_desired_replicas). */
+  loadRatio(): number | undefined {
+    let most: number | undefined
+    for (const d of this.dispatchers.values()) {
+      const r = d.load().ratio
+      if (r !== undefined) most = Math.max(most ?? 0, r)
+    }
+    return most
+  }
+
   /** Per-method batchers have no single state to show. */
   stats(): DispatcherStats | undefined {
     return undefined

@@ -29,6 +29,8 @@ export interface RunnerMetricsSource {
   /** Rows waiting per method. */
   queueDepth(): Record<string, number>
   health(): RunnerHealth
+  /** Replicas' worth of work offered to its busiest method (Dispatcher.load); undefined: not known yet. */
+  loadRatio?(): number | undefined
 }
 
 /** Per-runner gauges read from health() at scrape time; undefined: no sample for that runner. */
@@ -142,6 +144,20 @@ export class RunnerMetrics {
         for (const s of sources())
           for (const [method, depth] of Object.entries(s.queueDepth()))
             this.set({ service: svc, runner: s.name, method }, depth)
+      },
+    })
+    new Gauge({
+      name: 'bundle_desired_replicas',
+      help:
+        'Replicas the load this replica sees needs: rows offered per second (refused ones included) over the last ' +
+        '10 s ÷ rows per second its workers sustain within the deadline, for its busiest runner. Summed over ' +
+        'replicas: how many the fleet needs (scale on sum(bundle_desired_replicas) with a target of 1)',
+      labelNames: ['service'],
+      registers: r,
+      collect() {
+        let need = 0
+        for (const s of sources()) need = Math.max(need, s.loadRatio?.() ?? 0)
+        this.set({ service: svc }, need)
       },
     })
     for (const [name, help, read] of HEALTH_GAUGES) {

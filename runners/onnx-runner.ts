@@ -158,6 +158,12 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   }
 
   /** The batcher's state: queue, batches running, the batch size it aims for, batches timed. */
+  /** Replicas' worth of work offered to this runner (bundle_desired_replicas); a sequence runner has none yet. */
+  loadRatio(): number | undefined {
+    const d = this.dispatcher
+    return d && 'load' in d ? d.load().ratio : undefined
+  }
+
   stats(): (DispatcherStats & { sequences?: SequenceStats }) | undefined {
     return this.dispatcher?.stats()
   }

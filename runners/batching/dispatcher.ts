@@ -12,6 +12,7 @@ import { fail, type Pending, type SubmitOptions } from './request.js'
 import { Shedding } from './shedding.js'
 import { BatchSizer } from './sizing.js'
 import { Workers } from './workers.js'
+import { OfferedRate, sustainedRate } from './load.js'
 
 // The dispatcher's public surface, wherever its parts live: runners and tests import it from here.
 export type { Execute, Slice } from './batch.js'
@@ -79,6 +80,8 @@ export class Dispatcher<P, R> {
   private readonly window: BatchWindow
   private readonly shedding: Shedding<P, R>
   private readonly batches: BatchRunner<P, R>
+  /** Rows offered (accepted or refused) over the last 10 s: the demand on this replica. */
+  private readonly offered = new OfferedRate()
 
   constructor(options: DispatcherOptions, execute: Execute<P, R>) {
     const settings = (this.settings = settingsOf(options))
@@ -114,6 +117,23 @@ export class Dispatcher<P, R> {
     if (!(slots >= 1)) throw new Error('slots must be positive')
     this.workers.slots = slots
     this.schedule()
+  }
+
+  /**
+   * How many replicas' worth of work is offered here: rows offered per second ÷ rows per second
+   * the workers sustain within the deadline (undefined until a batch was timed). 1 means this
+   * replica is exactly busy; summed over replicas it is how many the load needs.
+   */
+  load(): { offeredPerSecond: number; sustainedPerSecond: number | undefined; ratio: number | undefined } {
+    const offeredPerSecond = this.offered.perSecond(this.clock.now())
+    const sustainedPerSecond = sustainedRate(this.model, {
+      slots: this.workers.slots,
+      maxBatchSize: this.settings.batching ? this.settings.maxBatchSize : 1,
+      deadlineMs: this.deadlineMs,
+      overheadMs: this.overhead.best(),
+    })
+    const ratio = sustainedPerSecond === undefined ? undefined : offeredPerSecond / sustainedPerSecond
+    return { offeredPerSecond, sustainedPerSecond, ratio }
   }
 
   stats(): DispatcherStats {
@@ -161,6 +181,7 @@ export class Dispatcher<P, R> {
         new BundleError('E_HTTP_CLIENT_CLOSED', 'the caller went away before the request was queued'),
       )
     const now = this.clock.now()
+    this.offered.add(now, rows)
     this.window.arrived(now, rows, this.queue.first() !== undefined)
     const refused = this.refusal(rows, o)
     if (refused) return Promise.reject(refused)

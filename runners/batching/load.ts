@@ -1,0 +1,54 @@
+import type { LatencyModel } from './latency-model.js'
+
+// How much of one replica a runner's load takes: the rows offered to it (accepted or refused —
+// refused rows are demand the replica could not meet) against the rows its workers sustain within
+// the deadline, from the latency model. An autoscaler sums it over replicas (bundle_desired_replicas).
+
+/** Rows offered per second over the last `windowMs`, in one-second buckets (pure: the caller's clock). */
+export class OfferedRate {
+  private readonly buckets: number[]
+  private readonly starts: number[]
+
+  constructor(private readonly windowMs = 10_000) {
+    const n = Math.max(1, Math.ceil(windowMs / 1000))
+    this.buckets = new Array<number>(n).fill(0)
+    this.starts = new Array<number>(n).fill(Number.NEGATIVE_INFINITY)
+  }
+
+  add(now: number, rows: number): void {
+    const second = Math.floor(now / 1000)
+    const i = second % this.buckets.length
+    if (this.starts[i] !== second) {
+      this.starts[i] = second
+      this.buckets[i] = 0
+    }
+    this.buckets[i]! += rows
+  }
+
+  /** Rows per second over the window that ends now (the current, partial second counts pro rata). */
+  perSecond(now: number): number {
+    const second = Math.floor(now / 1000)
+    const oldest = second - this.buckets.length + 1
+    let rows = 0
+    for (let i = 0; i < this.buckets.length; i++) if (this.starts[i]! >= oldest) rows += this.buckets[i]!
+    const spanMs = (this.buckets.length - 1) * 1000 + (now - second * 1000)
+    return spanMs > 0 ? (rows * 1000) / spanMs : 0
+  }
+}
+
+/**
+ * Rows per second the workers sustain within the deadline: `slots` batches at once (one per
+ * worker), each of the throughput-optimal size whose slow (p90) time plus the trip to the worker
+ * fits in half the deadline (the other half is the queue's). Undefined before any batch was timed.
+ */
+export function sustainedRate(
+  model: LatencyModel,
+  o: { slots: number; maxBatchSize: number; deadlineMs: number; overheadMs: number },
+): number | undefined {
+  if (model.observations === 0) return undefined
+  let size = model.bestBatchSize(o.maxBatchSize, false, o.overheadMs)
+  const batchMs = (rows: number) => model.estimate(rows, 'slow') + o.overheadMs
+  while (size > 1 && batchMs(size) > o.deadlineMs / 2) size = Math.max(1, Math.floor(size / 2))
+  const ms = batchMs(size)
+  return ms > 0 ? (o.slots * size * 1000) / ms : undefined
+}
