@@ -9,7 +9,7 @@ export class OfferedRate {
   private readonly buckets: number[]
   private readonly starts: number[]
 
-  constructor(private readonly windowMs = 10_000) {
+  constructor(windowMs = 10_000) {
     const n = Math.max(1, Math.ceil(windowMs / 1000))
     this.buckets = new Array<number>(n).fill(0)
     this.starts = new Array<number>(n).fill(Number.NEGATIVE_INFINITY)
