@@ -24,7 +24,7 @@ describe('replica load: offered rows against sustained rows', () => {
     assert.ok(Math.abs(r.perSecond(35_500) - 20) < 1.5, String(r.perSecond(35_500)))
   })
 
-  it('sustained rows: slots × the best size ÷ its slow time plus the trip, the size halved to fit half the deadline', () => {
+  it('sustained rows: slots × best size ÷ (slow time + trip), the size halved to fit half the deadline', () => {
     const m = new LatencyModel({ reprobeEvery: 1_000_000 })
     assert.equal(sustainedRate(m, { slots: 2, maxBatchSize: 8, deadlineMs: 1000, overheadMs: 0 }), undefined)
     for (let i = 0; i < 15; i++) {
