@@ -40,7 +40,7 @@ describe('replica load: offered rows against sustained rows', () => {
     assert.ok(Math.abs(tight - 1333.3) < 1, String(tight))
   })
 
-  it("a dispatcher's load ratio follows the offered rate: about 0.5 at half of what it sustains, 2 at twice", async () => {
+  it("a dispatcher's load ratio follows the offered rate: ~0.5 at half its capacity, ~2 at twice", async () => {
     const clock = new FakeClock()
     // 10 ms a batch of up to 4 rows, one slot: it sustains 400 rows/s within the deadline.
     const r = runner(clock, () => 10)
