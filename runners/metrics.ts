@@ -146,20 +146,7 @@ export class RunnerMetrics {
             this.set({ service: svc, runner: s.name, method }, depth)
       },
     })
-    new Gauge({
-      name: 'bundle_desired_replicas',
-      help:
-        'Replicas the load this replica sees needs: rows offered per second (refused ones included) over the last ' +
-        '10 s ÷ rows per second its workers sustain within the deadline, for its busiest runner. Summed over ' +
-        'replicas: how many the fleet needs (scale on sum(bundle_desired_replicas) with a target of 1)',
-      labelNames: ['service'],
-      registers: r,
-      collect() {
-        let need = 0
-        for (const s of sources()) need = Math.max(need, s.loadRatio?.() ?? 0)
-        this.set({ service: svc }, need)
-      },
-    })
+    desiredReplicasGauge(r, svc, sources)
     for (const [name, help, read] of HEALTH_GAUGES) {
       new Gauge({
         name,
@@ -217,4 +204,29 @@ export class RunnerMetrics {
       cancelled: () => void cancelled.value++,
     }
   }
+}
+
+/**
+ * bundle_desired_replicas: the load this replica sees, in replicas — the busiest runner's rows
+ * offered ÷ rows sustained (Dispatcher.load). What an autoscaler sums over replicas.
+ */
+function desiredReplicasGauge(
+  registers: Registry[],
+  service: string,
+  sources: () => readonly RunnerMetricsSource[],
+): void {
+  new Gauge({
+    name: 'bundle_desired_replicas',
+    help:
+      'Replicas the load this replica sees needs: rows offered per second (refused ones included) over the last ' +
+      '10 s ÷ rows per second its workers sustain within the deadline, for its busiest runner. Summed over ' +
+      'replicas: how many the fleet needs (scale on sum(bundle_desired_replicas) with a target of 1)',
+    labelNames: ['service'],
+    registers,
+    collect() {
+      let need = 0
+      for (const s of sources()) need = Math.max(need, s.loadRatio?.() ?? 0)
+      this.set({ service }, need)
+    },
+  })
 }
