@@ -44,8 +44,31 @@ export function checkOptions(o: K8sOptions): void {
   if (o.redis === undefined && (o.workerReplicas ?? o.workerMin ?? o.workerMax) !== undefined)
     throw new BundleError('E_CLI_USAGE', '--worker-* options need --redis: workers are fed through Redis')
   checkImage(o.image)
-  checkBounds('--min', '--max', o.min, o.max)
-  checkBounds('--worker-min', '--worker-max', o.workerMin, o.workerMax)
+  checkAutoscale(o)
+  checkBounds('--min', '--max', o.min, o.max, o.autoscale === 'queue')
+  checkBounds('--worker-min', '--worker-max', o.workerMin, o.workerMax, false)
+}
+
+/** --autoscale, --target and --prometheus: what scales the API Deployment, checked together. */
+function checkAutoscale(o: K8sOptions): void {
+  const usage = (msg: string) => new BundleError('E_CLI_USAGE', msg)
+  if (o.autoscale !== undefined && o.autoscale !== 'cpu' && o.autoscale !== 'queue')
+    throw usage(`--autoscale must be cpu or queue, not "${o.autoscale}"`)
+  if ((o.autoscale ?? o.target ?? o.prometheus) !== undefined && o.max === undefined)
+    throw usage('--autoscale, --target and --prometheus configure an autoscaler: add --max (the most replicas)')
+  if (o.target !== undefined && !(Number.isFinite(o.target) && o.target > 0))
+    throw usage(`--target must be a positive number, got ${o.target}`)
+  if (o.autoscale !== 'queue' && o.target !== undefined && !Number.isInteger(o.target))
+    throw usage(`--target for cpu is a CPU utilization in whole percent (e.g. 70), got ${o.target}`)
+  if (o.autoscale === 'queue' && o.prometheus === undefined)
+    throw usage(
+      '--autoscale queue reads bundle_desired_replicas from Prometheus: add --prometheus URL (e.g. ' +
+        'http://prometheus-operated.monitoring.svc:9090)',
+    )
+  if (o.prometheus !== undefined && o.autoscale !== 'queue')
+    throw usage('--prometheus is where --autoscale queue reads its metric: add --autoscale queue')
+  if (o.prometheus !== undefined && !/^https?:\/\/[^\s/]+/.test(o.prometheus))
+    throw usage(`--prometheus "${o.prometheus}" is not an http(s) URL`)
 }
 
 /**
@@ -53,13 +76,22 @@ export function checkOptions(o: K8sOptions): void {
  * the HPAScaleToZero feature gate, off by default — scaling to zero is KEDA's or Knative's job),
  * maxReplicas required (no bound is guessed for the user) and not below the minimum.
  */
-function checkBounds(minFlag: string, maxFlag: string, min: number | undefined, max: number | undefined): void {
+function checkBounds(
+  minFlag: string,
+  maxFlag: string,
+  min: number | undefined,
+  max: number | undefined,
+  queue: boolean,
+): void {
   if (min === 0)
     throw new BundleError(
       'E_CLI_USAGE',
-      `${minFlag} 0: a HorizontalPodAutoscaler refuses minReplicas 0 unless the cluster enables the HPAScaleToZero ` +
-        'feature gate; scaling to zero needs an event-driven autoscaler (KEDA) or Knative. Use ' +
-        `${minFlag} 1 or more`,
+      queue
+        ? `${minFlag} 0: the queue autoscaler reads the load the replicas report, and at zero replicas none ` +
+            `reports it, so nothing would scale back up; use ${minFlag} 1 or more`
+        : `${minFlag} 0: a HorizontalPodAutoscaler refuses minReplicas 0 unless the cluster enables the ` +
+            'HPAScaleToZero feature gate; scaling to zero needs an event-driven autoscaler (KEDA) or Knative. Use ' +
+            `${minFlag} 1 or more`,
     )
   if (min !== undefined && max === undefined)
     throw new BundleError(

@@ -1,4 +1,5 @@
 import type { BundleInfo } from '../store/index.js'
+import { type AutoscaleKind, cpuAutoscaler, DEFAULT_TARGET, queueAutoscaler } from './k8s-autoscale.js'
 import { checkOptions, PORT } from './k8s-checks.js'
 import { IMAGE_UID, type BundleManifest } from './manifest.js'
 
@@ -25,6 +26,12 @@ export interface K8sOptions {
   workerReplicas?: number
   workerMin?: number
   workerMax?: number
+  /** What the API Deployment scales on (with --max): cpu (a HorizontalPodAutoscaler) or queue (KEDA). */
+  autoscale?: AutoscaleKind
+  /** cpu: CPU utilization in percent (default 70); queue: the load per replica, 1 = fully busy (default 0.8). */
+  target?: number
+  /** queue: the Prometheus KEDA queries (its serverAddress). */
+  prometheus?: string
 }
 
 /** How long a pod keeps accepting after SIGTERM (bundle serve --drain-delay), past its preStop hook. */
@@ -135,22 +142,13 @@ function apiService(x: Shared): Record<string, unknown> {
   }
 }
 
-/** A CPU-based HorizontalPodAutoscaler for Deployment `target`. */
-function hpa(meta: Shared['metadata'], target: string, lo: number | undefined, hi: number | undefined) {
-  return {
-    apiVersion: 'autoscaling/v2',
-    kind: 'HorizontalPodAutoscaler',
-    metadata: meta,
-    spec: {
-      scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: target },
-      minReplicas: lo ?? 1,
-      // checkOptions: an autoscaler's bounds come together (--min alone is refused, not guessed).
-      maxReplicas: hi!,
-      metrics: [
-        { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } },
-      ],
-    },
-  }
+/** The API Deployment's autoscaler: on CPU (the default), or on the load in replicas through KEDA (queue). */
+function apiAutoscaler(x: Shared, min: number, max: number): Record<string, unknown> {
+  const { o, metadata, name, m } = x
+  const kind = o.autoscale ?? 'cpu'
+  const target = o.target ?? DEFAULT_TARGET[kind]
+  if (kind === 'cpu') return cpuAutoscaler(metadata, name, min, max, target)
+  return queueAutoscaler(metadata, name, { min, max, threshold: target, prometheus: o.prometheus!, service: m.name })
 }
 
 /** Scale-out workers: `bundle worker` pods fed through Redis, with the GPUs; their own autoscaler bounds. */
@@ -197,7 +195,7 @@ function workerManifests(x: Shared): Record<string, unknown>[] {
       },
     },
   })
-  if (wmin !== undefined || o.workerMax !== undefined) out.push(hpa(wmeta, wname, wmin, o.workerMax))
+  if (o.workerMax !== undefined) out.push(cpuAutoscaler(wmeta, wname, wmin ?? 1, o.workerMax, DEFAULT_TARGET.cpu))
   return out
 }
 
@@ -227,7 +225,7 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
   const redisEnv = remote ? [{ name: 'BUNDLE_REDIS_URL', value: o.redis! }] : []
   const x: Shared = { bundle, m: bundle.manifest as BundleManifest, o, name, labels, metadata, remote, redisEnv }
   const out = [apiDeployment(x, o.replicas ?? min ?? 1), apiService(x)]
-  if (min !== undefined || o.max !== undefined) out.push(hpa(metadata, name, min, o.max))
+  if (o.max !== undefined) out.push(apiAutoscaler(x, min ?? 1, o.max))
   if (remote) out.push(...workerManifests(x))
   return out
 }

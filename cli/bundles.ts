@@ -353,6 +353,17 @@ function deployCommand(): Command {
       int('--worker-min'),
     )
     .option('--worker-max <n>', 'autoscaling: most worker pods', int('--worker-max'))
+    .option(
+      '--autoscale <kind>',
+      'with --max, what the API pods scale on: cpu (a HorizontalPodAutoscaler, default) or queue (a KEDA ' +
+        'ScaledObject on bundle_desired_replicas, the load in replicas the pods report; docs/kubernetes.md)',
+    )
+    .option(
+      '--target <n>',
+      'cpu: CPU utilization in percent (default 70); queue: the load each pod carries, 1 = fully busy (default 0.8)',
+      (v: string) => Number(v),
+    )
+    .option('--prometheus <url>', 'queue: the Prometheus KEDA reads the metric from (its serverAddress)')
     .action(
       async (
         tag: string,

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test'
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment'
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler'
 import { Service } from 'kubernetes-models/v1/Service'
+import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject'
 import { type K8sOptions, k8sManifests } from '../../builder/index.js'
 import type { BundleInfo } from '../../store/index.js'
 
@@ -24,6 +25,7 @@ const bundle = {
 } as unknown as BundleInfo
 
 const MODELS: Record<string, new (data: never) => { validate(): void }> = {
+  'keda.sh/v1alpha1 ScaledObject': ScaledObject,
   'apps/v1 Deployment': Deployment,
   'v1 Service': Service,
   'autoscaling/v2 HorizontalPodAutoscaler': HorizontalPodAutoscaler,
@@ -60,6 +62,36 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
         'autoscaling/v2 HorizontalPodAutoscaler',
       ],
     )
+    // Scaling on the load in replicas: a KEDA ScaledObject whose query sums what the replicas report.
+    const prometheus = 'http://prometheus-operated.monitoring.svc:9090'
+    assert.deepEqual(validated({ image, min: 2, max: 10, autoscale: 'queue', prometheus }), [
+      'apps/v1 Deployment',
+      'v1 Service',
+      'keda.sh/v1alpha1 ScaledObject',
+    ])
+    const keda = k8sManifests(bundle, { image, min: 2, max: 10, autoscale: 'queue', prometheus, target: 0.5 }).at(
+      -1,
+    ) as { spec: Record<string, any> }
+    assert.deepEqual(
+      [keda.spec.scaleTargetRef.name, keda.spec.minReplicaCount, keda.spec.maxReplicaCount],
+      ['quickstart', 2, 10],
+    )
+    assert.deepEqual(keda.spec.triggers[0], {
+      type: 'prometheus',
+      metricType: 'AverageValue',
+      metadata: {
+        serverAddress: prometheus,
+        query: 'sum(bundle_desired_replicas{service="quickstart"})',
+        threshold: '0.5',
+      },
+    })
+    // The schemas do refuse what is malformed: a threshold that is not a string, a Deployment without a selector.
+    const broken = structuredClone(keda) as { spec: Record<string, any> }
+    broken.spec.triggers[0].metadata.threshold = 0.5
+    assert.throws(() => new ScaledObject(broken as never).validate())
+    const dep = structuredClone(k8sManifests(bundle, { image })[0]!) as { spec: Record<string, unknown> }
+    delete dep.spec.selector
+    assert.throws(() => new Deployment(dep as never).validate(), /selector/)
     // Bounds are the user's: --max alone starts from one replica, and nothing is made up.
     const hpa = k8sManifests(bundle, { image, max: 5 }).find((d) => d.kind === 'HorizontalPodAutoscaler') as {
       spec: { minReplicas: number; maxReplicas: number }
@@ -84,6 +116,16 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
     refused({ image, max: 0 }, /--max 0: an autoscaler runs at least one replica/)
     refused({ image, redis: 'redis://r:6379', workerMin: 0, workerMax: 3 }, /--worker-min 0/)
     refused({ image, redis: 'redis://r:6379', workerMin: 2 }, /--worker-min 2 without --worker-max/)
+    refused({ image, max: 4, autoscale: 'queue' }, /--autoscale queue reads bundle_desired_replicas from Prometheus/)
+    refused({ image, autoscale: 'queue', prometheus: 'http://p:9090' }, /configure an autoscaler: add --max/)
+    refused(
+      { image, min: 0, max: 4, autoscale: 'queue', prometheus: 'http://p:9090' },
+      /--min 0: the queue autoscaler reads the load the replicas report, and at zero replicas none reports it/,
+    )
+    refused({ image, max: 4, autoscale: 'memory' as never }, /--autoscale must be cpu or queue/)
+    refused({ image, max: 4, target: 0 }, /--target must be a positive number/)
+    refused({ image, max: 4, target: 0.7 }, /--target for cpu is a CPU utilization in whole percent/)
+    refused({ image, max: 4, autoscale: 'queue', prometheus: 'prometheus:9090' }, /is not an http\(s\) URL/)
     for (const bad of ['UPPER CASE!!', 'Quickstart:1.0.0', 'a:b:c', 'reg/x@sha256:short', ''])
       refused({ image: bad }, /is not an image reference/)
     for (const good of ['nginx', 'localhost:5000/a/b:1.0', `reg:443/x/y@sha256:${'0'.repeat(64)}`, 'a__b/c--d:v1_2'])
