@@ -1,11 +1,15 @@
-// The autoscaler of the API Deployment, by what it scales on (`bundle deploy k8s --autoscale`):
+// The autoscaler of the API pods, by what it scales on (`bundle deploy k8s --autoscale`):
 // cpu — a HorizontalPodAutoscaler on CPU utilization; queue — a KEDA ScaledObject whose Prometheus
-// trigger reads the replicas' own estimate of the replicas the load needs (bundle_desired_replicas).
+// trigger reads the replicas' own estimate of the replicas the load needs (bundle_desired_replicas);
+// concurrency — a Knative Service, whose autoscaler counts requests in flight (and scales to zero).
 
-export type AutoscaleKind = 'cpu' | 'queue'
+export type AutoscaleKind = 'cpu' | 'queue' | 'concurrency'
 
-/** The defaults of --target: CPU utilization in percent; for queue, the load each replica carries (1 = fully busy). */
-export const DEFAULT_TARGET: Record<AutoscaleKind, number> = { cpu: 70, queue: 0.8 }
+/**
+ * The defaults of --target: CPU utilization in percent; for queue, the load each replica carries (1 =
+ * fully busy); for concurrency, requests in flight per pod (enough for the batcher to form batches).
+ */
+export const DEFAULT_TARGET: Record<AutoscaleKind, number> = { cpu: 70, queue: 0.8, concurrency: 32 }
 
 type Meta = { name: string; namespace?: string; labels: Record<string, string>; annotations: Record<string, string> }
 
@@ -64,6 +68,51 @@ export function queueAutoscaler(
           },
         },
       ],
+    },
+  }
+}
+
+/** Knative's annotations are strings; its autoscaler classes and keys (serving.knative.dev/v1). */
+const KNATIVE = 'autoscaling.knative.dev'
+
+/**
+ * A Knative Service in place of the Deployment, Service and autoscaler (`--autoscale
+ * concurrency`): Knative's autoscaler (KPA) keeps about `target` requests in flight per pod, from
+ * `min` pods (0: scale to zero, its activator holds requests while a pod starts) to `max`. The
+ * pod is the Deployment's, adjusted to Knative's rules: one port, named http1 (Knative sets PORT
+ * to it, a reserved variable), probes without a port, no startup probe.
+ */
+export function knativeService(
+  deployment: { metadata: Meta; spec: { template: { metadata: Record<string, any>; spec: Record<string, any> } } },
+  o: { min: number; max: number; target: number },
+): Record<string, unknown> {
+  const template = structuredClone(deployment.spec.template)
+  const container = template.spec.containers[0] as Record<string, any>
+  container.ports = [{ name: 'http1', containerPort: Number(container.ports[0].containerPort) }]
+  container.env = (container.env as { name: string }[]).filter((e) => e.name !== 'PORT')
+  delete container.startupProbe
+  container.readinessProbe = { httpGet: { path: '/readyz' }, periodSeconds: 5, failureThreshold: 2 }
+  container.livenessProbe = { httpGet: { path: '/livez' }, periodSeconds: 10, failureThreshold: 3 }
+  return {
+    apiVersion: 'serving.knative.dev/v1',
+    kind: 'Service',
+    metadata: deployment.metadata,
+    spec: {
+      template: {
+        metadata: {
+          labels: template.metadata.labels,
+          annotations: {
+            ...template.metadata.annotations,
+            [`${KNATIVE}/class`]: 'kpa.autoscaling.knative.dev',
+            [`${KNATIVE}/metric`]: 'concurrency',
+            [`${KNATIVE}/target`]: String(o.target),
+            [`${KNATIVE}/min-scale`]: String(o.min),
+            [`${KNATIVE}/max-scale`]: String(o.max),
+          },
+        },
+        // No hard limit: the server sheds what it cannot serve in time itself (503, Retry-After).
+        spec: { ...template.spec, containerConcurrency: 0 },
+      },
     },
   }
 }

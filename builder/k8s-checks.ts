@@ -45,21 +45,35 @@ export function checkOptions(o: K8sOptions): void {
     throw new BundleError('E_CLI_USAGE', '--worker-* options need --redis: workers are fed through Redis')
   checkImage(o.image)
   checkAutoscale(o)
-  checkBounds('--min', '--max', o.min, o.max, o.autoscale === 'queue')
+  // Knative scales to zero (its activator holds requests while a pod starts); --min 0 is its to take.
+  if (!(o.autoscale === 'concurrency' && o.min === 0))
+    checkBounds('--min', '--max', o.min, o.max, o.autoscale === 'queue')
+  else if (o.max === undefined) throw new BundleError('E_CLI_USAGE', '--min 0 without --max: add --max N')
   checkBounds('--worker-min', '--worker-max', o.workerMin, o.workerMax, false)
 }
 
 /** --autoscale, --target and --prometheus: what scales the API Deployment, checked together. */
 function checkAutoscale(o: K8sOptions): void {
   const usage = (msg: string) => new BundleError('E_CLI_USAGE', msg)
-  if (o.autoscale !== undefined && o.autoscale !== 'cpu' && o.autoscale !== 'queue')
-    throw usage(`--autoscale must be cpu or queue, not "${o.autoscale}"`)
+  if (o.autoscale !== undefined && !['cpu', 'queue', 'concurrency'].includes(o.autoscale))
+    throw usage(`--autoscale must be cpu, queue or concurrency, not "${o.autoscale}"`)
+  if (o.autoscale === 'concurrency') {
+    // Knative's rules: one port per pod, and its Service stands in for the Deployment's replicas.
+    if (o.grpcPort !== undefined)
+      throw usage(
+        '--autoscale concurrency: a Knative Service serves one port; drop --grpc-port (or scale on cpu/queue)',
+      )
+    if (o.replicas !== undefined) throw usage('--autoscale concurrency: Knative sets the pods; use --min and --max')
+    if (o.target !== undefined && !Number.isInteger(o.target))
+      throw usage(`--target for concurrency is requests in flight per pod, a whole number, got ${o.target}`)
+  }
   if ((o.autoscale ?? o.target ?? o.prometheus) !== undefined && o.max === undefined)
     throw usage('--autoscale, --target and --prometheus configure an autoscaler: add --max (the most replicas)')
   if (o.target !== undefined && !(Number.isFinite(o.target) && o.target > 0))
     throw usage(`--target must be a positive number, got ${o.target}`)
-  if (o.autoscale !== 'queue' && o.target !== undefined && !Number.isInteger(o.target))
-    throw usage(`--target for cpu is a CPU utilization in whole percent (e.g. 70), got ${o.target}`)
+  if (o.autoscale === undefined || o.autoscale === 'cpu')
+    if (o.target !== undefined && !Number.isInteger(o.target))
+      throw usage(`--target for cpu is a CPU utilization in whole percent (e.g. 70), got ${o.target}`)
   if (o.autoscale === 'queue' && o.prometheus === undefined)
     throw usage(
       '--autoscale queue reads bundle_desired_replicas from Prometheus: add --prometheus URL (e.g. ' +

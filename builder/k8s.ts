@@ -1,5 +1,6 @@
+import { BundleError } from '../errors/index.js'
 import type { BundleInfo } from '../store/index.js'
-import { type AutoscaleKind, cpuAutoscaler, DEFAULT_TARGET, queueAutoscaler } from './k8s-autoscale.js'
+import { type AutoscaleKind, cpuAutoscaler, DEFAULT_TARGET, knativeService, queueAutoscaler } from './k8s-autoscale.js'
 import { checkOptions, PORT } from './k8s-checks.js'
 import { IMAGE_UID, type BundleManifest } from './manifest.js'
 
@@ -147,7 +148,7 @@ function apiAutoscaler(x: Shared, min: number, max: number): Record<string, unkn
   const { o, metadata, name, m } = x
   const kind = o.autoscale ?? 'cpu'
   const target = o.target ?? DEFAULT_TARGET[kind]
-  if (kind === 'cpu') return cpuAutoscaler(metadata, name, min, max, target)
+  if (kind !== 'queue') return cpuAutoscaler(metadata, name, min, max, target)
   return queueAutoscaler(metadata, name, { min, max, threshold: target, prometheus: o.prometheus!, service: m.name })
 }
 
@@ -224,8 +225,24 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
   const remote = o.redis !== undefined
   const redisEnv = remote ? [{ name: 'BUNDLE_REDIS_URL', value: o.redis! }] : []
   const x: Shared = { bundle, m: bundle.manifest as BundleManifest, o, name, labels, metadata, remote, redisEnv }
-  const out = [apiDeployment(x, o.replicas ?? min ?? 1), apiService(x)]
-  if (o.max !== undefined) out.push(apiAutoscaler(x, min ?? 1, o.max))
+  if (o.autoscale === 'concurrency' && !(/^[a-z]([-a-z0-9]*[a-z0-9])?$/.test(name) && name.length <= 57))
+    throw new BundleError(
+      'E_CLI_USAGE',
+      `--autoscale concurrency: Knative names the service and its revisions after "${name}", which must start with ` +
+        'a letter and have at most 57 characters; build the bundle under such a name',
+    )
+  const deployment = apiDeployment(x, o.replicas ?? min ?? 1)
+  const out =
+    o.autoscale === 'concurrency'
+      ? [
+          knativeService(deployment as never, {
+            min: o.min ?? 0,
+            max: o.max!,
+            target: o.target ?? DEFAULT_TARGET.concurrency,
+          }),
+        ]
+      : [deployment, apiService(x)]
+  if (o.max !== undefined && o.autoscale !== 'concurrency') out.push(apiAutoscaler(x, min ?? 1, o.max))
   if (remote) out.push(...workerManifests(x))
   return out
 }

@@ -355,12 +355,14 @@ function deployCommand(): Command {
     .option('--worker-max <n>', 'autoscaling: most worker pods', int('--worker-max'))
     .option(
       '--autoscale <kind>',
-      'with --max, what the API pods scale on: cpu (a HorizontalPodAutoscaler, default) or queue (a KEDA ' +
-        'ScaledObject on bundle_desired_replicas, the load in replicas the pods report; docs/kubernetes.md)',
+      'with --max, what the API pods scale on: cpu (a HorizontalPodAutoscaler, default), queue (a KEDA ' +
+        'ScaledObject on bundle_desired_replicas, the load in replicas the pods report) or concurrency (a Knative ' +
+        'Service on requests in flight, down to zero with --min 0); docs/kubernetes.md',
     )
     .option(
       '--target <n>',
-      'cpu: CPU utilization in percent (default 70); queue: the load each pod carries, 1 = fully busy (default 0.8)',
+      'cpu: CPU utilization in percent (default 70); queue: the load each pod carries, 1 = fully busy (default ' +
+        '0.8); concurrency: requests in flight per pod (default 32)',
       (v: string) => Number(v),
     )
     .option('--prometheus <url>', 'queue: the Prometheus KEDA reads the metric from (its serverAddress)')

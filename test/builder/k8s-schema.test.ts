@@ -4,6 +4,7 @@ import { Deployment } from 'kubernetes-models/apps/v1/Deployment'
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler'
 import { Service } from 'kubernetes-models/v1/Service'
 import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject'
+import { Service as KnativeService } from '@kubernetes-models/knative/serving.knative.dev/v1/Service'
 import { type K8sOptions, k8sManifests } from '../../builder/index.js'
 import type { BundleInfo } from '../../store/index.js'
 
@@ -26,6 +27,7 @@ const bundle = {
 
 const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'keda.sh/v1alpha1 ScaledObject': ScaledObject,
+  'serving.knative.dev/v1 Service': KnativeService,
   'apps/v1 Deployment': Deployment,
   'v1 Service': Service,
   'autoscaling/v2 HorizontalPodAutoscaler': HorizontalPodAutoscaler,
@@ -85,6 +87,26 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
         threshold: '0.5',
       },
     })
+    // Scaling on requests in flight, to zero: a Knative Service in place of the Deployment and Service.
+    assert.deepEqual(validated({ image, min: 0, max: 8, autoscale: 'concurrency' }), ['serving.knative.dev/v1 Service'])
+    assert.deepEqual(validated({ image, max: 8, autoscale: 'concurrency', redis: 'redis://r:6379', workerMax: 4 }), [
+      'serving.knative.dev/v1 Service',
+      'apps/v1 Deployment',
+      'autoscaling/v2 HorizontalPodAutoscaler',
+    ])
+    const kn = k8sManifests(bundle, { image, min: 0, max: 8, autoscale: 'concurrency', target: 16 })[0] as {
+      spec: { template: { metadata: { annotations: Record<string, string> }; spec: Record<string, any> } }
+    }
+    const ann = kn.spec.template.metadata.annotations
+    assert.deepEqual(
+      [ann['autoscaling.knative.dev/metric'], ann['autoscaling.knative.dev/target']],
+      ['concurrency', '16'],
+    )
+    assert.deepEqual([ann['autoscaling.knative.dev/min-scale'], ann['autoscaling.knative.dev/max-scale']], ['0', '8'])
+    const c = kn.spec.template.spec.containers[0]
+    assert.deepEqual(c.ports, [{ name: 'http1', containerPort: 3000 }], 'one port, as Knative takes it')
+    assert.ok(!c.env.some((e: { name: string }) => e.name === 'PORT'), "PORT is Knative's to set")
+    assert.deepEqual(c.readinessProbe.httpGet, { path: '/readyz' })
     // The schemas do refuse what is malformed: a threshold that is not a string, a Deployment without a selector.
     const broken = structuredClone(keda) as { spec: Record<string, any> }
     broken.spec.triggers[0].metadata.threshold = 0.5
@@ -122,7 +144,10 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
       { image, min: 0, max: 4, autoscale: 'queue', prometheus: 'http://p:9090' },
       /--min 0: the queue autoscaler reads the load the replicas report, and at zero replicas none reports it/,
     )
-    refused({ image, max: 4, autoscale: 'memory' as never }, /--autoscale must be cpu or queue/)
+    refused({ image, max: 4, autoscale: 'memory' as never }, /--autoscale must be cpu, queue or concurrency/)
+    refused({ image, max: 4, autoscale: 'concurrency', grpcPort: 8001 }, /a Knative Service serves one port/)
+    refused({ image, min: 0, autoscale: 'concurrency' }, /configure an autoscaler: add --max/)
+    refused({ image, max: 4, autoscale: 'concurrency', target: 2.5 }, /requests in flight per pod, a whole number/)
     refused({ image, max: 4, target: 0 }, /--target must be a positive number/)
     refused({ image, max: 4, target: 0.7 }, /--target for cpu is a CPU utilization in whole percent/)
     refused({ image, max: 4, autoscale: 'queue', prometheus: 'prometheus:9090' }, /is not an http\(s\) URL/)
