@@ -116,3 +116,61 @@ export function knativeService(
     },
   }
 }
+
+/** The External metric prometheus-adapter serves for the queue autoscaler without KEDA. */
+export const EXTERNAL_METRIC = 'bundle_desired_replicas'
+
+/**
+ * prometheus-adapter's rule (its config.yaml, `externalRules`) that serves bundle_desired_replicas
+ * as an External metric: the replicas' series summed per service. `namespaced: false`: the HPA's
+ * selector names the service, whatever label the scrape gave the namespace.
+ */
+export const adapterRules = {
+  externalRules: [
+    {
+      seriesQuery: 'bundle_desired_replicas{service!=""}',
+      resources: { namespaced: false },
+      name: { matches: '^bundle_desired_replicas$', as: EXTERNAL_METRIC },
+      metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (service)',
+    },
+  ],
+}
+
+/**
+ * For clusters without KEDA (`--queue-scaler hpa`): a HorizontalPodAutoscaler on the External
+ * metric prometheus-adapter serves from the rule above — the same sum, the same
+ * ceil(value ÷ target) — and the rule itself in a ConfigMap to merge into the adapter's config.
+ */
+export function queueHpa(
+  meta: Meta,
+  target: string,
+  o: { min: number; max: number; threshold: number; service: string },
+): Record<string, unknown>[] {
+  return [
+    {
+      apiVersion: 'autoscaling/v2',
+      kind: 'HorizontalPodAutoscaler',
+      metadata: meta,
+      spec: {
+        scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: target },
+        minReplicas: o.min,
+        maxReplicas: o.max,
+        metrics: [
+          {
+            type: 'External',
+            external: {
+              metric: { name: EXTERNAL_METRIC, selector: { matchLabels: { service: o.service } } },
+              target: { type: 'AverageValue', averageValue: String(o.threshold) },
+            },
+          },
+        ],
+      },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { ...meta, name: `${meta.name}-prometheus-adapter-rules`.slice(0, 63) },
+      data: { 'config.yaml': `${JSON.stringify(adapterRules, null, 2)}\n` },
+    },
+  ]
+}

@@ -74,7 +74,15 @@ function checkAutoscale(o: K8sOptions): void {
   if (o.autoscale === undefined || o.autoscale === 'cpu')
     if (o.target !== undefined && !Number.isInteger(o.target))
       throw usage(`--target for cpu is a CPU utilization in whole percent (e.g. 70), got ${o.target}`)
-  if (o.autoscale === 'queue' && o.prometheus === undefined)
+  if (o.queueScaler !== undefined && o.queueScaler !== 'keda' && o.queueScaler !== 'hpa')
+    throw usage(`--queue-scaler must be keda or hpa, not "${o.queueScaler}"`)
+  if (o.queueScaler !== undefined && o.autoscale !== 'queue')
+    throw usage('--queue-scaler chooses what scales on the queue: add --autoscale queue')
+  if (o.queueScaler === 'hpa' && o.prometheus !== undefined)
+    throw usage(
+      '--queue-scaler hpa reads the metric through prometheus-adapter, which has its Prometheus: drop --prometheus',
+    )
+  if (o.autoscale === 'queue' && o.queueScaler !== 'hpa' && o.prometheus === undefined)
     throw usage(
       '--autoscale queue reads bundle_desired_replicas from Prometheus: add --prometheus URL (e.g. ' +
         'http://prometheus-operated.monitoring.svc:9090)',

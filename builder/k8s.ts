@@ -1,6 +1,13 @@
 import { BundleError } from '../errors/index.js'
 import type { BundleInfo } from '../store/index.js'
-import { type AutoscaleKind, cpuAutoscaler, DEFAULT_TARGET, knativeService, queueAutoscaler } from './k8s-autoscale.js'
+import {
+  type AutoscaleKind,
+  cpuAutoscaler,
+  DEFAULT_TARGET,
+  knativeService,
+  queueAutoscaler,
+  queueHpa,
+} from './k8s-autoscale.js'
 import { checkOptions, PORT } from './k8s-checks.js'
 import { IMAGE_UID, type BundleManifest } from './manifest.js'
 
@@ -9,7 +16,7 @@ export interface K8sOptions {
   replicas?: number
   /** GPUs per pod (nvidia.com/gpu). */
   gpu?: number
-  /** Autoscaling bounds: with either, a HorizontalPodAutoscaler is emitted. */
+  /** Autoscaling bounds: with --max an autoscaler is emitted (--autoscale says which). */
   min?: number
   max?: number
   cpu?: string
@@ -33,6 +40,8 @@ export interface K8sOptions {
   target?: number
   /** queue: the Prometheus KEDA queries (its serverAddress). */
   prometheus?: string
+  /** queue: keda (a ScaledObject, default) or hpa (an HPA on prometheus-adapter's External metric). */
+  queueScaler?: 'keda' | 'hpa'
 }
 
 /** How long a pod keeps accepting after SIGTERM (bundle serve --drain-delay), past its preStop hook. */
@@ -144,12 +153,13 @@ function apiService(x: Shared): Record<string, unknown> {
 }
 
 /** The API Deployment's autoscaler: on CPU (the default), or on the load in replicas through KEDA (queue). */
-function apiAutoscaler(x: Shared, min: number, max: number): Record<string, unknown> {
+function apiAutoscaler(x: Shared, min: number, max: number): Record<string, unknown>[] {
   const { o, metadata, name, m } = x
   const kind = o.autoscale ?? 'cpu'
   const target = o.target ?? DEFAULT_TARGET[kind]
-  if (kind !== 'queue') return cpuAutoscaler(metadata, name, min, max, target)
-  return queueAutoscaler(metadata, name, { min, max, threshold: target, prometheus: o.prometheus!, service: m.name })
+  if (kind !== 'queue') return [cpuAutoscaler(metadata, name, min, max, target)]
+  if (o.queueScaler === 'hpa') return queueHpa(metadata, name, { min, max, threshold: target, service: m.name })
+  return [queueAutoscaler(metadata, name, { min, max, threshold: target, prometheus: o.prometheus!, service: m.name })]
 }
 
 /** Scale-out workers: `bundle worker` pods fed through Redis, with the GPUs; their own autoscaler bounds. */
@@ -242,7 +252,7 @@ export function k8sManifests(bundle: BundleInfo, o: K8sOptions): Record<string, 
           }),
         ]
       : [deployment, apiService(x)]
-  if (o.max !== undefined && o.autoscale !== 'concurrency') out.push(apiAutoscaler(x, min ?? 1, o.max))
+  if (o.max !== undefined && o.autoscale !== 'concurrency') out.push(...apiAutoscaler(x, min ?? 1, o.max))
   if (remote) out.push(...workerManifests(x))
   return out
 }

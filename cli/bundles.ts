@@ -366,6 +366,11 @@ function deployCommand(): Command {
       (v: string) => Number(v),
     )
     .option('--prometheus <url>', 'queue: the Prometheus KEDA reads the metric from (its serverAddress)')
+    .option(
+      '--queue-scaler <engine>',
+      'queue: keda (a ScaledObject, default) or hpa (a HorizontalPodAutoscaler on the External metric ' +
+        'prometheus-adapter serves, with the adapter rule in a ConfigMap), for clusters without KEDA',
+    )
     .action(
       async (
         tag: string,

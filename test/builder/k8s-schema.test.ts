@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment'
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler'
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap'
 import { Service } from 'kubernetes-models/v1/Service'
 import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject'
 import { Service as KnativeService } from '@kubernetes-models/knative/serving.knative.dev/v1/Service'
@@ -28,6 +29,7 @@ const bundle = {
 const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'keda.sh/v1alpha1 ScaledObject': ScaledObject,
   'serving.knative.dev/v1 Service': KnativeService,
+  'v1 ConfigMap': ConfigMap,
   'apps/v1 Deployment': Deployment,
   'v1 Service': Service,
   'autoscaling/v2 HorizontalPodAutoscaler': HorizontalPodAutoscaler,
@@ -87,6 +89,24 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
         threshold: '0.5',
       },
     })
+    // Without KEDA: an HPA on the External metric prometheus-adapter serves, and the adapter's rule.
+    const viaHpa = k8sManifests(bundle, { image, max: 6, autoscale: 'queue', queueScaler: 'hpa', target: 0.5 })
+    assert.deepEqual(validated({ image, max: 6, autoscale: 'queue', queueScaler: 'hpa' }), [
+      'apps/v1 Deployment',
+      'v1 Service',
+      'autoscaling/v2 HorizontalPodAutoscaler',
+      'v1 ConfigMap',
+    ])
+    const ext = (viaHpa[2] as { spec: Record<string, any> }).spec.metrics[0]
+    assert.deepEqual(ext, {
+      type: 'External',
+      external: {
+        metric: { name: 'bundle_desired_replicas', selector: { matchLabels: { service: 'quickstart' } } },
+        target: { type: 'AverageValue', averageValue: '0.5' },
+      },
+    })
+    const rules = JSON.parse((viaHpa[3] as { data: Record<string, string> }).data['config.yaml']!)
+    assert.equal(rules.externalRules[0].name.as, 'bundle_desired_replicas')
     // Scaling on requests in flight, to zero: a Knative Service in place of the Deployment and Service.
     assert.deepEqual(validated({ image, min: 0, max: 8, autoscale: 'concurrency' }), ['serving.knative.dev/v1 Service'])
     assert.deepEqual(validated({ image, max: 8, autoscale: 'concurrency', redis: 'redis://r:6379', workerMax: 4 }), [
@@ -146,6 +166,9 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
     )
     refused({ image, max: 4, autoscale: 'memory' as never }, /--autoscale must be cpu, queue or concurrency/)
     refused({ image, max: 4, autoscale: 'concurrency', grpcPort: 8001 }, /a Knative Service serves one port/)
+    refused({ image, max: 4, queueScaler: 'hpa' }, /--queue-scaler chooses what scales on the queue/)
+    refused({ image, max: 4, autoscale: 'queue', queueScaler: 'hpa', prometheus: 'http://p:9090' }, /drop --prometheus/)
+    refused({ image, min: 0, max: 4, autoscale: 'queue', queueScaler: 'hpa' }, /at zero replicas none reports it/)
     refused({ image, min: 0, autoscale: 'concurrency' }, /configure an autoscaler: add --max/)
     refused({ image, max: 4, autoscale: 'concurrency', target: 2.5 }, /requests in flight per pod, a whole number/)
     refused({ image, max: 4, target: 0 }, /--target must be a positive number/)

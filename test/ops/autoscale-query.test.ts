@@ -5,12 +5,13 @@ import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
-import { desiredReplicasQuery } from '../../builder/k8s-autoscale.js'
+import { adapterRules, desiredReplicasQuery } from '../../builder/k8s-autoscale.js'
 import { monitoring } from '../utils/prometheus.js'
 import { serveReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
 
-// The query `bundle deploy k8s --autoscale queue` puts in its KEDA trigger, run by promtool on the
+// The query `bundle deploy k8s --autoscale queue` puts in its KEDA trigger (and prometheus-adapter's
+// rule for --queue-scaler hpa), run by promtool on the
 // series a real server produced under load: the samples of bundle_desired_replicas a quickstart
 // server published while four clients sent it tensors, as two replicas would report them, beside
 // another service's series that must not count. .ci/run installs promtool
@@ -84,6 +85,15 @@ describe('the autoscaling query on real series (promtool)', { skip: monitoring.s
                 expr: desiredReplicasQuery('quickstart'),
                 eval_time: `${last * 15}s`,
                 exp_samples: [{ labels: '{}', value: expected }],
+              },
+              // prometheus-adapter's rule (--queue-scaler hpa), with what the adapter fills in for the HPA's selector.
+              {
+                expr: adapterRules.externalRules[0]!.metricsQuery.replace(
+                  '<<.Series>>',
+                  'bundle_desired_replicas',
+                ).replace('<<.LabelMatchers>>', 'service="quickstart"'),
+                eval_time: `${last * 15}s`,
+                exp_samples: [{ labels: '{service="quickstart"}', value: expected }],
               },
             ],
           },
