@@ -119,6 +119,15 @@ export function knativeService(
 
 /** The External metric prometheus-adapter serves for the queue autoscaler without KEDA. */
 export const EXTERNAL_METRIC = 'bundle_desired_replicas'
+/** The External metric for remote workers: batches waiting in Redis for one. */
+export const WORKER_EXTERNAL_METRIC = 'bundle_remote_queue_depth'
+
+/**
+ * Batches waiting in Redis for a remote worker, over the service's runners. Every API replica
+ * reports the same queue's length, so the replicas' series are folded with max, not summed.
+ */
+export const remoteQueueQuery = (service: string): string =>
+  `sum(max by (runner) (bundle_runner_remote_queue_depth{service="${service.replace(/["\\]/g, '\\$&')}"}))`
 
 /**
  * prometheus-adapter's rule (its config.yaml, `externalRules`) that serves bundle_desired_replicas
@@ -133,7 +142,63 @@ export const adapterRules = {
       name: { matches: '^bundle_desired_replicas$', as: EXTERNAL_METRIC },
       metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (service)',
     },
+    {
+      seriesQuery: 'bundle_runner_remote_queue_depth{service!=""}',
+      resources: { namespaced: false },
+      name: { matches: '^bundle_runner_remote_queue_depth$', as: WORKER_EXTERNAL_METRIC },
+      metricsQuery: 'sum(max by (service, runner) (<<.Series>>{<<.LabelMatchers>>})) by (service)',
+    },
   ],
+}
+
+/**
+ * The remote workers' autoscaler under --autoscale queue: on the batches waiting in Redis, about
+ * `perWorker` waiting per worker — through KEDA (a ScaledObject) or an HPA on the adapter's metric.
+ */
+export function workerQueueAutoscaler(
+  meta: Meta,
+  target: string,
+  o: { min: number; max: number; perWorker: number; service: string; prometheus?: string | undefined },
+): Record<string, unknown> {
+  if (o.prometheus === undefined)
+    return {
+      apiVersion: 'autoscaling/v2',
+      kind: 'HorizontalPodAutoscaler',
+      metadata: meta,
+      spec: {
+        scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: target },
+        minReplicas: o.min,
+        maxReplicas: o.max,
+        metrics: [
+          {
+            type: 'External',
+            external: {
+              metric: { name: WORKER_EXTERNAL_METRIC, selector: { matchLabels: { service: o.service } } },
+              target: { type: 'AverageValue', averageValue: String(o.perWorker) },
+            },
+          },
+        ],
+      },
+    }
+  return {
+    apiVersion: 'keda.sh/v1alpha1',
+    kind: 'ScaledObject',
+    metadata: meta,
+    spec: {
+      scaleTargetRef: { name: target },
+      minReplicaCount: o.min,
+      maxReplicaCount: o.max,
+      pollingInterval: 15,
+      cooldownPeriod: 300,
+      triggers: [
+        {
+          type: 'prometheus',
+          metricType: 'AverageValue',
+          metadata: { serverAddress: o.prometheus, query: remoteQueueQuery(o.service), threshold: String(o.perWorker) },
+        },
+      ],
+    },
+  }
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   knativeService,
   queueAutoscaler,
   queueHpa,
+  workerQueueAutoscaler,
 } from './k8s-autoscale.js'
 import { checkOptions, PORT } from './k8s-checks.js'
 import { IMAGE_UID, type BundleManifest } from './manifest.js'
@@ -206,7 +207,19 @@ function workerManifests(x: Shared): Record<string, unknown>[] {
       },
     },
   })
-  if (o.workerMax !== undefined) out.push(cpuAutoscaler(wmeta, wname, wmin ?? 1, o.workerMax, DEFAULT_TARGET.cpu))
+  if (o.workerMax === undefined) return out
+  // Under --autoscale queue the workers scale on the batches waiting for them in Redis (2 each).
+  out.push(
+    o.autoscale === 'queue'
+      ? workerQueueAutoscaler(wmeta, wname, {
+          min: wmin ?? 1,
+          max: o.workerMax,
+          perWorker: 2,
+          service: m.name,
+          prometheus: o.queueScaler === 'hpa' ? undefined : o.prometheus,
+        })
+      : cpuAutoscaler(wmeta, wname, wmin ?? 1, o.workerMax, DEFAULT_TARGET.cpu),
+  )
   return out
 }
 

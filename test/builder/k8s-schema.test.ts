@@ -89,6 +89,25 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
         threshold: '0.5',
       },
     })
+    // Remote workers under queue scaling: on the batches waiting in Redis for them.
+    const remote = { image, max: 6, autoscale: 'queue', prometheus, redis: 'redis://r:6379', workerMax: 20 } as const
+    assert.deepEqual(validated(remote), [
+      'apps/v1 Deployment',
+      'v1 Service',
+      'keda.sh/v1alpha1 ScaledObject',
+      'apps/v1 Deployment',
+      'keda.sh/v1alpha1 ScaledObject',
+    ])
+    const workerKeda = k8sManifests(bundle, remote).at(-1) as { spec: Record<string, any> }
+    assert.equal(workerKeda.spec.scaleTargetRef.name, 'quickstart-worker')
+    assert.equal(
+      workerKeda.spec.triggers[0].metadata.query,
+      'sum(max by (runner) (bundle_runner_remote_queue_depth{service="quickstart"}))',
+    )
+    assert.deepEqual(validated({ ...remote, prometheus: undefined, queueScaler: 'hpa' }).slice(-2), [
+      'apps/v1 Deployment',
+      'autoscaling/v2 HorizontalPodAutoscaler',
+    ])
     // Without KEDA: an HPA on the External metric prometheus-adapter serves, and the adapter's rule.
     const viaHpa = k8sManifests(bundle, { image, max: 6, autoscale: 'queue', queueScaler: 'hpa', target: 0.5 })
     assert.deepEqual(validated({ image, max: 6, autoscale: 'queue', queueScaler: 'hpa' }), [
