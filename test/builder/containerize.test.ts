@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import { parseAllDocuments, stringify } from 'yaml'
 import { pullFailure, runEngine } from '../../builder/engine.js'
 import { isBundleError } from '../../errors/index.js'
 import { bundle } from '../utils/cli.js'
@@ -191,6 +192,35 @@ describe('bundle containerize (podman)', { skip }, () => {
       await sh('podman', ['stop', '-t', '20', name])
       const state = JSON.parse((await sh('podman', ['inspect', name])).stdout)[0].State as { ExitCode: number }
       assert.equal(state.ExitCode, 0, 'SIGTERM: drained and exited 0')
+
+      // The Deployment `bundle deploy k8s` prints, run by podman kube play: it comes up ready and answers.
+      // podman publishes a pod's ports by hostPort (it does not play Services): the one change made here.
+      const deploy = await bundle(['deploy', 'k8s', 'quickstart:1.0.0', '--image', image, '--max', '3'], env)
+      assert.equal(deploy.code, 0, deploy.stderr)
+      const docs = parseAllDocuments(deploy.stdout).map((d) => d.toJS() as Record<string, any>)
+      const deployment = docs.find((d) => d.kind === 'Deployment')!
+      const kubePort = await freePort()
+      deployment.spec.template.spec.containers[0].ports[0].hostPort = kubePort
+      const kubeFile = join(tempDir(), 'quickstart-kube.yaml')
+      writeFileSync(kubeFile, stringify(deployment))
+      try {
+        await sh('podman', ['kube', 'play', '--replace', kubeFile], { maxBuffer: 16 << 20 })
+        let kubeReady = false
+        for (let i = 0; i < 120 && !kubeReady; i++) {
+          kubeReady = (await fetch(`http://127.0.0.1:${kubePort}/readyz`).catch(() => undefined))?.status === 200
+          if (!kubeReady) await new Promise((r) => setTimeout(r, 500))
+        }
+        assert.ok(kubeReady, 'the played Deployment turns ready on its port')
+        const png = readFileSync(join(REPO, 'test/fixtures/images/invoice-0.png'))
+        const r = await fetch(`http://127.0.0.1:${kubePort}/classify`, {
+          method: 'POST',
+          headers: { 'content-type': 'image/png' },
+          body: png,
+        })
+        assert.equal(r.status, 200)
+      } finally {
+        await sh('podman', ['kube', 'down', kubeFile]).catch(() => undefined)
+      }
     } finally {
       await sh('podman', ['rm', '-f', name]).catch(() => undefined)
       await sh('podman', ['rmi', '-f', image]).catch(() => undefined)
