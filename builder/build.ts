@@ -193,7 +193,7 @@ export async function buildBundle(
       schema: 1,
       name: cfg.name ?? info.name,
       ...((cfg.description ?? info.description) ? { description: cfg.description ?? info.description } : {}),
-      service: { entry: `app/${compiled.entry}`, export: info.exportName },
+      service: { entry: `app/${compiled.entry}`, export: info.exportName, name: info.name },
       apis: info.apis,
       runners: info.runners,
       models,

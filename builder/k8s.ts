@@ -159,8 +159,17 @@ function apiAutoscaler(x: Shared, min: number, max: number): Record<string, unkn
   const kind = o.autoscale ?? 'cpu'
   const target = o.target ?? DEFAULT_TARGET[kind]
   if (kind !== 'queue') return [cpuAutoscaler(metadata, name, min, max, target)]
-  if (o.queueScaler === 'hpa') return queueHpa(metadata, name, { min, max, threshold: target, service: m.name })
-  return [queueAutoscaler(metadata, name, { min, max, threshold: target, prometheus: o.prometheus!, service: m.name })]
+  if (o.queueScaler === 'hpa')
+    return queueHpa(metadata, name, { min, max, threshold: target, service: m.service?.name ?? m.name })
+  return [
+    queueAutoscaler(metadata, name, {
+      min,
+      max,
+      threshold: target,
+      prometheus: o.prometheus!,
+      service: m.service?.name ?? m.name,
+    }),
+  ]
 }
 
 /** Scale-out workers: `bundle worker` pods fed through Redis, with the GPUs; their own autoscaler bounds. */
@@ -215,7 +224,7 @@ function workerManifests(x: Shared): Record<string, unknown>[] {
           min: wmin ?? 1,
           max: o.workerMax,
           perWorker: 2,
-          service: m.name,
+          service: m.service?.name ?? m.name,
           prometheus: o.queueScaler === 'hpa' ? undefined : o.prometheus,
         })
       : cpuAutoscaler(wmeta, wname, wmin ?? 1, o.workerMax, DEFAULT_TARGET.cpu),

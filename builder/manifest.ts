@@ -12,6 +12,11 @@ export interface BundleManifest {
     entry: string
     /** The export holding the service class. */
     export: string
+    /**
+     * The service's own name (its metrics' `service` label), which bundle.yaml's `name:` may
+     * differ from. Absent in bundles built before it was recorded: the bundle's name stands in.
+     */
+    name?: string
   }
   apis: { name: string; route: string; input: string; output: string }[]
   runners: { name: string; kind: string; tag?: string }[]

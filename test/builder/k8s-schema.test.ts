@@ -100,6 +100,15 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
     ])
     const workerKeda = k8sManifests(bundle, remote).at(-1) as { spec: Record<string, any> }
     assert.equal(workerKeda.spec.scaleTargetRef.name, 'quickstart-worker')
+    // The series carry the service's own name, which bundle.yaml's name: may differ from.
+    const renamed = {
+      ...bundle,
+      manifest: { ...bundle.manifest, service: { entry: 'app/s.js', export: 'S', name: 'classifier' } },
+    } as unknown as BundleInfo
+    const kedaRenamed = k8sManifests(renamed, { image, max: 3, autoscale: 'queue', prometheus }).at(-1) as {
+      spec: Record<string, any>
+    }
+    assert.equal(kedaRenamed.spec.triggers[0].metadata.query, 'sum(bundle_desired_replicas{service="classifier"})')
     assert.equal(
       workerKeda.spec.triggers[0].metadata.query,
       'sum(max by (runner) (bundle_runner_remote_queue_depth{service="quickstart"}))',
