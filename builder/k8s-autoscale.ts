@@ -47,6 +47,15 @@ export function queueAutoscaler(
   target: string,
   o: { min: number; max: number; threshold: number; prometheus: string; service: string },
 ) {
+  return kedaScaledObject(meta, target, { ...o, query: desiredReplicasQuery(o.service) })
+}
+
+/** A KEDA ScaledObject scaling Deployment `target` on one Prometheus query, AverageValue `threshold`. */
+function kedaScaledObject(
+  meta: Meta,
+  target: string,
+  o: { min: number; max: number; threshold: number; prometheus: string; query: string },
+): Record<string, unknown> {
   return {
     apiVersion: 'keda.sh/v1alpha1',
     kind: 'ScaledObject',
@@ -61,10 +70,33 @@ export function queueAutoscaler(
         {
           type: 'prometheus',
           metricType: 'AverageValue',
-          metadata: {
-            serverAddress: o.prometheus,
-            query: desiredReplicasQuery(o.service),
-            threshold: String(o.threshold),
+          metadata: { serverAddress: o.prometheus, query: o.query, threshold: String(o.threshold) },
+        },
+      ],
+    },
+  }
+}
+
+/** A HorizontalPodAutoscaler on an External metric (prometheus-adapter's), selected by service, AverageValue. */
+function externalHpa(
+  meta: Meta,
+  target: string,
+  o: { min: number; max: number; metric: string; service: string; value: number },
+): Record<string, unknown> {
+  return {
+    apiVersion: 'autoscaling/v2',
+    kind: 'HorizontalPodAutoscaler',
+    metadata: meta,
+    spec: {
+      scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: target },
+      minReplicas: o.min,
+      maxReplicas: o.max,
+      metrics: [
+        {
+          type: 'External',
+          external: {
+            metric: { name: o.metric, selector: { matchLabels: { service: o.service } } },
+            target: { type: 'AverageValue', averageValue: String(o.value) },
           },
         },
       ],
@@ -160,45 +192,20 @@ export function workerQueueAutoscaler(
   target: string,
   o: { min: number; max: number; perWorker: number; service: string; prometheus?: string | undefined },
 ): Record<string, unknown> {
+  const bounds = { min: o.min, max: o.max }
   if (o.prometheus === undefined)
-    return {
-      apiVersion: 'autoscaling/v2',
-      kind: 'HorizontalPodAutoscaler',
-      metadata: meta,
-      spec: {
-        scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: target },
-        minReplicas: o.min,
-        maxReplicas: o.max,
-        metrics: [
-          {
-            type: 'External',
-            external: {
-              metric: { name: WORKER_EXTERNAL_METRIC, selector: { matchLabels: { service: o.service } } },
-              target: { type: 'AverageValue', averageValue: String(o.perWorker) },
-            },
-          },
-        ],
-      },
-    }
-  return {
-    apiVersion: 'keda.sh/v1alpha1',
-    kind: 'ScaledObject',
-    metadata: meta,
-    spec: {
-      scaleTargetRef: { name: target },
-      minReplicaCount: o.min,
-      maxReplicaCount: o.max,
-      pollingInterval: 15,
-      cooldownPeriod: 300,
-      triggers: [
-        {
-          type: 'prometheus',
-          metricType: 'AverageValue',
-          metadata: { serverAddress: o.prometheus, query: remoteQueueQuery(o.service), threshold: String(o.perWorker) },
-        },
-      ],
-    },
-  }
+    return externalHpa(meta, target, {
+      ...bounds,
+      metric: WORKER_EXTERNAL_METRIC,
+      service: o.service,
+      value: o.perWorker,
+    })
+  return kedaScaledObject(meta, target, {
+    ...bounds,
+    threshold: o.perWorker,
+    prometheus: o.prometheus,
+    query: remoteQueueQuery(o.service),
+  })
 }
 
 /**
@@ -212,25 +219,13 @@ export function queueHpa(
   o: { min: number; max: number; threshold: number; service: string },
 ): Record<string, unknown>[] {
   return [
-    {
-      apiVersion: 'autoscaling/v2',
-      kind: 'HorizontalPodAutoscaler',
-      metadata: meta,
-      spec: {
-        scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: target },
-        minReplicas: o.min,
-        maxReplicas: o.max,
-        metrics: [
-          {
-            type: 'External',
-            external: {
-              metric: { name: EXTERNAL_METRIC, selector: { matchLabels: { service: o.service } } },
-              target: { type: 'AverageValue', averageValue: String(o.threshold) },
-            },
-          },
-        ],
-      },
-    },
+    externalHpa(meta, target, {
+      min: o.min,
+      max: o.max,
+      metric: EXTERNAL_METRIC,
+      service: o.service,
+      value: o.threshold,
+    }),
     {
       apiVersion: 'v1',
       kind: 'ConfigMap',
