@@ -1,6 +1,8 @@
 import { Gauge, type Registry } from 'prom-client'
 import { CounterFamily, HistogramFamily, type CounterSeries } from './series.js'
+import { performance } from 'node:perf_hooks'
 import type { DispatchObserver, RejectReason } from './batching/dispatcher.js'
+import { LoopBusy } from './batching/load.js'
 
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 const TIME_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -208,23 +210,30 @@ export class RunnerMetrics {
 
 /**
  * bundle_desired_replicas: the load this replica sees, in replicas — the busiest runner's rows
- * offered ÷ rows sustained (Dispatcher.load). What an autoscaler sums over replicas.
+ * offered ÷ rows sustained (Dispatcher.load), or the API process's own event loop busy share when
+ * that is higher (HTTP handling, decoding: a replica whose runners are idle can still be full).
+ * What an autoscaler sums over replicas.
  */
 function desiredReplicasGauge(
   registers: Registry[],
   service: string,
   sources: () => readonly RunnerMetricsSource[],
 ): void {
+  const loop = new LoopBusy(
+    () => performance.eventLoopUtilization(),
+    () => performance.now(),
+  )
   new Gauge({
     name: 'bundle_desired_replicas',
     help:
       'Replicas the load this replica sees needs: rows offered per second (refused ones included) over the last ' +
-      '10 s ÷ rows per second its workers sustain within the deadline, for its busiest runner. Summed over ' +
-      'replicas: how many the fleet needs (scale on sum(bundle_desired_replicas) with a target of 1)',
+      '10 s ÷ rows per second its workers sustain within the deadline, for its busiest runner, or the share of ' +
+      'time its API process was busy if higher. Summed over replicas: how many the fleet needs ' +
+      '(scale on sum(bundle_desired_replicas) with a target below 1)',
     labelNames: ['service'],
     registers,
     collect() {
-      let need = 0
+      let need = loop.read()
       for (const s of sources()) need = Math.max(need, s.loadRatio?.() ?? 0)
       this.set({ service }, need)
     },

@@ -167,7 +167,10 @@ export class Dispatcher<P, R> {
     record = true,
   ): BundleError | undefined {
     if (this.closed) return undefined // the call itself says it is stopping
-    return this.admission.refusal(rows, options, record)
+    const refused = this.admission.refusal(rows, options, record)
+    // Refused before its body was read, a request never reaches submit(): it is demand all the same.
+    if (refused && record) this.offered.add(this.clock.now(), rows)
+    return refused
   }
 
   /** Queues `rows` rows of one request; resolves with its results, one per slice, in row order. */
@@ -183,7 +186,7 @@ export class Dispatcher<P, R> {
     const now = this.clock.now()
     this.offered.add(now, rows)
     this.window.arrived(now, rows, this.queue.first() !== undefined)
-    const refused = this.refusal(rows, o)
+    const refused = this.admission.refusal(rows, o, true)
     if (refused) return Promise.reject(refused)
     const priority = o.priority ?? PRIORITY.normal
     const deadline = this.admission.budgetEnd(now, o.deadline)

@@ -52,3 +52,38 @@ export function sustainedRate(
   const ms = batchMs(size)
   return ms > 0 ? (o.slots * size * 1000) / ms : undefined
 }
+
+/** Cumulative milliseconds an event loop spent idle and active (performance.eventLoopUtilization()). */
+export interface LoopTimes {
+  idle: number
+  active: number
+}
+
+/**
+ * The share of wall time a process's event loop was busy over about the last `windowMs`, from the
+ * samples taken at each read (a scrape): 1 means the process handles requests as fast as it can,
+ * whatever its runners could take — a replica's worth of work for the API process itself.
+ */
+export class LoopBusy {
+  private readonly marks: (LoopTimes & { at: number })[]
+
+  constructor(
+    private readonly times: () => LoopTimes,
+    private readonly now: () => number,
+    private readonly windowMs = 10_000,
+  ) {
+    this.marks = [{ at: now(), ...times() }]
+  }
+
+  read(): number {
+    const at = this.now()
+    const t = this.times()
+    this.marks.push({ at, idle: t.idle, active: t.active })
+    // The base is the newest mark at least a window old (or the oldest there is).
+    while (this.marks.length > 2 && this.marks[1]!.at <= at - this.windowMs) this.marks.shift()
+    const base = this.marks[0]!
+    const idle = t.idle - base.idle
+    const active = t.active - base.active
+    return idle + active > 0 ? active / (idle + active) : 0
+  }
+}

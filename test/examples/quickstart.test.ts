@@ -73,9 +73,10 @@ describe('examples/quickstart: the text-direction classifier', () => {
       assert.equal(value('bundle_runner_queue_duration_seconds_count'), 7)
       assert.equal(value('bundle_runner_rejected_total', { reason: 'deadline' }), 0)
       assert.equal(value('bundle_runner_queue_depth'), 0)
-      // Its load in replicas: 8 rows offered over the last seconds, a small fraction of one replica.
+      // Its load in replicas: 8 rows offered over the last seconds, a small fraction of one replica (the
+      // API process's busy share can count more, never more than one replica).
       const desired = samples.find((s) => s.name === 'bundle_desired_replicas' && s.labels.service === 'quickstart')
-      assert.ok(desired !== undefined && desired.value > 0 && desired.value < 1, JSON.stringify(desired))
+      assert.ok(desired !== undefined && desired.value > 0 && desired.value <= 1, JSON.stringify(desired))
       assert.equal(
         samples.find((s) => s.name === 'bundle_runner_worker_restarts' && s.labels.runner === 'ocr-cls')?.value,
         0,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { Dispatcher } from '../../runners/batching/dispatcher.js'
 import { LatencyModel } from '../../runners/batching/latency-model.js'
-import { OfferedRate, sustainedRate } from '../../runners/batching/load.js'
+import { LoopBusy, OfferedRate, sustainedRate } from '../../runners/batching/load.js'
 import { FakeClock } from '../utils/fake-clock.js'
 import { type Payload, sliceRunner as runner, trained } from '../utils/sim-runner.js'
 
@@ -64,5 +64,49 @@ describe('replica load: offered rows against sustained rows', () => {
     assert.ok(Math.abs(twice.offeredPerSecond - 800) < 20, JSON.stringify(twice))
     assert.ok(twice.ratio !== undefined && twice.ratio > 1.5 && twice.ratio < 2.5, JSON.stringify(twice))
     d.close()
+  })
+
+  it('requests refused before their body is read count as offered, once; a question (admits) does not', async () => {
+    const clock = new FakeClock()
+    const r = runner(clock, () => 10)
+    const d = new Dispatcher<Payload, string>(
+      { maxBatchSize: 4, deadlineMs: 200, slots: 1, clock, model: trained(() => 10, 4) },
+      r.execute,
+    )
+    // As the server does: ask first (a refusal answers at once), submit only what is admitted.
+    let refusedEarly = 0
+    for (let i = 0; i < 800 * 12; i++) {
+      d.admits() // a question only: never counted
+      if (d.refusal(1)) refusedEarly++
+      else d.submit({ id: String(i) }, 1).catch(() => undefined)
+      await clock.advance(1000 / 800)
+    }
+    const load = d.load()
+    assert.ok(refusedEarly > 1000, `the queue must have refused early: ${refusedEarly}`)
+    assert.ok(Math.abs(load.offeredPerSecond - 800) < 20, JSON.stringify(load))
+    assert.ok(load.ratio !== undefined && load.ratio > 1.5 && load.ratio < 2.5, JSON.stringify(load))
+    d.close()
+  })
+
+  it("the API process's busy share: over the last window, from marks taken at each read", () => {
+    let now = 0
+    const t = { idle: 0, active: 0 }
+    const pass = (ms: number, busy: number) => {
+      now += ms
+      t.active += ms * busy
+      t.idle += ms * (1 - busy)
+    }
+    const loop = new LoopBusy(() => ({ ...t }), () => now, 10_000)
+    assert.equal(loop.read(), 0)
+    // Read every second: 20 s a quarter busy, then 10 s fully busy.
+    for (let i = 0; i < 20; i++) {
+      pass(1000, 0.25)
+      assert.ok(Math.abs(loop.read() - 0.25) < 1e-9)
+    }
+    for (let i = 0; i < 10; i++) pass(1000, 1), loop.read()
+    assert.ok(Math.abs(loop.read() - 1) < 1e-9, 'the window holds only the busy seconds')
+    // Read once a minute (a slow scrape): the share since the last read.
+    pass(60_000, 0.5)
+    assert.ok(Math.abs(loop.read() - 0.5) < 1e-9)
   })
 })
