@@ -331,7 +331,11 @@ function deployCommand(): Command {
   const deploy = new Command('deploy').description('print deployment manifests for a containerized bundle')
   deploy
     .command('k8s')
-    .description('print a Kubernetes Deployment, Service and (with --max) HorizontalPodAutoscaler')
+    .description(
+      'print Kubernetes manifests: a Deployment and Service, and with --max an autoscaler (--autoscale cpu: ' +
+        'a HorizontalPodAutoscaler; queue: a KEDA ScaledObject or an External-metric HPA; concurrency: a ' +
+        'Knative Service)',
+    )
     .argument('<tag>')
     .requiredOption('--image <ref>', 'the image `bundle containerize` built, as the cluster pulls it')
     .option('--replicas <n>', 'replicas (default 1, or --min)', int('--replicas'))

@@ -40,14 +40,20 @@ export class OfferedRate {
  * Rows per second the workers sustain within the deadline: `slots` batches at once (one per
  * worker), each of the throughput-optimal size whose slow (p90) time plus the trip to the worker
  * fits in half the deadline (the other half is the queue's). Undefined before any batch was timed.
+ *
+ * A light load forms small batches only, so the best size measured understates what a heavier
+ * load would get: the next size up counts too, its time extrapolated from the trend of the sizes
+ * measured — one size beyond, no further (the estimate corrects itself as batches grow).
  */
 export function sustainedRate(
   model: LatencyModel,
   o: { slots: number; maxBatchSize: number; deadlineMs: number; overheadMs: number },
 ): number | undefined {
   if (model.observations === 0) return undefined
-  let size = model.bestBatchSize(o.maxBatchSize, false, o.overheadMs)
   const batchMs = (rows: number) => model.estimate(rows, 'slow') + o.overheadMs
+  const best = model.bestBatchSize(o.maxBatchSize, false, o.overheadMs)
+  const next = Math.min(o.maxBatchSize, best * 2)
+  let size = next / batchMs(next) > best / batchMs(best) ? next : best
   while (size > 1 && batchMs(size) > o.deadlineMs / 2) size = Math.max(1, Math.floor(size / 2))
   const ms = batchMs(size)
   return ms > 0 ? (o.slots * size * 1000) / ms : undefined

@@ -52,7 +52,17 @@ describe('bundle deploy k8s', () => {
     assert.equal(dep.spec.replicas, 2)
     assert.deepEqual(dep.spec.selector.matchLabels, { 'app.kubernetes.io/name': 'quickstart' })
     const pod = dep.spec.template.spec
-    assert.ok(pod.terminationGracePeriodSeconds > 30, 'longer than the server drain (30 s)')
+    // Kubernetes counts the grace period from the preStop hook: the hook's wait (endpoints leave
+    // meanwhile), then the drain delay after SIGTERM, then up to 30 s to finish what is in flight
+    // (--grace) must all fit before SIGKILL (test/ops/scale-down.test.ts plays that order).
+    const preStopMs = Number(
+      /setTimeout\(\(\) => \{\}, (\d+)\)/.exec(pod.containers[0].lifecycle.preStop.exec.command[2])?.[1],
+    )
+    const drainMs = Number(
+      pod.containers[0].env.find((e: { name: string }) => e.name === 'BUNDLE_DRAIN_DELAY_MS').value,
+    )
+    assert.ok(preStopMs >= 5_000 && drainMs > 0, `preStop ${preStopMs} ms, drain delay ${drainMs} ms`)
+    assert.ok(pod.terminationGracePeriodSeconds * 1000 >= preStopMs + drainMs + 30_000, 'preStop, drain and grace fit')
     assert.equal(pod.securityContext.runAsNonRoot, true)
     assert.equal(pod.securityContext.runAsUser, 10001)
     assert.equal(dep.spec.template.metadata.annotations['prometheus.io/scrape'], 'true')

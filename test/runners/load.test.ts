@@ -40,6 +40,19 @@ describe('replica load: offered rows against sustained rows', () => {
     assert.ok(Math.abs(tight - 1333.3) < 1, String(tight))
   })
 
+  it('a light load measured small batches only: the next size up counts, extrapolated, and no further', () => {
+    // A device: 20 ms a batch + 0.25 ms a row, seen at 1 and 2 rows only (a trickle of requests).
+    const m = new LatencyModel({ reprobeEvery: 1_000_000 })
+    for (let i = 0; i < 15; i++) m.observe(1, 20.25), m.observe(2, 20.5)
+    // 4 rows ≈ 21 ms: ~190 rows/s, not the 2 rows / 20.5 ms ≈ 98 rows/s measured so far ...
+    const light = sustainedRate(m, { slots: 1, maxBatchSize: 16, deadlineMs: 1000, overheadMs: 0 })!
+    assert.ok(Math.abs(light - 4000 / 21) < 1, String(light))
+    // ... and once 4 is measured, 8 is the next guess — never 16 from the same trend.
+    for (let i = 0; i < 15; i++) m.observe(4, 21)
+    const more = sustainedRate(m, { slots: 1, maxBatchSize: 16, deadlineMs: 1000, overheadMs: 0 })!
+    assert.ok(Math.abs(more - 8000 / 22) < 1, String(more))
+  })
+
   it("a dispatcher's load ratio follows the offered rate: ~0.5 at half its capacity, ~2 at twice", async () => {
     const clock = new FakeClock()
     // 10 ms a batch of up to 4 rows, one slot: it sustains 400 rows/s within the deadline.
@@ -96,7 +109,11 @@ describe('replica load: offered rows against sustained rows', () => {
       t.active += ms * busy
       t.idle += ms * (1 - busy)
     }
-    const loop = new LoopBusy(() => ({ ...t }), () => now, 10_000)
+    const loop = new LoopBusy(
+      () => ({ ...t }),
+      () => now,
+      10_000,
+    )
     assert.equal(loop.read(), 0)
     // Read every second: 20 s a quarter busy, then 10 s fully busy.
     for (let i = 0; i < 20; i++) {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, renameSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort, until } from './remote.js'
@@ -45,13 +45,16 @@ export interface Prometheus {
   get<T>(path: string, params: Record<string, string | string[]>): Promise<ApiAnswer<T>>
   /** Instant query; asserts status success. */
   query(q: string): Promise<Series[]>
+  /** Replaces the scraped targets (host:port); Prometheus picks the change up within a second or so. */
+  setTargets(targets: readonly string[]): void
   stop(): Promise<void>
 }
 
 /**
  * A real Prometheus scraping `targets` (host:port) every second under job `job`, adding `labels`
  * to every series (as Kubernetes service discovery adds `pod`); promtool checks its config
- * first. Resolves once it is ready and every target is up.
+ * first. Resolves once it is ready and every target is up. The targets come from a file it
+ * watches (file-based discovery), so setTargets() changes them while it runs, as pods come and go.
  */
 export async function startPrometheus(
   targets: readonly string[],
@@ -60,12 +63,17 @@ export async function startPrometheus(
 ): Promise<Prometheus> {
   const dir = mkdtempSync(join(tmpdir(), 'mb-prom-'))
   const config = join(dir, 'prometheus.yml')
-  const extra = Object.entries(labels).map(([k, v]) => `${k}: '${v}'`)
+  const targetsFile = join(dir, 'targets.json')
+  const setTargets = (list: readonly string[]) => {
+    // Written whole, then renamed: Prometheus never reads half a file.
+    writeFileSync(`${targetsFile}.tmp`, JSON.stringify([{ targets: list, labels }]))
+    renameSync(`${targetsFile}.tmp`, targetsFile)
+  }
+  setTargets(targets)
   writeFileSync(
     config,
-    `global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ${job}\n    static_configs:\n      - ` +
-      `targets: [${targets.map((t) => `'${t}'`).join(', ')}]\n` +
-      (extra.length ? `        labels: {${extra.join(', ')}}\n` : ''),
+    `global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ${job}\n    file_sd_configs:\n` +
+      `      - files: ['${targetsFile}']\n        refresh_interval: 1s\n`,
   )
   const check = spawnSync('promtool', ['check', 'config', config], { encoding: 'utf8' })
   assert.equal(check.status, 0, check.stdout + check.stderr)
@@ -105,5 +113,5 @@ export async function startPrometheus(
     await stop()
     throw e
   }
-  return { api, get, query, stop }
+  return { api, get, query, stop, setTargets }
 }
