@@ -54,7 +54,7 @@ export function queueAutoscaler(
 function kedaScaledObject(
   meta: Meta,
   target: string,
-  o: { min: number; max: number; threshold: number; prometheus: string; query: string },
+  o: { min: number; max: number; threshold: number; prometheus: string; query: string; activationThreshold?: number },
 ): Record<string, unknown> {
   return {
     apiVersion: 'keda.sh/v1alpha1',
@@ -70,7 +70,12 @@ function kedaScaledObject(
         {
           type: 'prometheus',
           metricType: 'AverageValue',
-          metadata: { serverAddress: o.prometheus, query: o.query, threshold: String(o.threshold) },
+          metadata: {
+            serverAddress: o.prometheus,
+            query: o.query,
+            threshold: String(o.threshold),
+            ...(o.activationThreshold !== undefined ? { activationThreshold: String(o.activationThreshold) } : {}),
+          },
         },
       ],
     },
@@ -205,6 +210,8 @@ export function workerQueueAutoscaler(
     threshold: o.perWorker,
     prometheus: o.prometheus,
     query: remoteQueueQuery(o.service),
+    // From zero, one batch waiting wakes a worker (KEDA activates above this value).
+    ...(o.min === 0 ? { activationThreshold: 0 } : {}),
   })
 }
 

@@ -49,7 +49,11 @@ export function checkOptions(o: K8sOptions): void {
   if (!(o.autoscale === 'concurrency' && o.min === 0))
     checkBounds('--min', '--max', o.min, o.max, o.autoscale === 'queue')
   else if (o.max === undefined) throw new BundleError('E_CLI_USAGE', '--min 0 without --max: add --max N')
-  checkBounds('--worker-min', '--worker-max', o.workerMin, o.workerMax, false)
+  // Workers on KEDA may scale to zero: the API pods, which stay up, report the batches waiting for one.
+  if (o.workerMin === 0 && o.autoscale === 'queue' && o.queueScaler !== 'hpa') {
+    if (o.workerMax === undefined)
+      throw new BundleError('E_CLI_USAGE', '--worker-min 0 without --worker-max: add --worker-max N')
+  } else checkBounds('--worker-min', '--worker-max', o.workerMin, o.workerMax, false)
 }
 
 /** --autoscale, --target and --prometheus: what scales the API Deployment, checked together. */
@@ -112,8 +116,9 @@ function checkBounds(
         ? `${minFlag} 0: the queue autoscaler reads the load the replicas report, and at zero replicas none ` +
             `reports it, so nothing would scale back up; use ${minFlag} 1 or more`
         : `${minFlag} 0: a HorizontalPodAutoscaler refuses minReplicas 0 unless the cluster enables the ` +
-            'HPAScaleToZero feature gate; scaling to zero needs an event-driven autoscaler (KEDA) or Knative. Use ' +
-            `${minFlag} 1 or more`,
+            'HPAScaleToZero feature gate; scaling to zero needs an event-driven autoscaler (KEDA) or Knative' +
+            (minFlag === '--worker-min' ? ' (workers: --autoscale queue --prometheus URL, KEDA)' : '') +
+            `. Use ${minFlag} 1 or more`,
     )
   if (min !== undefined && max === undefined)
     throw new BundleError(

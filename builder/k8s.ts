@@ -112,6 +112,8 @@ function apiDeployment(x: Shared, replicas: number): Record<string, unknown> {
                 { name: 'HOST', value: '0.0.0.0' },
                 { name: 'BUNDLE_DRAIN_DELAY_MS', value: String(DRAIN_DELAY_MS) },
                 ...redisEnv,
+                // Workers scaled to zero: ready without one, each batch waiting for one until its deadline.
+                ...(remote && o.workerMin === 0 ? [{ name: 'BUNDLE_REMOTE_SCALE_TO_ZERO', value: '1' }] : []),
                 ...Object.entries(m.env ?? {}).map(([k, v]) => ({ name: k, value: v })),
               ],
               startupProbe: { httpGet: { path: '/livez', port: 'http' }, periodSeconds: 2, failureThreshold: 60 },

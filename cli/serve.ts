@@ -113,6 +113,7 @@ interface ServeFlags {
   runners: string
   redis?: string
   remoteGrace?: string
+  remoteScaleToZero?: boolean
   otelEndpoint?: string
   models?: string
   modelControlMode?: string
@@ -273,6 +274,11 @@ function runtimeFlags(c: Command): Command {
         '(default $BUNDLE_REMOTE_GRACE_MS or 2000; 0 = at once)',
     )
     .option(
+      '--remote-scale-to-zero',
+      'remote runners: the workers scale to zero (an autoscaler wakes them on the queue): ready with no worker ' +
+        'live, a batch waits for one until its deadline (default $BUNDLE_REMOTE_SCALE_TO_ZERO=1)',
+    )
+    .option(
       '--otel-endpoint <url>',
       'send OpenTelemetry traces over OTLP/HTTP to this collector (e.g. http://localhost:4318; default ' +
         '$OTEL_EXPORTER_OTLP_ENDPOINT; off when neither is set)',
@@ -301,11 +307,23 @@ function remoteSetup(opts: ServeFlags): { url: string | undefined; graceMs: numb
     throw new BundleError('E_CLI_USAGE', `--runners must be local or remote, not "${opts.runners}"`)
   if (opts.remoteGrace !== undefined && opts.runners !== 'remote')
     throw new BundleError('E_CLI_USAGE', '--remote-grace applies to remote runners: add --runners remote')
+  if (opts.remoteScaleToZero && opts.runners !== 'remote')
+    throw new BundleError('E_CLI_USAGE', '--remote-scale-to-zero applies to remote runners: add --runners remote')
+  if (opts.remoteScaleToZero && opts.remoteGrace !== undefined)
+    throw new BundleError(
+      'E_CLI_USAGE',
+      '--remote-scale-to-zero and --remote-grace: with workers that scale to zero a batch waits for one until its ' +
+        'deadline; give one of them',
+    )
+  const toZero =
+    opts.remoteScaleToZero || (opts.remoteGrace === undefined && process.env.BUNDLE_REMOTE_SCALE_TO_ZERO === '1')
   // The environment's value is checked too, but only where it applies (one image may run both ways).
   const graceMs =
     opts.runners === 'remote'
-      ? (wholeNumber('--remote-grace', opts.remoteGrace, 0) ??
-        wholeNumber('BUNDLE_REMOTE_GRACE_MS', process.env.BUNDLE_REMOTE_GRACE_MS || undefined, 0))
+      ? toZero
+        ? Number.POSITIVE_INFINITY
+        : (wholeNumber('--remote-grace', opts.remoteGrace, 0) ??
+          wholeNumber('BUNDLE_REMOTE_GRACE_MS', process.env.BUNDLE_REMOTE_GRACE_MS || undefined, 0))
       : undefined
   // Redis: always for remote runners; otherwise when given (response caches, tasks).
   const url =

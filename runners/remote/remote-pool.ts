@@ -26,7 +26,9 @@ export interface RemotePoolOptions {
   digest?: string
   /**
    * While no worker is live, a batch waits at most this long for one (default 2 000 ms; 0 fails
-   * at once), then fails with E_REMOTE_NO_WORKERS and leaves the queue.
+   * at once), then fails with E_REMOTE_NO_WORKERS and leaves the queue. Infinity: the workers
+   * scale to zero — a batch waits for one until its deadline, in the queue an autoscaler watches,
+   * and the runner stays ready with no worker live.
    */
   graceMs?: number
 }
@@ -157,7 +159,9 @@ export class RemotePool implements RemoteLikePool {
   notReadyReason(): string | undefined {
     return (
       this.o.link.unavailable() ??
-      (this.live.workers === 0 ? `no live remote worker for queue ${this.o.queue}` : undefined)
+      (this.live.workers === 0 && this.graceMs !== Number.POSITIVE_INFINITY
+        ? `no live remote worker for queue ${this.o.queue}`
+        : undefined)
     )
   }
 
@@ -177,7 +181,8 @@ export class RemotePool implements RemoteLikePool {
   /** Starts a waiting batch's grace: if no worker is live at its end, the batch fails and leaves the queue. */
   private armGrace(jobId: string): void {
     const p = this.pending.get(jobId)
-    if (p === undefined) return
+    // Workers that scale to zero: the batch waits in the queue until its deadline (the run's timer).
+    if (p === undefined || this.graceMs === Number.POSITIVE_INFINITY) return
     clearTimeout(p.grace)
     p.grace = setTimeout(() => void this.graceOver(jobId), this.graceMs)
   }

@@ -4,6 +4,9 @@ import type { RedisLink } from './link.js'
 export interface RemoteTarget {
   link: RedisLink
   queue: string
-  /** While no worker is live, how long a batch waits for one (ms; default 2 000, 0 = fail at once). */
+  /**
+   * While no worker is live, how long a batch waits for one (ms; default 2 000, 0 = at once;
+   * Infinity = until its deadline, the workers scaling to zero).
+   */
   graceMs?: number
 }

@@ -113,6 +113,24 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
       workerKeda.spec.triggers[0].metadata.query,
       'sum(max by (runner) (bundle_runner_remote_queue_depth{service="quickstart"}))',
     )
+    // Workers may scale to zero on KEDA: the API pods stay up, ready without a worker, and report
+    // the batches waiting; one waiting wakes a worker (activationThreshold 0).
+    const toZero = { ...remote, workerMin: 0 }
+    assert.deepEqual(validated(toZero), validated(remote))
+    const zeroDocs = k8sManifests(bundle, toZero) as { spec: Record<string, any> }[]
+    const zeroKeda = zeroDocs.at(-1)!
+    assert.equal(zeroKeda.spec.minReplicaCount, 0)
+    assert.equal(zeroKeda.spec.triggers[0].metadata.activationThreshold, '0')
+    assert.equal(zeroDocs[3]!.spec.replicas, 0, 'the worker Deployment starts at zero')
+    const apiEnv = zeroDocs[0]!.spec.template.spec.containers[0].env as { name: string; value: string }[]
+    assert.deepEqual(
+      apiEnv.find((e) => e.name === 'BUNDLE_REMOTE_SCALE_TO_ZERO'),
+      { name: 'BUNDLE_REMOTE_SCALE_TO_ZERO', value: '1' },
+    )
+    const apiEnvNotZero = (k8sManifests(bundle, remote)[0] as { spec: Record<string, any> }).spec.template.spec
+      .containers[0].env as { name: string }[]
+    assert.ok(!apiEnvNotZero.some((e) => e.name === 'BUNDLE_REMOTE_SCALE_TO_ZERO'))
+    assert.equal(workerKeda.spec.triggers[0].metadata.activationThreshold, undefined)
     assert.deepEqual(validated({ ...remote, prometheus: undefined, queueScaler: 'hpa' }).slice(-2), [
       'apps/v1 Deployment',
       'autoscaling/v2 HorizontalPodAutoscaler',
@@ -184,7 +202,18 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
     refused({ image, min: 2 }, /--min 2 without --max: an autoscaler needs the most replicas/)
     refused({ image, min: 5, max: 2 }, /--min 5 is above --max 2/)
     refused({ image, max: 0 }, /--max 0: an autoscaler runs at least one replica/)
-    refused({ image, redis: 'redis://r:6379', workerMin: 0, workerMax: 3 }, /--worker-min 0/)
+    refused(
+      { image, redis: 'redis://r:6379', workerMin: 0, workerMax: 3 },
+      /--worker-min 0: a HorizontalPodAutoscaler refuses minReplicas 0/,
+    )
+    refused(
+      { image, max: 4, autoscale: 'queue', queueScaler: 'hpa', redis: 'redis://r:6379', workerMin: 0, workerMax: 3 },
+      /--worker-min 0: a HorizontalPodAutoscaler refuses minReplicas 0/,
+    )
+    refused(
+      { image, max: 4, autoscale: 'queue', prometheus: 'http://p:9090', redis: 'redis://r:6379', workerMin: 0 },
+      /--worker-min 0 without --worker-max/,
+    )
     refused({ image, redis: 'redis://r:6379', workerMin: 2 }, /--worker-min 2 without --worker-max/)
     refused({ image, max: 4, autoscale: 'queue' }, /--autoscale queue reads bundle_desired_replicas from Prometheus/)
     refused({ image, autoscale: 'queue', prometheus: 'http://p:9090' }, /configure an autoscaler: add --max/)

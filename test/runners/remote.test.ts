@@ -284,6 +284,40 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     await Promise.all([api.stop(), w2.stop()])
   })
 
+  it('workers that scale to zero (BUNDLE_REMOTE_SCALE_TO_ZERO): ready with none; a batch waits in the queue, ' +
+    'counted on /metrics, until a worker starts or its deadline passes', {
+    timeout: 120_000,
+  }, async () => {
+    const log = join(tempDir(), 'exec.log')
+    writeFileSync(log, '')
+    const env = { ACCEL_DELAY_MS: '10', ACCEL_LOG: log, ACCEL_TIMEOUT_MS: '60000', BUNDLE_REMOTE_SCALE_TO_ZERO: '1' }
+    const api = track(await remoteServe(SERVICE, redis.url, env))
+    await until('ready with no worker', async () => (await readyz(api.url)).status === 200)
+    const waiting = double(api.url, 7)
+    // The batch waits in Redis, and the depth the API server reports is what wakes the workers.
+    const depth = async () => {
+      const text = await (await fetch(`${api.url}/metrics`)).text()
+      return Number(/^bundle_runner_remote_queue_depth\{[^}]*runner="accel"[^}]*\} (\d+)/m.exec(text)?.[1] ?? 0)
+    }
+    await until('the batch counted as waiting', async () => (await depth()) >= 1)
+    // Longer than the 2 s grace a server without workers that scale to zero gives.
+    await new Promise((r) => setTimeout(r, 2_500))
+    const w = track(await worker(SERVICE, redis.url, env))
+    const answered = await waiting
+    assert.equal(answered.status, 200, JSON.stringify(answered.body))
+    assert.ok(answered.ms > 2_500, `it waited for the worker: ${answered.ms} ms`)
+    await until('the queue drained', async () => (await depth()) === 0)
+    await w.stop()
+    // With no worker at all, a request waits until its deadline (4 s here), not the 2 s grace.
+    const short = track(await remoteServe(SERVICE, redis.url, { ...env, ACCEL_TIMEOUT_MS: '4000' }))
+    await until('ready with no worker', async () => (await readyz(short.url)).status === 200)
+    const late = await double(short.url, 8)
+    assert.equal(late.status, 503)
+    assert.equal(late.body.error.code, 'E_REMOTE_NO_WORKERS')
+    assert.ok(late.ms > 3_500, `waited for its deadline: ${late.ms} ms`)
+    await Promise.all([api.stop(), short.stop()])
+  })
+
   it('--remote-grace and BUNDLE_REMOTE_GRACE_MS are checked', { timeout: 60_000 }, async () => {
     const bad = await bundle(['serve', SERVICE, '--runners', 'remote', '--redis', redis.url, '--remote-grace', '-1'])
     assert.equal(bad.code, 2)
@@ -296,6 +330,22 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
     const local = await bundle(['serve', SERVICE, '--remote-grace', '100'])
     assert.equal(local.code, 2)
     assert.match(local.stderr, /--remote-grace applies to remote runners/)
+    const zeroLocal = await bundle(['serve', SERVICE, '--remote-scale-to-zero'])
+    assert.equal(zeroLocal.code, 2)
+    assert.match(zeroLocal.stderr, /--remote-scale-to-zero applies to remote runners/)
+    const both = await bundle([
+      'serve',
+      SERVICE,
+      '--runners',
+      'remote',
+      '--redis',
+      redis.url,
+      '--remote-scale-to-zero',
+      '--remote-grace',
+      '100',
+    ])
+    assert.equal(both.code, 2)
+    assert.match(both.stderr, /--remote-scale-to-zero and --remote-grace: .* give one of them/)
   })
 
   it('workers started with the API server take no batch before their connections are up: the first requests all ' +
