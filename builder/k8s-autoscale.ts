@@ -156,15 +156,17 @@ export function knativeService(
 
 /** The External metric prometheus-adapter serves for the queue autoscaler without KEDA. */
 export const EXTERNAL_METRIC = 'bundle_desired_replicas'
-/** The External metric for remote workers: batches waiting in Redis for one. */
-export const WORKER_EXTERNAL_METRIC = 'bundle_remote_queue_depth'
+/** The External metric for remote workers: the workers the load needs. */
+export const WORKER_EXTERNAL_METRIC = 'bundle_desired_workers'
 
 /**
- * Batches waiting in Redis for a remote worker, over the service's runners. Every API replica
- * reports the same queue's length, so the replicas' series are folded with max, not summed.
+ * The remote workers the load needs: each API replica's estimate per runner (its rows offered ÷
+ * what one worker sustains) summed over replicas, and the runner that needs the most — a worker
+ * pod runs every runner of the bundle. (Batches waiting in Redis are no signal: an API server
+ * sends only as many as the live workers take at once, and the rest wait in its batcher.)
  */
-export const remoteQueueQuery = (service: string): string =>
-  `sum(max by (runner) (bundle_runner_remote_queue_depth{service="${service.replace(/["\\]/g, '\\$&')}"}))`
+export const desiredWorkersQuery = (service: string): string =>
+  `max(sum by (runner) (bundle_runner_desired_workers{service="${service.replace(/["\\]/g, '\\$&')}"}))`
 
 /**
  * prometheus-adapter's rule (its config.yaml, `externalRules`) that serves bundle_desired_replicas
@@ -180,22 +182,22 @@ export const adapterRules = {
       metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (service)',
     },
     {
-      seriesQuery: 'bundle_runner_remote_queue_depth{service!=""}',
+      seriesQuery: 'bundle_runner_desired_workers{service!=""}',
       resources: { namespaced: false },
-      name: { matches: '^bundle_runner_remote_queue_depth$', as: WORKER_EXTERNAL_METRIC },
-      metricsQuery: 'sum(max by (service, runner) (<<.Series>>{<<.LabelMatchers>>})) by (service)',
+      name: { matches: '^bundle_runner_desired_workers$', as: WORKER_EXTERNAL_METRIC },
+      metricsQuery: 'max(sum by (service, runner) (<<.Series>>{<<.LabelMatchers>>})) by (service)',
     },
   ],
 }
 
 /**
- * The remote workers' autoscaler under --autoscale queue: on the batches waiting in Redis, about
- * `perWorker` waiting per worker — through KEDA (a ScaledObject) or an HPA on the adapter's metric.
+ * The remote workers' autoscaler under --autoscale queue: ceil(workers the load needs ÷ `threshold`),
+ * the load each worker is kept at — through KEDA (a ScaledObject) or an HPA on the adapter's metric.
  */
 export function workerQueueAutoscaler(
   meta: Meta,
   target: string,
-  o: { min: number; max: number; perWorker: number; service: string; prometheus?: string | undefined },
+  o: { min: number; max: number; threshold: number; service: string; prometheus?: string | undefined },
 ): Record<string, unknown> {
   const bounds = { min: o.min, max: o.max }
   if (o.prometheus === undefined)
@@ -203,14 +205,15 @@ export function workerQueueAutoscaler(
       ...bounds,
       metric: WORKER_EXTERNAL_METRIC,
       service: o.service,
-      value: o.perWorker,
+      value: o.threshold,
     })
   return kedaScaledObject(meta, target, {
     ...bounds,
-    threshold: o.perWorker,
+    threshold: o.threshold,
     prometheus: o.prometheus,
-    query: remoteQueueQuery(o.service),
-    // From zero, one batch waiting wakes a worker (KEDA activates above this value).
+    query: desiredWorkersQuery(o.service),
+    // From zero, any row offered wakes a worker (KEDA activates above this value; rows offered
+    // before any batch was timed count as one worker).
     ...(o.min === 0 ? { activationThreshold: 0 } : {}),
   })
 }

@@ -219,13 +219,13 @@ function workerManifests(x: Shared): Record<string, unknown>[] {
     },
   })
   if (o.workerMax === undefined) return out
-  // Under --autoscale queue the workers scale on the batches waiting for them in Redis (2 each).
+  // Under --autoscale queue the workers scale on the workers the load needs, kept at --target each.
   out.push(
     o.autoscale === 'queue'
       ? workerQueueAutoscaler(wmeta, wname, {
           min: wmin ?? 1,
           max: o.workerMax,
-          perWorker: 2,
+          threshold: o.target ?? DEFAULT_TARGET.queue,
           service: m.service?.name ?? m.name,
           prometheus: o.queueScaler === 'hpa' ? undefined : o.prometheus,
         })

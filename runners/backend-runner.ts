@@ -5,7 +5,7 @@ import { mergeOverrides, type RunnerOverrides } from './config.js'
 import { WorkerPool } from './pool/worker-pool.js'
 import type { BackendSpec } from './pool/protocol.js'
 import { currentCall, submitOptionsOf } from './call-context.js'
-import { PooledRunner } from './pooled-runner.js'
+import { type LoadSource, PooledRunner } from './pooled-runner.js'
 import { tracesOf } from './onnx/batch.js'
 import { CallTrace, carrierOf, spanAround, traced } from './tracing/index.js'
 import { startPool } from './pool/pool.js'
@@ -95,6 +95,10 @@ export class BackendRunner extends PooledRunner {
       if (r !== undefined) most = Math.max(most ?? 0, r)
     }
     return most
+  }
+
+  protected override batchers(): Iterable<LoadSource> {
+    return this.dispatchers.values()
   }
 
   /** Per-method batchers have no single state to show. */

@@ -17,8 +17,11 @@ export interface RunnerHealth {
   workers: number
   /** Workers restarted after a crash or a timeout. */
   restarts: number
-  /** Remote mode: live remote workers and batches waiting in Redis for one. */
-  remote?: { workers: number; queued: number }
+  /**
+   * Remote mode: live remote workers, batches waiting in Redis for one, and the workers the load
+   * this replica sends needs (its rows offered ÷ rows one worker sustains within the deadline).
+   */
+  remote?: { workers: number; queued: number; desiredWorkers?: number }
   /** Sequence runners (stateful models): sequences whose state their workers hold now. */
   sequences?: { active: number }
   /** Runners placed on GPUs: device id → its workers there. */
@@ -49,6 +52,13 @@ const HEALTH_GAUGES: readonly (readonly [name: string, help: string, read: (h: R
       (h) => h.remote?.workers,
     ],
     ['bundle_runner_remote_queue_depth', 'Batches waiting in Redis for a remote worker', (h) => h.remote?.queued],
+    [
+      'bundle_runner_desired_workers',
+      'Remote workers the load this replica sends the runner needs: rows offered per second (refused ones ' +
+        'included) over the last 10 s ÷ rows per second one worker sustains within the deadline (1 while rows ' +
+        'are offered before any batch was timed). Summed over replicas: the workers the fleet needs',
+      (h) => h.remote?.desiredWorkers,
+    ],
     [
       'bundle_runner_loaded',
       'Whether the runner model is in memory (0 while unloaded for idleness or stopped)',

@@ -13,7 +13,7 @@ import { autoscale } from './autoscaler.js'
 import { RUNNER_DEFAULTS } from './defaults.js'
 import { currentCall, submitOptionsOf } from './call-context.js'
 import { CallTrace, type TraceCarrier, traced } from './tracing/index.js'
-import { PooledRunner } from './pooled-runner.js'
+import { type LoadSource, PooledRunner } from './pooled-runner.js'
 import type { RunnerVersions, VersionedRunner } from './runner.js'
 import type { RunnerTensor } from './tensor.js'
 import type { OnnxRunnerOptions } from './onnx/options.js'
@@ -162,6 +162,11 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   loadRatio(): number | undefined {
     const d = this.dispatcher
     return d && 'load' in d ? d.load().ratio : undefined
+  }
+
+  protected override batchers(): Iterable<LoadSource> {
+    const d = this.dispatcher
+    return d && 'load' in d ? [d] : []
   }
 
   stats(): (DispatcherStats & { sequences?: SequenceStats }) | undefined {

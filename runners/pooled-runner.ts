@@ -9,6 +9,11 @@ import { notRunning, trackRunner } from './registry.js'
 import type { Runner, RunnerHealth, RunnerLog, RunnerRemote } from './runner.js'
 import type { TraceCarrier } from './tracing/index.js'
 import type { PoolOptions } from './pool/worker-pool.js'
+
+/** A batcher's load against a capacity of `slots` batches at once (Dispatcher.load). */
+export interface LoadSource {
+  load(slots?: number): { offeredPerSecond: number; ratio: number | undefined }
+}
 import { logWorkerOutput, ortSeverity } from './pool/worker-output.js'
 
 /**
@@ -103,9 +108,23 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
     return this.pool?.size ?? 0
   }
 
-  /** Remote mode: live remote workers and batches waiting for one (metrics). */
-  remoteState(): { workers: number; queued: number } | undefined {
-    return isRemotePool(this.pool) ? this.pool.state() : undefined
+  /** Remote mode: live remote workers, batches waiting for one, and the workers this replica's load needs (metrics). */
+  remoteState(): { workers: number; queued: number; desiredWorkers: number } | undefined {
+    if (!isRemotePool(this.pool)) return undefined
+    const { workers, queued, slotsPerWorker } = this.pool.state()
+    let desiredWorkers = 0
+    // The batchers share the workers: their loads, each in workers, add up.
+    for (const d of this.batchers()) {
+      const l = d.load(slotsPerWorker ?? 1)
+      // Nothing timed yet (the workers scaled to zero from the start): rows offered need one worker.
+      desiredWorkers += l.ratio ?? (l.offeredPerSecond > 0 ? 1 : 0)
+    }
+    return { workers, queued, desiredWorkers }
+  }
+
+  /** The batchers in front of the pool, whose offered load and latency model say what the workers carry. */
+  protected batchers(): Iterable<LoadSource> {
+    return []
   }
 
   /** Whether the model is in memory now (false before start, while unloaded for idleness). */

@@ -122,12 +122,18 @@ export class Dispatcher<P, R> {
   /**
    * How many replicas' worth of work is offered here: rows offered per second ÷ rows per second
    * the workers sustain within the deadline (undefined until a batch was timed). 1 means this
-   * replica is exactly busy; summed over replicas it is how many the load needs.
+   * replica is exactly busy; summed over replicas it is how many the load needs. `slots`: batches
+   * at once of the capacity to measure against (default this dispatcher's; a remote runner passes
+   * one worker's, so the ratio is in workers).
    */
-  load(): { offeredPerSecond: number; sustainedPerSecond: number | undefined; ratio: number | undefined } {
+  load(slots: number = this.workers.slots): {
+    offeredPerSecond: number
+    sustainedPerSecond: number | undefined
+    ratio: number | undefined
+  } {
     const offeredPerSecond = this.offered.perSecond(this.clock.now())
     const sustainedPerSecond = sustainedRate(this.model, {
-      slots: this.workers.slots,
+      slots,
       maxBatchSize: this.settings.batching ? this.settings.maxBatchSize : 1,
       deadlineMs: this.deadlineMs,
       overheadMs: this.overhead.best(),

@@ -63,6 +63,8 @@ export class RemotePool implements RemoteLikePool {
   private unannounce: (() => Promise<void>) | undefined
   private conns: ReturnType<RedisLink['connection']>[] = []
   private live = { workers: 0, slots: 0 }
+  /** Batches one worker takes at once, as last seen while any was live (kept while none is). */
+  private slotsPerWorker: number | undefined
   private queued = 0
 
   private readonly graceMs: number
@@ -168,6 +170,7 @@ export class RemotePool implements RemoteLikePool {
   private setLive(live: { workers: number; slots: number }): void {
     this.live = live
     if (live.workers > 0) {
+      this.slotsPerWorker = live.slots / live.workers
       for (const p of this.pending.values()) {
         clearTimeout(p.grace)
         p.grace = undefined
@@ -229,9 +232,12 @@ export class RemotePool implements RemoteLikePool {
     return p
   }
 
-  /** Live remote workers and batches waiting for one (refreshed every second). */
-  state(): { workers: number; queued: number } {
-    return { workers: this.live.workers, queued: this.queued }
+  /**
+   * Live remote workers, batches waiting for one (refreshed every second), and the batches one
+   * worker takes at once (the last seen while none is live; undefined before any was).
+   */
+  state(): { workers: number; queued: number; slotsPerWorker: number | undefined } {
+    return { workers: this.live.workers, queued: this.queued, slotsPerWorker: this.slotsPerWorker }
   }
 
   /** Live remote workers (heartbeats). */

@@ -111,8 +111,17 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
     assert.equal(kedaRenamed.spec.triggers[0].metadata.query, 'sum(bundle_desired_replicas{service="classifier"})')
     assert.equal(
       workerKeda.spec.triggers[0].metadata.query,
-      'sum(max by (runner) (bundle_runner_remote_queue_depth{service="quickstart"}))',
+      'max(sum by (runner) (bundle_runner_desired_workers{service="quickstart"}))',
     )
+    // Each worker kept at --target of what it sustains, as the API pods are.
+    assert.equal(workerKeda.spec.triggers[0].metadata.threshold, '0.8')
+    const workerHpa = k8sManifests(bundle, { ...remote, prometheus: undefined, queueScaler: 'hpa', target: 0.6 }).at(
+      -1,
+    ) as { spec: Record<string, any> }
+    assert.deepEqual(workerHpa.spec.metrics[0].external, {
+      metric: { name: 'bundle_desired_workers', selector: { matchLabels: { service: 'quickstart' } } },
+      target: { type: 'AverageValue', averageValue: '0.6' },
+    })
     // Workers may scale to zero on KEDA: the API pods stay up, ready without a worker, and report
     // the batches waiting; one waiting wakes a worker (activationThreshold 0).
     const toZero = { ...remote, workerMin: 0 }

@@ -300,6 +300,17 @@ describe('remote runners: batches over Redis (BullMQ) to bundle worker processes
       return Number(/^bundle_runner_remote_queue_depth\{[^}]*runner="accel"[^}]*\} (\d+)/m.exec(text)?.[1] ?? 0)
     }
     await until('the batch counted as waiting', async () => (await depth()) >= 1)
+    // And the workers it needs, what an autoscaler scales the workers on: one, before any batch was timed.
+    const text = await (await fetch(`${api.url}/metrics`)).text()
+    const need = /^bundle_runner_desired_workers\{[^}]*runner="accel"[^}]*\} (\S+)/m.exec(text)?.[1]
+    assert.equal(
+      Number(need),
+      1,
+      text
+        .split('\n')
+        .filter((l) => l.includes('desired_workers'))
+        .join('\n'),
+    )
     // Longer than the 2 s grace a server without workers that scale to zero gives.
     await new Promise((r) => setTimeout(r, 2_500))
     const w = track(await worker(SERVICE, redis.url, env))
