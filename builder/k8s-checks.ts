@@ -49,10 +49,12 @@ export function checkOptions(o: K8sOptions): void {
   if (!(o.autoscale === 'concurrency' && o.min === 0))
     checkBounds('--min', '--max', o.min, o.max, o.autoscale === 'queue')
   else if (o.max === undefined) throw new BundleError('E_CLI_USAGE', '--min 0 without --max: add --max N')
-  // Workers on KEDA may scale to zero: the API pods, which stay up, report the batches waiting for one.
+  // Workers on KEDA may scale to zero: the API pods, which stay up, report the workers their load needs.
   if (o.workerMin === 0 && o.autoscale === 'queue' && o.queueScaler !== 'hpa') {
     if (o.workerMax === undefined)
       throw new BundleError('E_CLI_USAGE', '--worker-min 0 without --worker-max: add --worker-max N')
+    if (o.workerMax === 0)
+      throw new BundleError('E_CLI_USAGE', '--worker-max 0: an autoscaler runs at least one replica')
   } else checkBounds('--worker-min', '--worker-max', o.workerMin, o.workerMax, false)
 }
 

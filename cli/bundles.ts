@@ -353,7 +353,8 @@ function deployCommand(): Command {
     .option('--worker-replicas <n>', 'worker pods (default 1, or --worker-min)', int('--worker-replicas'))
     .option(
       '--worker-min <n>',
-      'autoscaling: fewest worker pods (≥ 1, default 1; needs --worker-max)',
+      'autoscaling: fewest worker pods (default 1; 0 with --autoscale queue on KEDA: workers scale to zero; ' +
+        'needs --worker-max)',
       int('--worker-min'),
     )
     .option('--worker-max <n>', 'autoscaling: most worker pods', int('--worker-max'))

@@ -315,16 +315,17 @@ function remoteSetup(opts: ServeFlags): { url: string | undefined; graceMs: numb
       '--remote-scale-to-zero and --remote-grace: with workers that scale to zero a batch waits for one until its ' +
         'deadline; give one of them',
     )
-  const toZero =
-    opts.remoteScaleToZero || (opts.remoteGrace === undefined && process.env.BUNDLE_REMOTE_SCALE_TO_ZERO === '1')
+  const envZero = process.env.BUNDLE_REMOTE_SCALE_TO_ZERO || undefined
+  if (envZero !== undefined && envZero !== '0' && envZero !== '1')
+    throw new BundleError('E_CLI_USAGE', `BUNDLE_REMOTE_SCALE_TO_ZERO must be 1 or 0, not "${envZero}"`)
+  const toZero = opts.remoteScaleToZero || (opts.remoteGrace === undefined && envZero === '1')
   // The environment's value is checked too, but only where it applies (one image may run both ways).
-  const graceMs =
+  const grace =
     opts.runners === 'remote'
-      ? toZero
-        ? Number.POSITIVE_INFINITY
-        : (wholeNumber('--remote-grace', opts.remoteGrace, 0) ??
-          wholeNumber('BUNDLE_REMOTE_GRACE_MS', process.env.BUNDLE_REMOTE_GRACE_MS || undefined, 0))
+      ? (wholeNumber('--remote-grace', opts.remoteGrace, 0) ??
+        wholeNumber('BUNDLE_REMOTE_GRACE_MS', process.env.BUNDLE_REMOTE_GRACE_MS || undefined, 0))
       : undefined
+  const graceMs = opts.runners === 'remote' && toZero ? Number.POSITIVE_INFINITY : grace
   // Redis: always for remote runners; otherwise when given (response caches, tasks).
   const url =
     opts.runners === 'remote'

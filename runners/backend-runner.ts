@@ -8,7 +8,7 @@ import { currentCall, submitOptionsOf } from './call-context.js'
 import { type LoadSource, PooledRunner } from './pooled-runner.js'
 import { tracesOf } from './onnx/batch.js'
 import { CallTrace, carrierOf, spanAround, traced } from './tracing/index.js'
-import { startPool } from './pool/pool.js'
+import { isRemotePool, startPool } from './pool/pool.js'
 import {
   customSettings,
   type CustomRunnerOptions,
@@ -89,6 +89,8 @@ export class BackendRunner extends PooledRunner {
 
   /** Replicas' worth of work offered to its busiest method (bundle_desired_replicas). */
   loadRatio(): number | undefined {
+    // Batches on remote workers measure the workers, not this replica (bundle_runner_desired_workers).
+    if (isRemotePool(this.pool)) return undefined
     let most: number | undefined
     for (const d of this.dispatchers.values()) {
       const r = d.load().ratio

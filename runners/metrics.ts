@@ -55,8 +55,9 @@ const HEALTH_GAUGES: readonly (readonly [name: string, help: string, read: (h: R
     [
       'bundle_runner_desired_workers',
       'Remote workers the load this replica sends the runner needs: rows offered per second (refused ones ' +
-        'included) over the last 10 s ÷ rows per second one worker sustains within the deadline (1 while rows ' +
-        'are offered before any batch was timed). Summed over replicas: the workers the fleet needs',
+        'included) over the last 10 s ÷ rows per second one worker sustains within the deadline; at least 1 while ' +
+        'a batch waits with no worker live, or rows come before any batch was timed. Summed over replicas: the ' +
+        'workers the fleet needs',
       (h) => h.remote?.desiredWorkers,
     ],
     [
@@ -219,7 +220,7 @@ export class RunnerMetrics {
 }
 
 /**
- * bundle_desired_replicas: the load this replica sees, in replicas — the busiest runner's rows
+ * bundle_desired_replicas: the load this replica sees, in replicas — the busiest local runner's rows
  * offered ÷ rows sustained (Dispatcher.load), or the API process's own event loop busy share when
  * that is higher (HTTP handling, decoding: a replica whose runners are idle can still be full).
  * What an autoscaler sums over replicas.
@@ -237,8 +238,9 @@ function desiredReplicasGauge(
     name: 'bundle_desired_replicas',
     help:
       'Replicas the load this replica sees needs: rows offered per second (refused ones included) over the last ' +
-      '10 s ÷ rows per second its workers sustain within the deadline, for its busiest runner, or the share of ' +
-      'time its API process was busy if higher. Summed over replicas: how many the fleet needs ' +
+      '10 s ÷ rows per second its workers sustain within the deadline, for its busiest local runner (remote ' +
+      'runners: bundle_runner_desired_workers), or the share of time its API process was busy if higher. Summed ' +
+      'over replicas: how many the fleet needs ' +
       '(scale on sum(bundle_desired_replicas) with a target below 1)',
     labelNames: ['service'],
     registers,

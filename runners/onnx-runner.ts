@@ -4,7 +4,7 @@ import type { DispatcherStats } from './batching/dispatcher.js'
 import { mergeOverrides, type RunnerOverrides } from './config.js'
 import type { InferenceModel, TensorSpec } from './inference.js'
 import { bothObservers, RunnerStats } from './stats.js'
-import { isLocalPool } from './pool/pool.js'
+import { isLocalPool, isRemotePool } from './pool/pool.js'
 import type { RemoteTarget } from './remote/target.js'
 import type { ResponseCache } from './remote/cache.js'
 import { openResponseCache, throughCache } from './onnx/response-cache.js'
@@ -160,6 +160,8 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   /** The batcher's state: queue, batches running, the batch size it aims for, batches timed. */
   /** Replicas' worth of work offered to this runner (bundle_desired_replicas); a sequence runner has none yet. */
   loadRatio(): number | undefined {
+    // Batches on remote workers measure the workers, not this replica (bundle_runner_desired_workers).
+    if (isRemotePool(this.pool)) return undefined
     const d = this.dispatcher
     return d && 'load' in d ? d.load().ratio : undefined
   }

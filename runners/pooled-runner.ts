@@ -111,14 +111,18 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
   /** Remote mode: live remote workers, batches waiting for one, and the workers this replica's load needs (metrics). */
   remoteState(): { workers: number; queued: number; desiredWorkers: number } | undefined {
     if (!isRemotePool(this.pool)) return undefined
-    const { workers, queued, slotsPerWorker } = this.pool.state()
-    let desiredWorkers = 0
+    const { workers, queued, slotsPerWorker, waiting = 0 } = this.pool.state()
     // The batchers share the workers: their loads, each in workers, add up.
+    let desiredWorkers = 0
+    let untimed = false
     for (const d of this.batchers()) {
       const l = d.load(slotsPerWorker ?? 1)
-      // Nothing timed yet (the workers scaled to zero from the start): rows offered need one worker.
-      desiredWorkers += l.ratio ?? (l.offeredPerSecond > 0 ? 1 : 0)
+      if (l.ratio !== undefined) desiredWorkers += l.ratio
+      else if (l.offeredPerSecond > 0) untimed = true
     }
+    // Rows offered before any batch was timed (workers scaled to zero from the start), or a batch
+    // still waiting with no worker live however long ago it came: at least one worker is needed.
+    if (untimed || (workers === 0 && waiting > 0)) desiredWorkers = Math.max(desiredWorkers, 1)
     return { workers, queued, desiredWorkers }
   }
 

@@ -94,7 +94,7 @@ export const RUNNERS = {
     503,
     1,
     'No remote worker took the batch: none was live (by heartbeat) for the grace (--remote-grace, default 2000 ' +
-      'ms), or all were busy until its deadline.',
+      'ms), or all were busy until its deadline (with --remote-scale-to-zero: no worker started before it).',
     'Start workers: bundle worker TAG --runner NAME --redis URL (GET /readyz says when one is live); or raise ' +
       '--remote-grace or timeoutMs.',
   ),

@@ -71,20 +71,20 @@ export interface LoopTimes {
  * whatever its runners could take — a replica's worth of work for the API process itself.
  */
 export class LoopBusy {
-  private readonly marks: (LoopTimes & { at: number })[]
+  private readonly marks: (LoopTimes & { at: number })[] = []
 
   constructor(
     private readonly times: () => LoopTimes,
     private readonly now: () => number,
     private readonly windowMs = 10_000,
-  ) {
-    this.marks = [{ at: now(), ...times() }]
-  }
+  ) {}
 
+  /** The busy share since the mark about a window old; the first read only marks (0: start-up is no load). */
   read(): number {
     const at = this.now()
     const t = this.times()
     this.marks.push({ at, idle: t.idle, active: t.active })
+    if (this.marks.length === 1) return 0
     // The base is the newest mark at least a window old (or the oldest there is).
     while (this.marks.length > 2 && this.marks[1]!.at <= at - this.windowMs) this.marks.shift()
     const base = this.marks[0]!

@@ -45,7 +45,7 @@ export interface LocalPool extends Pool {
 /** A pool whose workers run elsewhere: how many are live and how many batches wait for one. */
 export interface RemoteLikePool extends Pool {
   readonly kind: 'remote'
-  state(): { workers: number; queued: number; slotsPerWorker?: number | undefined }
+  state(): { workers: number; queued: number; slotsPerWorker?: number | undefined; waiting?: number }
 }
 
 export const isLocalPool = (p: Pool | undefined): p is LocalPool => p !== undefined && p.kind !== 'remote'

@@ -40,6 +40,10 @@ interface Pending {
   /** Set while no worker is live: when the batch stops waiting for one. */
   grace?: NodeJS.Timeout | undefined
   started: boolean
+  /** When a worker took it (its 'active' event): the batch's time counts from there, not from the queue. */
+  startedAt?: number
+  /** Told the batch's time on the worker side (from taken to answered), for the batcher's latency model. */
+  timing?: ((ms: number) => void) | undefined
 }
 
 /**
@@ -49,7 +53,8 @@ interface Pending {
  * until its deadline, which travels with the job so workers skip batches nobody waits for.
  * While Redis is down, calls fail at once with E_REMOTE_UNAVAILABLE; those waiting fail too.
  * While no worker is live (by heartbeat), a batch waits a short grace for one, then fails with
- * E_REMOTE_NO_WORKERS and is taken off the queue; the runner is not ready meanwhile.
+ * E_REMOTE_NO_WORKERS and is taken off the queue; the runner is not ready meanwhile — unless the
+ * workers scale to zero (graceMs Infinity): then it stays ready and a batch waits until its deadline.
  */
 export class RemotePool implements RemoteLikePool {
   readonly kind = 'remote' as const
@@ -96,6 +101,7 @@ export class RemotePool implements RemoteLikePool {
       const p = this.pending.get(jobId)
       if (p === undefined) return
       p.started = true
+      p.startedAt = performance.now()
       clearTimeout(p.grace)
       p.grace = undefined
     })
@@ -105,6 +111,7 @@ export class RemotePool implements RemoteLikePool {
       const p = prev === 'active' ? this.pending.get(jobId) : undefined
       if (p === undefined) return
       p.started = false
+      p.startedAt = undefined
       if (this.live.workers === 0) this.armGrace(jobId)
     })
     this.events.on('completed', ({ jobId, returnvalue }) => this.settle(jobId, returnvalue as unknown))
@@ -233,11 +240,17 @@ export class RemotePool implements RemoteLikePool {
   }
 
   /**
-   * Live remote workers, batches waiting for one (refreshed every second), and the batches one
-   * worker takes at once (the last seen while none is live; undefined before any was).
+   * Live remote workers, batches waiting for one (refreshed every second), the batches one worker
+   * takes at once (the last seen while none is live; undefined before any was), and this server's
+   * batches not answered yet.
    */
-  state(): { workers: number; queued: number; slotsPerWorker: number | undefined } {
-    return { workers: this.live.workers, queued: this.queued, slotsPerWorker: this.slotsPerWorker }
+  state(): { workers: number; queued: number; slotsPerWorker: number | undefined; waiting: number } {
+    return {
+      workers: this.live.workers,
+      queued: this.queued,
+      slotsPerWorker: this.slotsPerWorker,
+      waiting: this.pending.size,
+    }
   }
 
   /** Live remote workers (heartbeats). */
@@ -245,7 +258,7 @@ export class RemotePool implements RemoteLikePool {
     return this.live.workers
   }
 
-  async run(method: string, args: unknown, _timing?: unknown, trace?: TraceCarrier[]): Promise<unknown> {
+  async run(method: string, args: unknown, timing?: (ms: number) => void, trace?: TraceCarrier[]): Promise<unknown> {
     this.o.link.check()
     const current = this.queue
     if (current === undefined) throw new BundleError('E_RUNNER_STOPPED', `runner ${this.o.runner} is not started`)
@@ -272,7 +285,7 @@ export class RemotePool implements RemoteLikePool {
               ),
         )
       }, this.o.timeoutMs)
-      this.pending.set(jobId, { resolve, reject, timer, started: false })
+      this.pending.set(jobId, { resolve, reject, timer, started: false, timing })
     })
     // It may be rejected (Redis lost, grace over) while the batch is still being queued, before
     // anyone awaits it: that must not count as an unhandled rejection, which ends the process.
@@ -327,6 +340,9 @@ export class RemotePool implements RemoteLikePool {
       return
     }
     if ('ok' in r) {
+      // The time in Redis waiting for a worker (one starting from zero: seconds) is not the batch's:
+      // counted in, the latency model would take every batch for that slow and shed what it could run.
+      if (p.startedAt !== undefined) p.timing?.(performance.now() - p.startedAt)
       unpack(this.o.link, r.ok, true).then(p.resolve, p.reject)
       return
     }

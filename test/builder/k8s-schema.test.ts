@@ -122,8 +122,8 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
       metric: { name: 'bundle_desired_workers', selector: { matchLabels: { service: 'quickstart' } } },
       target: { type: 'AverageValue', averageValue: '0.6' },
     })
-    // Workers may scale to zero on KEDA: the API pods stay up, ready without a worker, and report
-    // the batches waiting; one waiting wakes a worker (activationThreshold 0).
+    // Workers may scale to zero on KEDA: the API pods stay up, ready without a worker, and report the
+    // workers their load needs (at least 1 while a batch waits); that wakes one (activationThreshold 0).
     const toZero = { ...remote, workerMin: 0 }
     assert.deepEqual(validated(toZero), validated(remote))
     const zeroDocs = k8sManifests(bundle, toZero) as { spec: Record<string, any> }[]
@@ -222,6 +222,18 @@ describe('bundle deploy k8s: manifests a cluster accepts', () => {
     refused(
       { image, max: 4, autoscale: 'queue', prometheus: 'http://p:9090', redis: 'redis://r:6379', workerMin: 0 },
       /--worker-min 0 without --worker-max/,
+    )
+    refused(
+      {
+        image,
+        max: 4,
+        autoscale: 'queue',
+        prometheus: 'http://p:9090',
+        redis: 'redis://r:6379',
+        workerMin: 0,
+        workerMax: 0,
+      },
+      /--worker-max 0: an autoscaler runs at least one replica/,
     )
     refused({ image, redis: 'redis://r:6379', workerMin: 2 }, /--worker-min 2 without --worker-max/)
     refused({ image, max: 4, autoscale: 'queue' }, /--autoscale queue reads bundle_desired_replicas from Prometheus/)

@@ -77,18 +77,27 @@ export function startProxy(port = 0): Promise<RoundRobinProxy> {
       answered[target] = (answered[target] ?? 0) + 1
       count(status)
     }
-    const up = request(`${target}${req.url}`, { method: req.method, headers: req.headers, agent }, (upRes) => {
-      res.writeHead(upRes.statusCode!, upRes.headers)
-      upRes.pipe(res)
-      upRes.on('end', () => finish(upRes.statusCode!))
-      upRes.on('error', () => finish(502))
-    })
-    up.on('error', (e) => {
-      finish(502)
-      if (!res.headersSent) res.writeHead(502).end(`replica ${target}: ${e.message}`)
-      else res.destroy()
-    })
-    req.pipe(up)
+    // The body is read whole first, so a request can be sent again: a kept-alive connection the
+    // replica closed just as it was reused fails before any answer (Node's documented race), and
+    // such a request never reached the replica — a balancer retries it, as this one does once.
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => send(Buffer.concat(chunks), true))
+    const send = (body: Buffer, mayRetry: boolean) => {
+      const up = request(`${target}${req.url}`, { method: req.method, headers: req.headers, agent }, (upRes) => {
+        res.writeHead(upRes.statusCode!, upRes.headers)
+        upRes.pipe(res)
+        upRes.on('end', () => finish(upRes.statusCode!))
+        upRes.on('error', () => finish(502))
+      })
+      up.on('error', (e: NodeJS.ErrnoException) => {
+        if (mayRetry && up.reusedSocket && e.code === 'ECONNRESET' && !res.headersSent) return send(body, false)
+        finish(502)
+        if (!res.headersSent) res.writeHead(502).end(`replica ${target}: ${e.message}`)
+        else res.destroy()
+      })
+      up.end(body)
+    }
   }
 
   const server = createServer((req, res) => (req.url?.startsWith(CONTROL) ? control(req, res) : forward(req, res)))
