@@ -275,6 +275,31 @@ async function targetRun(): Promise<number> {
 }
 
 /**
+ * What forced shedding costs a hand-written server on this host: the one with a batcher, given the
+ * same deadline (DEADLINE_MS: it refuses on arrival what the rows ahead would not let finish in
+ * time, at its last batch's pace), against itself without one. It answers late ones anyway (no
+ * deadline is enforced once admitted), so its ratio flatters it: a reference for the targets.
+ */
+async function handWrittenShedding(): Promise<void> {
+  const loose = await start(['--import', 'tsx', BATCHED], { MODEL: MODELS.cls })
+  for (const ms of [20, 30]) {
+    const tight = await start(['--import', 'tsx', BATCHED], { MODEL: MODELS.cls, DEADLINE_MS: String(ms) })
+    const shed = await pair(`${tight.url}/classifyTensor`, `${loose.url}/classifyTensor`, TENSOR, 32)
+    line(
+      `the hand-written server with a batcher, shedding at ${ms} ms, 32 resending clients: goodput vs itself ` +
+        'without a deadline',
+      `${good(shed.a)}, p99 ${fmt(shed.a.p99Ms)} ms`,
+      good(shed.b),
+      `${fmt(shed.ratio, 2)}×`,
+      'what forced shedding costs without the framework',
+      'reference',
+    )
+    tight.child.kill('SIGTERM')
+  }
+  loose.child.kill('SIGTERM')
+}
+
+/**
  * Forced shedding held for a minute: six 10 s windows at a tight deadline on one server that stays
  * up throughout, each followed by a 10 s window of the default deadline (and one before the first),
  * so every tight window is compared with the loose goodput measured just around it — a machine
@@ -352,6 +377,7 @@ async function onceRows(naiveTensorGoodput: number): Promise<void> {
   await oneConnection(mbt.url, naive.url, ", `isolation: 'thread'`")
   mbt.child.kill('SIGTERM')
   naive.child.kill('SIGTERM')
+  await handWrittenShedding()
 
   // A simulated accelerator: 20 ms + 0.25 ms a row, at most 64 rows, one worker.
   const accel = await start([BIN, 'serve', ACCEL, '--port', '0'])
