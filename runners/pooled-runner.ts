@@ -9,12 +9,12 @@ import { notRunning, trackRunner } from './registry.js'
 import type { Runner, RunnerHealth, RunnerLog, RunnerRemote } from './runner.js'
 import type { TraceCarrier } from './tracing/index.js'
 import type { PoolOptions } from './pool/worker-pool.js'
+import { logWorkerOutput, ortSeverity } from './pool/worker-output.js'
 
 /** A batcher's load against a capacity of `slots` batches at once (Dispatcher.load). */
 export interface LoadSource {
   load(slots?: number): { offeredPerSecond: number; ratio: number | undefined }
 }
-import { logWorkerOutput, ortSeverity } from './pool/worker-output.js'
 
 /**
  * The life every runner with workers shares, whatever runs in them (onnx, custom TypeScript):
