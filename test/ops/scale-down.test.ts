@@ -3,6 +3,7 @@ import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { type RoundRobinProxy, startProxy } from '../utils/round-robin-proxy.js'
 import { serveReady, type Served } from '../utils/serve.js'
+import { until } from '../utils/until.js'
 
 // An autoscaler removing a replica under load, as Kubernetes does it: the pod leaves the Service's
 // endpoints (here: a round-robin proxy's list, a moment late, as endpoint changes reach proxies
@@ -47,11 +48,7 @@ describe('scale-down under load: endpoint removal, preStop, SIGTERM, drain', () 
       while (loading) outcomes.push(await send(proxy.url, 20 + Math.floor(Math.random() * 200)))
     }
     const clients = Array.from({ length: 12 }, client)
-    const waitFor = async (what: string, ok: () => boolean) => {
-      for (let i = 0; i < 600 && !ok(); i++) await new Promise((r) => setTimeout(r, 50))
-      assert.ok(ok(), what)
-    }
-    await waitFor('replica b answers some requests', () => (proxy.stats().answered[b.url] ?? 0) >= 20)
+    await until('replica b answers some requests', async () => (proxy.stats().answered[b.url] ?? 0) >= 20, 30_000)
 
     // Requests b took before it left, long enough to be running at SIGTERM: the drain must finish them.
     const longMs = PRESTOP_MS + 1_500
