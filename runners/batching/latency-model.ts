@@ -9,7 +9,9 @@
  *   the nearest two (the deadline arithmetic needs a number for any size);
  * - `bestBatchSize(max)`: the class with the highest measured throughput (rows/ms), found by
  *   walking up powers of two while throughput keeps rising. A line can never say "bigger is
- *   slower", and on a 2-core CPU it is (onnxruntime's rec model is slower per row at 32 than at 4).
+ *   slower", and on a 2-core CPU it is (onnxruntime's rec model is slower per row at 32 than at 4);
+ * - with a clock, a class that no batch has refreshed for `staleMs` while others ran is set aside
+ *   (see `staleMs`).
  */
 export interface LatencyModelOptions {
   /** Batches remembered per size class. */
@@ -27,6 +29,20 @@ export interface LatencyModelOptions {
   now?: () => number
   /** With `now`: how long the best size is trusted before a neighbour is measured again. */
   reprobeMs?: number
+  /**
+   * With `now`: a size class whose newest batch is this much older than the model's newest, with
+   * `staleBatches` batches of other sizes run since, is set aside — as if never measured — until a
+   * batch of that size runs again (which then starts its times afresh). A class measured once at a
+   * bad moment (a warm-up under load, a batch that shared its cores with a burst of refusals)
+   * otherwise kept its time for good: under a tight
+   * deadline that time said the size could not be afforded, so it was never tried again, and a
+   * 20 ms deadline ran batches of two rows where eight fit (0.63–0.74× of the loose goodput).
+   * Measured from the newest batch, not the wall clock, and only once others have run for a while:
+   * a runner that sat idle forgets nothing when its first request comes back.
+   */
+  staleMs?: number
+  /** See `staleMs` (default 64). */
+  staleBatches?: number
 }
 
 /** Powers of two below `max`, and `max` itself: the batch sizes the batcher measures and warms up. */
@@ -41,6 +57,9 @@ interface Bucket {
   ms: number[]
   /** Next slot to overwrite once the ring is full. */
   at: number
+  /** When its newest batch was observed (with a clock), and how many batches of any size had been. */
+  seen: number
+  seenBatch: number
 }
 
 interface Point {
@@ -72,6 +91,10 @@ export class LatencyModel {
   private readonly reprobeEvery: number
   private readonly now: (() => number) | undefined
   private readonly reprobeMs: number
+  private readonly staleMs: number
+  private readonly staleBatches: number
+  /** When the newest batch of any size was observed (with a clock). */
+  private newest = 0
   /** With a clock: when the last probe ran, the size it is waiting for, and how many have run. */
   private probedAt: number | undefined
   private probing: number | undefined
@@ -83,6 +106,8 @@ export class LatencyModel {
     this.reprobeEvery = options.reprobeEvery ?? 64
     this.now = options.now
     this.reprobeMs = options.reprobeMs ?? 1000
+    this.staleMs = options.staleMs ?? 10_000
+    this.staleBatches = options.staleBatches ?? 64
   }
 
   /** Size class of a batch: the next power of two (5 rows count toward 8). */
@@ -101,8 +126,14 @@ export class LatencyModel {
       this.probedAt = this.now()
       this.probing = undefined
     }
+    const now = this.now?.() ?? 0
     let b = this.buckets.get(key)
-    if (b === undefined) this.buckets.set(key, (b = { rows: [], ms: [], at: 0 }))
+    // A class set aside as stale starts afresh: its old times are what kept it from running.
+    if (b === undefined || this.stale(b))
+      this.buckets.set(key, (b = { rows: [], ms: [], at: 0, seen: now, seenBatch: this.batches }))
+    b.seen = now
+    b.seenBatch = this.batches
+    this.newest = Math.max(this.newest, now)
     if (b.ms.length < this.window) {
       b.rows.push(rows)
       b.ms.push(ms)
@@ -117,11 +148,19 @@ export class LatencyModel {
     return this.batches
   }
 
+  /** No batch of this class ran for `staleMs` while others did (never, without a clock). */
+  private stale(b: Bucket): boolean {
+    return (
+      this.now !== undefined && this.newest - b.seen > this.staleMs && this.batches - b.seenBatch > this.staleBatches
+    )
+  }
+
   private measured(which: Which): Point[] {
     if (this.points === undefined) {
-      const buckets = [...this.buckets.values()].sort((a, b) => a.rows[0]! - b.rows[0]!)
+      const live = [...this.buckets].filter(([, b]) => !this.stale(b))
+      const buckets = live.map(([, b]) => b).sort((a, b) => a.rows[0]! - b.rows[0]!)
       const rows = (b: Bucket) => b.rows.reduce((s, r) => s + r, 0) / b.rows.length
-      this.typicalOf = new Map([...this.buckets].map(([size, b]) => [size, { rows: rows(b), ms: median(b.ms) }]))
+      this.typicalOf = new Map(live.map(([size, b]) => [size, { rows: rows(b), ms: median(b.ms) }]))
       this.points = {
         typical: buckets.map((b) => this.typicalOf.get(LatencyModel.bucketOf(b.rows[0]!))!),
         best: buckets.map((b) => ({ rows: rows(b), ms: Math.min(...b.ms) })),

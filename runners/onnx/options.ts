@@ -105,7 +105,7 @@ export interface OnnxRunnerOptions {
 }
 
 export interface WarmupOptions {
-  /** Timed rounds over every batch size, after one untimed round (default 1). */
+  /** Timed rounds over every batch size, after two untimed rounds (default 1). */
   rounds?: number
   /**
    * The shape of each input, e.g. `{ x: [3, 48, 192] }`: per row (without the batch dimension)

@@ -70,4 +70,45 @@ describe('LatencyModel', () => {
     now = 8000
     assert.equal(m.bestBatchSize(8), 4, 'a trickle re-probes too')
   })
+
+  it('with a clock, a size no batch refreshed for staleMs while others ran is set aside, then measured afresh', () => {
+    let now = 0
+    const m = new LatencyModel({ now: () => now, staleMs: 10_000, reprobeMs: Infinity })
+    // A warm-up timed at a bad moment: 8 rows at 18 ms where they take 4.4.
+    for (const [rows, ms] of [
+      [1, 0.8],
+      [2, 1.5],
+      [4, 2.6],
+      [8, 18],
+    ] as const)
+      m.observe(rows, ms)
+    assert.equal(m.estimate(8), 18)
+    // Ten seconds of batches of 2 and 4 (a tight deadline that could not afford 18 ms)...
+    for (; now <= 10_000; now += 100) m.observe(now % 200 ? 2 : 4, now % 200 ? 1.5 : 2.6)
+    assert.equal(m.estimate(8), 18, 'not yet stale: 10 s exactly')
+    now += 1
+    m.observe(4, 2.6)
+    // ...and 8 rows is no longer known: its time is the line through what is (2.6 + 4 × 0.55 ms).
+    assert.equal(m.estimate(8).toFixed(2), '4.80')
+    assert.equal(m.estimate(1, 'best').toFixed(2), '0.95', 'one row, stale too: the line through 2 and 4 rows')
+    assert.equal(m.bestBatchSize(8, false), 4, 'only what is fresh is measured')
+    assert.equal(m.bestBatchSize(8), 8, 'and the size set aside is unmeasured, so it is tried')
+    m.observe(8, 4.4)
+    assert.equal(m.estimate(8, 'slow'), 4.4, 'measured afresh: the 18 ms batch is gone')
+    assert.equal(m.bestBatchSize(8, false), 8, 'and it is the best size')
+  })
+
+  it('an idle runner forgets nothing: staleness counts from the newest batch, not the wall clock', () => {
+    let now = 0
+    const m = new LatencyModel({ now: () => now, staleMs: 10_000 })
+    m.observe(1, 1)
+    m.observe(8, 4)
+    now = 3_600_000
+    m.observe(1, 1)
+    assert.equal(m.estimate(8), 4, 'the first batch an hour later')
+    for (let i = 0; i < 63; i++) m.observe(1, 1)
+    assert.equal(m.estimate(8), 4, 'and more, up to 64 batches of other sizes since the last of 8 rows')
+    m.observe(1, 1)
+    assert.equal(m.estimate(8), 8, 'past 64 batches of other sizes, 8 rows is stale: per-row from 1 row')
+  })
 })

@@ -74,7 +74,7 @@ describe('OnnxRunner warm-up and shutdown', () => {
     await runner.start()
     try {
       assert.deepEqual(runner.effectiveConfig().warmup, { rounds: 2, sizes: [1, 2, 4], shapes: { x: [3, 48, 192] } })
-      // 2 workers × 2 timed rounds × 3 sizes (the untimed first round is not counted)
+      // 2 workers × 2 timed rounds × 3 sizes (the two untimed first rounds are not counted)
       assert.equal(runner.stats()?.observations, 12)
       assert.equal(runner.ready(), true)
     } finally {
