@@ -65,10 +65,10 @@ try {
       `(720 × 304) and the same page stacked three times; closed loop, 15 s after 3 s of warm-up.\n\n| page | ` +
       `concurrency | pages/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n${rows.join('\n')}\n\nErrors ` +
       `are pages shed with 503 at det, the first stage, when its queue would pass its 2 s bound. Raw onnxruntime ` +
-      `on this machine, one thread: rec ≈ 50 ms per line at width 448 whatever the batch size, det ≈ 90 ms for a ` +
-      `736 × 320 page, cls ≈ 10 ms for four lines. A four-line page is ≈ 0.3 s of single-thread model time, so two ` +
-      `cores cap near 6–7 pages/s before the API process decodes, resizes and crops the image; the service reaches ` +
-      `about half of that.`,
+      `on a 2-core Intel Xeon host, one thread: rec ≈ 50 ms per line at width 448 whatever the batch size, det ≈ ` +
+      `90 ms for a 736 × 320 page, cls ≈ 10 ms for four lines. A four-line page is ≈ 0.3 s of single-thread model ` +
+      `time there, so two cores cap near 6–7 pages/s before the API process decodes, resizes and crops the image ` +
+      `(the service reached about half of that on that host; faster cores move both).`,
   )
   console.log(
     Object.fromEntries(
