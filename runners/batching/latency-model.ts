@@ -34,9 +34,9 @@ export interface LatencyModelOptions {
    * `staleBatches` batches of other sizes run since, is set aside — as if never measured — until a
    * batch of that size runs again (which then starts its times afresh). A class measured once at a
    * bad moment (a warm-up under load, a batch that shared its cores with a burst of refusals)
-   * otherwise kept its time for good: under a tight
-   * deadline that time said the size could not be afforded, so it was never tried again, and a
-   * 20 ms deadline ran batches of two rows where eight fit (0.63–0.74× of the loose goodput).
+   * otherwise kept its time for good: under a tight deadline that time said the size could not be
+   * afforded, so it was never tried again, and a 20 ms deadline ran batches of two rows where
+   * eight fit (0.63–0.74× of the loose goodput).
    * Measured from the newest batch, not the wall clock, and only once others have run for a while:
    * a runner that sat idle forgets nothing when its first request comes back.
    */
