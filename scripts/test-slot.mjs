@@ -2,6 +2,8 @@
 // once: most of the run is spent waiting on child processes, sockets, npm and podman, and one
 // file at a time left a third of the two cores idle. A file that measures throughput or latency
 // on those cores must still run alone; it says so with a line starting `// test-slot: exclusive`.
+// A file that builds container images says `// test-slot: podman`: two podman builds at once
+// failed midway (a build's COPY), so such files run one at a time, each beside any shared file.
 // A reader-writer lock in the directory BUNDLE_TEST_SLOTS (one per run): shared holders may run
 // together, an exclusive one waits for them to finish and keeps new ones waiting meanwhile.
 // Holders are files named by kind and pid; a holder that died (a killed test) no longer counts.
@@ -20,7 +22,7 @@ import { join, relative } from 'node:path'
 const file = process.argv[1] ?? ''
 const dir = process.env.BUNDLE_TEST_SLOTS
 const asked = Date.now()
-if (dir && file.endsWith('.test.ts')) await acquire(dir, /^\/\/ test-slot: exclusive/m.test(readFileSync(file, 'utf8')))
+if (dir && file.endsWith('.test.ts')) await acquire(dir, kindOf(readFileSync(file, 'utf8')))
 // BUNDLE_TEST_TIMES=path: each file appends `seconds-run seconds-waited file` when it exits, to find
 // what a run spends its time on (`sort -rn path | head`).
 const times = process.env.BUNDLE_TEST_TIMES
@@ -62,17 +64,26 @@ function locked(dir, fn) {
   }
 }
 
-async function acquire(dir, exclusive) {
+/** x: alone; p: shared, but one podman file at a time; s: shared. */
+function kindOf(source) {
+  if (/^\/\/ test-slot: exclusive/m.test(source)) return 'x'
+  return /^\/\/ test-slot: podman/m.test(source) ? 'p' : 's'
+}
+
+async function acquire(dir, kind) {
   const pid = process.pid
-  const me = join(dir, `${exclusive ? 'x' : 's'}-${pid}`)
+  const exclusive = kind === 'x'
+  const me = join(dir, `${kind}-${pid}`)
   const wish = join(dir, `w-${pid}`)
   /** Takes the slot if it is free (true); an exclusive file that must wait says so (`w-`). */
   const take = () => {
     const others = readdirSync(dir)
-      .map((n) => /^([sxw])-(\d+)$/.exec(n))
+      .map((n) => /^([spxw])-(\d+)$/.exec(n))
       .filter((m) => m && Number(m[2]) !== pid && alive(Number(m[2])))
       .map((m) => m[1])
-    const free = exclusive ? !others.includes('s') && !others.includes('x') : others.every((k) => k === 's')
+    const free = exclusive
+      ? others.length === 0 || others.every((k) => k === 'w')
+      : others.every((k) => k === 's' || (k === 'p' && kind !== 'p'))
     if (free) {
       writeFileSync(me, '')
       rmSync(wish, { force: true })

@@ -5,6 +5,7 @@ import type { Readable } from 'node:stream'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import { quietOnnxRuntime } from '../../store/ort-env.js'
+import { compiledTwin } from './backend.js'
 import type { ParentMessage, WorkerMessage } from './protocol.js'
 
 /**
@@ -43,11 +44,14 @@ function workerEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   return { ...process.env, ...env }
 }
 
-// The compiled worker sits next to this file; from source (tests, tsx) it is the .ts file.
+// The compiled worker sits next to this file; from source (tests, tsx) it is the .ts file, or its
+// compiled twin in dist/ when the test run says dist/ is current (compiledTwin).
 function entry(): { file: string; execArgv: string[] } {
   const js = fileURLToPath(new URL('./worker-entry.js', import.meta.url))
   if (existsSync(js)) return { file: js, execArgv: [] }
-  return { file: fileURLToPath(new URL('./worker-entry.ts', import.meta.url)), execArgv: ['--import', 'tsx'] }
+  const ts = fileURLToPath(new URL('./worker-entry.ts', import.meta.url))
+  const twin = compiledTwin(ts)
+  return twin ? { file: twin, execArgv: [] } : { file: ts, execArgv: ['--import', 'tsx'] }
 }
 
 const KILL_AFTER_MS = 2_000

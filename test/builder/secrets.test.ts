@@ -1,4 +1,4 @@
-// test-slot: exclusive (podman: beside the other file that builds images, a build's COPY failed midway)
+// test-slot: podman (a build beside another podman build failed midway: one such file at a time)
 import assert from 'node:assert/strict'
 import { execFile, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
