@@ -48,8 +48,13 @@ export class BackendRunner extends PooledRunner {
   /** Per batchable method: what the server asks before reading a request's body (see OnnxRunner.refusal). */
   private readonly refusers = new Map<
     string,
-    { refusal(o: { deadline?: number | undefined; priority?: number | undefined }): BundleError | undefined }
+    {
+      refusal(o: { deadline?: number | undefined; priority?: number | undefined }): BundleError | undefined
+      expectCall(): void
+    }
   >()
+  /** What a plain call() records in the request's context: it refuses nothing, it only hears of lone requests. */
+  private readonly caller = { expectCall: () => this.expectCall() }
   /** The operator's overrides (serve config file, environment), layered as configure() receives them. */
   private overrides: RunnerOverrides = {}
   /** What the running workers were started with (workers: 0 when they are remote). */
@@ -138,7 +143,10 @@ export class BackendRunner extends PooledRunner {
   /** A batchable method's batcher: concurrent calls' items become one call of the method. */
   private batcher(method: string, m: MethodBatching, slots: number, depth: number): void {
     const { batchable: _, ...batching } = m
-    this.refusers.set(method, { refusal: (o) => this.dispatchers.get(method)?.refusal(1, o) })
+    this.refusers.set(method, {
+      refusal: (o) => this.dispatchers.get(method)?.refusal(1, o),
+      expectCall: () => this.expectCall(),
+    })
     const observer = this.metrics?.observer(this.name, method)
     const d = new Dispatcher<unknown[], unknown[]>(
       { ...batching, slots, depth, ...(observer ? { observer } : {}) },
@@ -159,6 +167,7 @@ export class BackendRunner extends PooledRunner {
 
   /** Calls a method once with `args` (no batching). */
   async call<T = unknown>(method: string, args?: unknown): Promise<T> {
+    currentCall()?.uses?.add(this.caller)
     const span = spanAround(() => ({
       name: `${this.name}.${method}`,
       attributes: { 'bundle.runner': this.name, 'bundle.runner.method': method },

@@ -169,6 +169,14 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
     return this.pool
   }
 
+  /**
+   * A request that will call this runner arrived while the server had nothing else in flight:
+   * its local workers, idle, stay awake for the call (runners/pool/hot-wait.ts).
+   */
+  expectCall(): void {
+    if (isLocalPool(this.pool)) this.pool.wake?.()
+  }
+
   /** The pool of a runner in remote mode: its batches become jobs on its queue in Redis. */
   protected remotePool(
     target: RemoteTarget,

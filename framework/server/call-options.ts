@@ -43,6 +43,22 @@ interface Refusing {
   refusal?(o: { deadline?: number | undefined; priority?: number | undefined }): BundleError | undefined
 }
 
+interface Expecting {
+  expectCall?(): void
+}
+
+/**
+ * A request came while the server had nothing else in flight: the first runner its API calls (the
+ * set keeps the order runners were first called in) hears that a call is coming, so its idle
+ * worker is awake when the call lands, the body read and decoded meanwhile.
+ */
+export function announceLoneCall(uses: Set<object>): void {
+  for (const r of uses as Set<Expecting>) {
+    r.expectCall?.()
+    return
+  }
+}
+
 /** Throws the refusal (E_RUNNER_OVERLOADED) of the first runner this API calls that would refuse the request now. */
 export function refuseEarly(uses: Set<object>, call: CallOptions): void {
   for (const r of uses as Set<Refusing>) {

@@ -3,7 +3,8 @@ import { BundleError } from '../../errors/index.js'
 import { activeTracer, type CallContext, endSpan, withCallContext, type StageTimes } from '../../runners/index.js'
 import { isStreamBody, mediaTypeMatches, type HeaderReader, type StreamBody } from '../io/types.js'
 import type { ApiDefinition, ServiceDefinition } from '../service/definition.js'
-import { callOptions, refusalDue, refuseEarly } from './call-options.js'
+import { requestsInFlight } from '../../runners/pool/hot-wait.js'
+import { announceLoneCall, callOptions, refusalDue, refuseEarly } from './call-options.js'
 import type { Deadline, Deadlines } from './deadlines.js'
 import { errorAnswer } from './error-response.js'
 import { BodyOf, ExchangeHeaders, type Answer, type Exchange } from './exchange.js'
@@ -90,6 +91,7 @@ export class RequestPipeline {
   /** Counts `fn` as a request in flight (the /v2 routes), so shutdown waits for it. */
   async track<T>(fn: () => Promise<T>): Promise<T> {
     this.inFlight++
+    requestsInFlight.count++
     try {
       return await fn()
     } finally {
@@ -99,6 +101,7 @@ export class RequestPipeline {
 
   private finish(): void {
     this.inFlight--
+    requestsInFlight.count--
     if (this.inFlight === 0) {
       const waiters = this.idleWaiters
       this.idleWaiters = []
@@ -188,6 +191,8 @@ export class RequestPipeline {
     // A request its runners would refuse anyway is refused now, before its body is read:
     // under overload, refusals are most of the work, and this is what keeps them cheap.
     if (call) refuseEarly(uses!, call)
+    // Alone: the runner's worker has been asleep since the last request; wake it ahead of the call.
+    if (call && this.inFlight === 1) announceLoneCall(uses!)
     return { instance, call }
   }
 
@@ -256,6 +261,7 @@ export class RequestPipeline {
   ): Promise<void> {
     const f = new Flight(this.o.metrics.endpoint(a.name), respond, this.o.serverTiming)
     this.inFlight++
+    requestsInFlight.count++
     f.m.begin()
     try {
       const { instance, call } = this.admit(ex, a, f.started)

@@ -8,6 +8,7 @@ import {
   type WorkerMessage,
 } from './protocol.js'
 import { activeTracing, type TraceCarrier } from '../tracing/index.js'
+import { HOT_ANSWER_MAX_MS, HotWait, requestsInFlight } from './hot-wait.js'
 import { ShmChannel } from './shm.js'
 import type { Transport } from './transport.js'
 
@@ -94,6 +95,8 @@ export interface PoolWorkerOptions {
    */
   thread?: boolean
   timeoutMs?: number | undefined
+  /** The most this process and the worker stay awake for a lone call's next message (hot-wait.ts); 0: never. */
+  hotWaitMs?: number | undefined
   warmup?: Warmup | undefined
   /** A call ended: the pool may hand over the next. */
   onFree: () => void
@@ -117,6 +120,9 @@ export class PoolWorker {
   private idleWaiters: (() => void)[] = []
   private nextId = 1
   private readonly t: Transport
+  /** The worker's time on its last call (ms): whether a lone call is short enough to stay awake for. */
+  private lastMs: number | undefined
+  private readonly hot = new HotWait()
 
   constructor(private readonly o: PoolWorkerOptions) {
     this.t = o.transport
@@ -135,6 +141,14 @@ export class PoolWorker {
       ...(tracing ? { tracing: tracing.settings } : {}),
     }
     this.t.send(msg)
+  }
+
+  /**
+   * A lone request that will call this runner has arrived (its body is still to be read and
+   * decoded): an idle worker stays awake up to `ms` for the call instead of sleeping until it.
+   */
+  wake(ms: number): void {
+    if (ms > 0 && this.state === 'ready' && this.calls.size === 0) this.t.send({ type: 'wake', ms })
   }
 
   get pid(): number | undefined {
@@ -185,11 +199,13 @@ export class PoolWorker {
       if (call === undefined) return
       clearTimeout(call.timer)
       this.calls.delete(m.id)
+      this.hot.release()
       if (m.type === 'error') call.reject(errorFromWire(m))
       else {
         // Read shared-memory outputs now: the next call to use this region overwrites them.
         try {
           const value = this.shm ? this.shm.decode(m.value, m.shm) : m.value
+          this.lastMs = m.ms
           call.timing?.(m.ms)
           call.resolve(value)
         } catch (err) {
@@ -288,6 +304,11 @@ export class PoolWorker {
       },
       transfer,
     )
+    // A lone request's short call: stay awake for the answer (see hot-wait.ts).
+    const hotMs = this.o.hotWaitMs ?? 0
+    const short = this.lastMs !== undefined && this.lastMs <= HOT_ANSWER_MAX_MS
+    if (hotMs > 0 && short && this.calls.size === 1 && requestsInFlight.count <= 1)
+      this.hot.hold(Math.min(hotMs, 2 * this.lastMs! + 1))
   }
 
   /** Runs the warm-up calls, timed inside the worker (compute, as batches are). */

@@ -40,6 +40,8 @@ export interface LocalPool extends Pool {
   grow(): Promise<void>
   /** Removes one worker once its calls are done. */
   shrink(): Promise<void>
+  /** A lone request that will call this runner arrived: idle workers stay awake for its call. */
+  wake?(): void
 }
 
 /** A pool whose workers run elsewhere: how many are live and how many batches wait for one. */

@@ -97,6 +97,8 @@ export type ParentMessage =
       trace?: TraceCarrier[]
     }
   | { type: 'shutdown' }
+  /** A lone request is on its way to this idle worker: stay awake up to `ms` for its 'run' (hot-wait.ts). */
+  | { type: 'wake'; ms: number }
 
 export type WorkerMessage =
   /** `shm`: the worker opened the shared-memory file; without it every call stays inline. */

@@ -6,6 +6,7 @@ import { errorToWire, ignore } from '../../errors/index.js'
 import { type Backend, type BackendContext, type BackendModule, ownTensors } from './backend.js'
 import type { BackendSpec, ParentMessage, WorkerMessage } from './protocol.js'
 import { importModule } from './import-module.js'
+import { HotWait } from './hot-wait.js'
 import { ShmChannel } from './shm.js'
 import { executeSpans, type ExecuteSpans, flushTracing, startTracing } from '../tracing/index.js'
 
@@ -51,6 +52,8 @@ let turn: Promise<unknown> = Promise.resolve()
 let shm: ShmChannel | undefined
 /** Which worker this is (span attributes). */
 let worker = { runner: '', index: 0 }
+/** Awake from a 'wake' until the call it announced arrives. */
+const hot = new HotWait()
 
 function onMessage(msg: ParentMessage): void {
   if (msg.type === 'init') {
@@ -81,7 +84,10 @@ function onMessage(msg: ParentMessage): void {
         },
         (err: unknown) => send({ type: 'init-error', ...errorToWire(err) }),
       )
+  } else if (msg.type === 'wake') {
+    hot.hold(msg.ms)
   } else if (msg.type === 'run') {
+    hot.release() // the call came: the core is the model's now
     const fn = backend?.methods[msg.method]
     if (fn === undefined) {
       send({ type: 'error', id: msg.id, message: `the runner has no method ${msg.method}` })

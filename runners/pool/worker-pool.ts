@@ -1,5 +1,6 @@
 import { BundleError, ignore } from '../../errors/index.js'
 import { workerTitle, type BackendSpec } from './protocol.js'
+import { hotWaitMs } from './hot-wait.js'
 import { shmDir, shmMinBytes } from './shm.js'
 import type { LocalPool } from './pool.js'
 import { PoolWorker, type Call, type Warmup } from './pool-worker.js'
@@ -71,6 +72,7 @@ export class WorkerPool implements LocalPool {
   private stopping = false
   private readonly shmDir: string | undefined
   private readonly shmMinBytes: number | undefined
+  private readonly hotWaitMs = hotWaitMs()
   private readonly backoffMin: number
 
   constructor(private readonly options: PoolOptions) {
@@ -85,6 +87,11 @@ export class WorkerPool implements LocalPool {
       backoff: this.backoffMin,
       pinned: [],
     }))
+  }
+
+  /** A lone request that will call this runner arrived: its idle workers stay awake for the call. */
+  wake(): void {
+    for (const s of this.slots) if (!s.retiring) s.worker?.wake(this.hotWaitMs)
   }
 
   /** Starts every worker; resolves when all are ready, rejects if one cannot load its backend. */
@@ -159,6 +166,7 @@ export class WorkerPool implements LocalPool {
       shmMinBytes: this.shmMinBytes,
       thread: this.kind === 'thread',
       timeoutMs: this.options.timeoutMs,
+      hotWaitMs: this.hotWaitMs,
       warmup: this.options.warmup,
       onFree: () => this.pump(),
     })

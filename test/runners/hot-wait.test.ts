@@ -1,0 +1,120 @@
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { describe, it } from 'node:test'
+import pino from 'pino'
+import { z } from 'zod'
+import { createServiceApp, customRunner, defineApi, defineService, io } from '../../framework/index.js'
+import { HotWait, hotWaitMs } from '../../runners/pool/hot-wait.js'
+import { runnerWorkers } from '../utils/procs.js'
+import { until } from '../utils/until.js'
+
+// A lone request crosses two processes twice, and each one it reaches was asleep. While the
+// server has nothing else in flight, the worker of the runner a request will call stays awake from
+// the request's arrival until the call lands (its body read and decoded meanwhile), and the API
+// process stays awake for a short call's answer. Observed here by what matters: CPU time spent
+// awake by the real worker process, and the loop turning in this one.
+
+/** CPU time a process has used, ms (/proc, 10 ms ticks). */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(f[11]) + Number(f[12])) * 10 // utime + stime
+}
+
+describe('hotWaitMs (BUNDLE_HOT_WAIT_MS)', () => {
+  it('is 10 ms unless set; 0 turns it off; anything else is a coded error naming the variable', () => {
+    assert.equal(hotWaitMs({}), 10)
+    assert.equal(hotWaitMs({ BUNDLE_HOT_WAIT_MS: '0' }), 0)
+    assert.equal(hotWaitMs({ BUNDLE_HOT_WAIT_MS: '2.5' }), 2.5)
+    for (const bad of ['-1', 'soon', '5000'])
+      assert.throws(
+        () => hotWaitMs({ BUNDLE_HOT_WAIT_MS: bad }),
+        (e: { code?: string; message?: string }) =>
+          e.code === 'E_SERVE_CONFIG_INVALID' && /BUNDLE_HOT_WAIT_MS/.test(e.message ?? ''),
+      )
+  })
+})
+
+describe('HotWait', () => {
+  it('keeps the loop turning for the time held, and stops at release', async () => {
+    const hot = new HotWait()
+    const before = process.cpuUsage()
+    hot.hold(300)
+    assert.equal(hot.awake, true)
+    await until('the hold to run out', () => !hot.awake, 10_000)
+    const used = process.cpuUsage(before)
+    // Awake ~300 ms with nothing else to do: most of it on the CPU (margin for a busy machine).
+    assert.ok((used.user + used.system) / 1000 >= 60, `CPU while held: ${(used.user + used.system) / 1000} ms`)
+    hot.hold(60_000)
+    hot.release()
+    await new Promise((r) => setImmediate(r))
+    await new Promise((r) => setImmediate(r))
+    assert.equal(hot.awake, false)
+  })
+})
+
+describe('a lone request wakes the worker its API calls', () => {
+  /** A service whose API spends `decodeMs` before calling its runner (as decoding a PNG does). */
+  async function service(name: string, decodeMs: number) {
+    const runner = customRunner(
+      { module: new URL('../fixtures/echo-runner.ts', import.meta.url), export: 'EchoRunner' },
+      { name },
+    )
+    const def = defineService({
+      name,
+      runners: [runner],
+      apis: {
+        work: defineApi({
+          input: io.json(z.object({ x: z.number() })),
+          output: io.json(z.object({ x: z.number() })),
+          handler: async ({ x }) => {
+            await new Promise((r) => setTimeout(r, decodeMs))
+            return { x: (await runner.call('echo', x)) as number }
+          },
+        }),
+      },
+    })
+    const svc = createServiceApp(def, { logger: pino({ level: 'silent' }) })
+    await svc.start()
+    const post = async (x: number) => {
+      const r = await svc.app.request('/work', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ x }),
+      })
+      assert.equal(r.status, 200)
+      return ((await r.json()) as { x: number }).x
+    }
+    const [pid] = runnerWorkers(name)
+    assert.ok(pid !== undefined, `a worker process of ${name}`)
+    return { svc, post, pid: pid! }
+  }
+
+  /** The worker's CPU time across one lone request (the first one taught the server which runner its API calls). */
+  async function awakeDuring(name: string, hotMs: string): Promise<number> {
+    const saved = process.env.BUNDLE_HOT_WAIT_MS
+    process.env.BUNDLE_HOT_WAIT_MS = hotMs
+    const { svc, post, pid } = await service(name, 800).finally(() => {
+      if (saved === undefined) delete process.env.BUNDLE_HOT_WAIT_MS
+      else process.env.BUNDLE_HOT_WAIT_MS = saved
+    })
+    try {
+      assert.equal(await post(1), 1)
+      const before = cpuMs(pid)
+      assert.equal(await post(2), 2)
+      return cpuMs(pid) - before
+    } finally {
+      await svc.stop()
+    }
+  }
+
+  it('stays awake through the API’s 800 ms before the call (up to BUNDLE_HOT_WAIT_MS), and not at all with 0', {
+    timeout: 120_000,
+  }, async () => {
+    const awake = await awakeDuring('hot-on', '800')
+    const asleep = await awakeDuring('hot-off', '0')
+    // Up to 800 ms awake: at least 100 ms of CPU even with a third of a core; asleep, a few ms for the call.
+    assert.ok(awake >= 100, `the worker's CPU during the request, awake: ${awake} ms`)
+    assert.ok(asleep <= 40, `the worker's CPU during the request, off: ${asleep} ms`)
+  })
+})
