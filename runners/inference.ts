@@ -42,6 +42,11 @@ export interface InferenceModel {
    * protocol's sequence_id, sequence_start, sequence_end); absent for any other model.
    */
   readonly sequence?: { idleTimeoutMs: number }
+  /**
+   * A request for this model arrived while the server had nothing else in flight: its idle
+   * workers stay awake for the call (runners/pool/hot-wait.ts). Absent where there is nothing to wake.
+   */
+  expectCall?(): void
   /** `options.sequence`: required by a stateful model, refused by the others. */
   infer(inputs: Record<string, RunnerTensor>, options?: RunOptions): Promise<Record<string, RunnerTensor>>
 }

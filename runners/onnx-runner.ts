@@ -442,6 +442,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
       run: (inputs, options) => this.run(inputs, options),
       stats: this.inferenceStats,
       pending: () => this.dispatcher?.stats().queuedRequests ?? 0,
+      expectCall: () => this.expectCall(),
       sequence: this.running?.sequence,
     })
   }

@@ -91,7 +91,7 @@ export function protocolOf(p: AppParts): Protocol {
     maxBodyBytes: p.maxBodyBytes,
     version: frameworkVersion(),
     log: p.log,
-    track: (fn) => p.pipeline.track(fn),
+    track: (fn, lone) => p.pipeline.track(fn, lone),
     ...(p.checkKey ? { checkKey: p.checkKey } : {}),
   }
 }

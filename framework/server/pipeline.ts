@@ -88,9 +88,12 @@ export class RequestPipeline {
     return this.inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => this.idleWaiters.push(resolve))
   }
 
-  /** Counts `fn` as a request in flight (the /v2 routes), so shutdown waits for it. */
-  async track<T>(fn: () => Promise<T>): Promise<T> {
-    this.inFlight++
+  /**
+   * Counts `fn` as a request in flight (the /v2 routes), so shutdown waits for it; `lone` runs
+   * first when nothing else is in flight (the model's idle workers are woken for it, as admit does).
+   */
+  async track<T>(fn: () => Promise<T>, lone?: () => void): Promise<T> {
+    if (++this.inFlight === 1) lone?.()
     requestsInFlight.count++
     try {
       return await fn()

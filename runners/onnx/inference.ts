@@ -42,6 +42,8 @@ export function inferenceModel(r: {
   stats: RunnerStats
   /** Requests queued in the model's batcher now. */
   pending: () => number
+  /** A lone request is coming: wake the idle workers. */
+  expectCall: () => void
   /** A stateful model's state and constants: callers neither send nor get them. */
   sequence?: SequenceSpec | undefined
 }): InferenceModel {
@@ -86,6 +88,7 @@ export function inferenceModel(r: {
     }),
     stats: r.stats,
     pending: r.pending,
+    expectCall: r.expectCall,
     ...(seq ? { sequence: { idleTimeoutMs } } : {}),
     infer: r.run,
   }

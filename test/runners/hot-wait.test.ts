@@ -1,11 +1,15 @@
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import pino from 'pino'
 import { z } from 'zod'
-import { createServiceApp, customRunner, defineApi, defineService, io } from '../../framework/index.js'
+import { createServiceApp, customRunner, defineApi, defineService, io, onnxRunner } from '../../framework/index.js'
 import { HotWait, hotWaitMs } from '../../runners/pool/hot-wait.js'
+import { ModelStore } from '../../store/index.js'
+import { writeOnnxModel } from '../utils/onnx-builder.js'
 import { runnerWorkers } from '../utils/procs.js'
+import { tempDir } from '../utils/tmp.js'
 import { until } from '../utils/until.js'
 
 // A lone request crosses two processes twice, and each one it reaches was asleep. While the
@@ -114,6 +118,82 @@ describe('a lone request wakes the worker its API calls', () => {
     const awake = await awakeDuring('hot-on', '800')
     const asleep = await awakeDuring('hot-off', '0')
     // Up to 800 ms awake: at least 100 ms of CPU even with a third of a core; asleep, a few ms for the call.
+    assert.ok(awake >= 100, `the worker's CPU during the request, awake: ${awake} ms`)
+    assert.ok(asleep <= 40, `the worker's CPU during the request, off: ${asleep} ms`)
+  })
+})
+
+describe('a lone /v2 inference request wakes its model’s worker', () => {
+  /** A served Identity model; `infer` sends the body `trickleMs` after the request's head. */
+  async function served(name: string) {
+    const dir = tempDir()
+    const home = join(dir, 'home')
+    const store = ModelStore.open({ home })
+    const file = writeOnnxModel(join(dir, 'same.onnx'), {
+      nodes: [{ op: 'Identity', inputs: ['x'], outputs: ['y'] }],
+      inputs: [{ name: 'x', dtype: 'float32', dims: ['n', 2] }],
+      outputs: [{ name: 'y', dtype: 'float32', dims: ['n', 2] }],
+    })
+    await store.save({ name, version: '1.0.0', paths: [file] })
+    store.close()
+    const def = defineService({
+      name: `${name}-svc`,
+      runners: [onnxRunner(`${name}:1.0.0`, { home })],
+      apis: {
+        ping: defineApi({ input: io.json(z.object({})), output: io.json(z.object({})), handler: async () => ({}) }),
+      },
+    })
+    const svc = createServiceApp(def, { logger: pino({ level: 'silent' }) })
+    await svc.start()
+    const infer = async (trickleMs: number) => {
+      const body = new TextEncoder().encode(
+        JSON.stringify({ inputs: [{ name: 'x', shape: [1, 2], datatype: 'FP32', data: [1, 2] }] }),
+      )
+      // The body arrives late, as a slow upload's does: the request is in flight, its call not yet made.
+      const stream = new ReadableStream<Uint8Array>({
+        start: (c) => {
+          setTimeout(() => {
+            c.enqueue(body)
+            c.close()
+          }, trickleMs)
+        },
+      })
+      const r = await svc.app.request(`/v2/models/${name}/infer`, {
+        method: 'POST',
+        body: stream,
+        headers: { 'content-type': 'application/json' },
+        duplex: 'half',
+      } as RequestInit)
+      assert.equal(r.status, 200, await r.clone().text())
+      return ((await r.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data
+    }
+    const [pid] = runnerWorkers(name)
+    assert.ok(pid !== undefined, `a worker process of ${name}`)
+    return { svc, infer, pid: pid! }
+  }
+
+  async function awakeDuring(name: string, hotMs: string): Promise<number> {
+    const saved = process.env.BUNDLE_HOT_WAIT_MS
+    process.env.BUNDLE_HOT_WAIT_MS = hotMs
+    const { svc, infer, pid } = await served(name).finally(() => {
+      if (saved === undefined) delete process.env.BUNDLE_HOT_WAIT_MS
+      else process.env.BUNDLE_HOT_WAIT_MS = saved
+    })
+    try {
+      assert.deepEqual(await infer(0), [1, 2])
+      const before = cpuMs(pid)
+      assert.deepEqual(await infer(800), [1, 2])
+      return cpuMs(pid) - before
+    } finally {
+      await svc.stop()
+    }
+  }
+
+  it('stays awake while the body comes in (up to BUNDLE_HOT_WAIT_MS), and not at all with 0', {
+    timeout: 120_000,
+  }, async () => {
+    const awake = await awakeDuring('v2hot-on', '800')
+    const asleep = await awakeDuring('v2hot-off', '0')
     assert.ok(awake >= 100, `the worker's CPU during the request, awake: ${awake} ms`)
     assert.ok(asleep <= 40, `the worker's CPU during the request, off: ${asleep} ms`)
   })

@@ -161,20 +161,22 @@ class GrpcInference {
     const arrived = performance.now()
     const m = this.find(msg.model_name, msg.model_version)
     if (!this.o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
-    return this.o.track(() =>
-      withServerSpan(
-        () => ({
-          name: `inference.GRPCInferenceService/${rpc}`,
-          attributes: {
-            'rpc.system': 'grpc',
-            'rpc.service': 'inference.GRPCInferenceService',
-            'rpc.method': rpc,
-            'bundle.model': m.name,
-          },
-        }),
-        (name) => first(call.metadata, name),
-        () => this.run(msg, call, bound, m, arrived),
-      ),
+    return this.o.track(
+      () =>
+        withServerSpan(
+          () => ({
+            name: `inference.GRPCInferenceService/${rpc}`,
+            attributes: {
+              'rpc.system': 'grpc',
+              'rpc.service': 'inference.GRPCInferenceService',
+              'rpc.method': rpc,
+              'bundle.model': m.name,
+            },
+          }),
+          (name) => first(call.metadata, name),
+          () => this.run(msg, call, bound, m, arrived),
+        ),
+      () => m.expectCall?.(),
     )
   }
 

@@ -23,8 +23,8 @@ export interface V2Options {
   maxBodyBytes: number
   version: string
   log: Logger
-  /** Counts a request in flight (graceful shutdown waits for it). */
-  track: <T>(fn: () => Promise<T>) => Promise<T>
+  /** Counts a request in flight (graceful shutdown waits for it); `lone` runs first when it is the only one. */
+  track: <T>(fn: () => Promise<T>, lone?: () => void) => Promise<T>
 }
 
 const EXTENSIONS = ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics']
@@ -143,21 +143,23 @@ class V2Routes {
     const m = this.find(c)
     if (!this.o.ready() || !m.ready()) throw new BundleError('E_HTTP_NOT_READY', `model "${m.name}" is not ready`)
     const headers = c.req.raw.headers
-    return this.o.track(() =>
-      withServerSpan(
-        () => ({
-          name: `POST ${base}/infer`,
-          attributes: {
-            'http.request.method': 'POST',
-            'http.route': `${base}/infer`,
-            'url.path': c.req.path,
-            'bundle.model': m.name,
-          },
-        }),
-        (name) => headers.get(name) ?? undefined,
-        () => this.infer(c, m, headers, arrived),
-        { statusOf: (res) => res.status, started: (rs) => c.set('trace', rs.ids()) },
-      ),
+    return this.o.track(
+      () =>
+        withServerSpan(
+          () => ({
+            name: `POST ${base}/infer`,
+            attributes: {
+              'http.request.method': 'POST',
+              'http.route': `${base}/infer`,
+              'url.path': c.req.path,
+              'bundle.model': m.name,
+            },
+          }),
+          (name) => headers.get(name) ?? undefined,
+          () => this.infer(c, m, headers, arrived),
+          { statusOf: (res) => res.status, started: (rs) => c.set('trace', rs.ids()) },
+        ),
+      () => m.expectCall?.(),
     )
   }
 
