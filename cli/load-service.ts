@@ -3,6 +3,7 @@ import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { BundleError } from '../errors/index.js'
 import type { ServiceDefinition } from '../framework/index.js'
+import { fromSources, importTypeScript } from '../runners/pool/import-module.js'
 import { compileErrorMessage } from './compile-error.js'
 
 /** Splits `path/to/service.ts:ClassName` (the class part is optional). */
@@ -27,8 +28,12 @@ export async function findService(entry: string): Promise<{ definition: ServiceD
   const { definitionOf } = await import('../framework/index.js')
   let mod: Record<string, unknown>
   try {
-    const { tsImport } = await import('tsx/esm/api')
-    mod = (await tsImport(pathToFileURL(file).href, import.meta.url)) as Record<string, unknown>
+    mod = fromSources
+      ? ((await (await import('tsx/esm/api')).tsImport(pathToFileURL(file).href, import.meta.url)) as Record<
+          string,
+          unknown
+        >)
+      : await importTypeScript(file)
   } catch (err) {
     if ((err as { code?: string })?.code?.startsWith('E_')) throw err
     // A syntax error says where it is, with the line, as the compiler would; anything else its first line.

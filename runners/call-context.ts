@@ -28,8 +28,8 @@ export interface CallContext {
   readonly timing?: StageTimes
 }
 
-// Process-wide, not module-wide: a service file loaded through tsx has its own copy of this
-// module, and its runners must read what the server's copy set.
+// Process-wide, not module-wide: a service's runners can come from another copy of this module
+// (the compiled one, while the server runs from sources in tests), and must read what the server's copy set.
 const KEY = Symbol.for('modelbundle.callContext')
 const slot = globalThis as { [KEY]?: AsyncLocalStorage<CallContext> }
 const storage: AsyncLocalStorage<CallContext> = (slot[KEY] ??= new AsyncLocalStorage<CallContext>())

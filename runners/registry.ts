@@ -5,8 +5,8 @@ import { BundleError } from '../errors/index.js'
  * its service's `runners` (a runner the server does not know is never started, and every call
  * to it would fail). Weak: runners a test or a module drops are not kept alive by this.
  */
-// Process-wide, not module-wide: a service file loaded through tsx gets its own copy of this
-// module (tsx namespaces what it imports), and the server must still see the runners it made.
+// Process-wide, not module-wide: a service can import another copy of this module (the compiled
+// one, while the server runs from sources in tests), and the server must still see the runners it made.
 const KEY = Symbol.for('modelbundle.createdRunners')
 type Created = Set<WeakRef<{ readonly name: string }>>
 const slot = globalThis as { [KEY]?: Created }

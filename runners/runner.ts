@@ -57,8 +57,8 @@ export interface RunnerRemote {
 /**
  * What every runner is to the server, the /v2 repository, metrics and the CLI. The members every
  * runner has are required; what only some can do is an optional, typed capability — present or
- * absent, never found by sniffing for methods (a service loaded through tsx gets its own copy of
- * the runner classes, so `instanceof` cannot tell either).
+ * absent, never found by sniffing for methods (a service can hold another copy of the runner
+ * classes — the compiled one beside sources in tests — so `instanceof` cannot tell either).
  *
  * @example
  * for (const r of definition.runners) if (r.versions) await r.versions.swap('model:2')

@@ -20,8 +20,8 @@ export function hotWaitMs(env: NodeJS.ProcessEnv = process.env): number {
 
 export const HOT_WAIT_MS = 10
 
-// Process-wide, not module-wide: a service file loaded through tsx has its own copy of this module
-// (its runners count with it), and they must read what the server's copy counts.
+// Process-wide, not module-wide: a service's runners can come from another copy of this module (the
+// compiled one, while the server runs from sources in tests), and must read what the server's copy counts.
 const IN_FLIGHT = Symbol.for('modelbundle.requestsInFlight')
 
 /**

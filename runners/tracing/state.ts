@@ -9,8 +9,9 @@ export interface Tracing {
   sdk: Sdk
 }
 
-// Process-wide, not module-wide: a service file loaded through tsx has its own copy of the
-// runners' modules, and its runners must see the tracing the server's copy started.
+// Process-wide, not module-wide: a service's runners can come from another copy of these modules
+// (the compiled one, while the server runs from sources in tests; runners/pool/shared-modules.ts
+// makes `bundle serve` share one), and they must see the tracing the server's copy started.
 const KEY = Symbol.for('modelbundle.tracing')
 const slot = globalThis as { [KEY]?: Tracing }
 

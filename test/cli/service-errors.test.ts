@@ -5,14 +5,38 @@ import { compileErrorMessage } from '../../cli/compile-error.js'
 import { bundle } from '../utils/cli.js'
 import { tempDir, writeFile } from '../utils/tmp.js'
 
+/** A project directory, as `npm init` and a "type": "module" make one. */
+function esmDir(): string {
+  const dir = tempDir()
+  writeFile(dir, 'package.json', '{ "type": "module" }\n')
+  return dir
+}
+
 // A service that does not compile is reported as tsc and esbuild report it: file:line:column,
 // the message and the source line, on stderr without a stack — by `bundle serve` and `bundle build`.
+
+describe('a service in a CommonJS package', () => {
+  it('bundle serve says it would load as CommonJS and how to make it an ES module', { timeout: 60_000 }, async () => {
+    const dir = tempDir()
+    writeFile(dir, 'package.json', '{ "name": "old-style" }\n')
+    const file = writeFile(dir, 'service.ts', "import { service } from 'modelbundle'\nexport const x = service\n")
+    const r = await bundle(['serve', file, '--port', '0'], { BUNDLE_HOME: join(dir, 'home') })
+    assert.equal(r.code, 1)
+    assert.equal(
+      r.stderr,
+      `error E_SERVICE_LOAD: ${file} would load as CommonJS (${join(dir, 'package.json')} has no "type": "module"); ` +
+        'services and runner modules are ES modules: add "type": "module" to the project\'s package.json, or name ' +
+        'the file .mts (.mjs)\n',
+    )
+    assert.equal(r.stdout, '', 'nothing listens')
+  })
+})
 
 describe('a service that does not compile', () => {
   it('bundle serve names the file, line and column, shows the line, and prints no stack', {
     timeout: 60_000,
   }, async () => {
-    const dir = tempDir()
+    const dir = esmDir()
     const file = writeFile(dir, 'service.ts', 'export class Broken {\n  hello() {\n    return 1\n  }\n}\n}\n')
     const r = await bundle(['serve', file, '--port', '0'], { BUNDLE_HOME: join(dir, 'home') })
     assert.equal(r.code, 1)
@@ -23,7 +47,7 @@ describe('a service that does not compile', () => {
   it('bundle build of a service whose imported module does not compile: that module, and which service', {
     timeout: 60_000,
   }, async () => {
-    const dir = tempDir()
+    const dir = esmDir()
     const service = writeFile(dir, 'service.ts', "import { helper } from './helper.js'\nexport const x = helper\n")
     const helper = writeFile(dir, 'helper.ts', "export const helper = {\n\tname: 'é' 'y',\n}\n")
     writeFile(dir, 'bundle.yaml', 'service: service.ts\n')
@@ -40,7 +64,7 @@ describe('a service that does not compile', () => {
   })
 
   it('an error that is not a compile error is reported as before: its first line', { timeout: 60_000 }, async () => {
-    const dir = tempDir()
+    const dir = esmDir()
     const file = writeFile(dir, 'service.ts', "throw new Error('no config here\\nsecond line')\nexport {}\n")
     const r = await bundle(['serve', file, '--port', '0'], { BUNDLE_HOME: join(dir, 'home') })
     assert.equal(r.code, 1)
@@ -64,7 +88,7 @@ describe('compileErrorMessage', () => {
   })
 
   it("reads tsx's message, where only the text crosses its loader thread; an .mts file by its own name", () => {
-    const dir = tempDir()
+    const dir = esmDir()
     const file = writeFile(dir, 'svc.mts', 'export const a = 1\n}\n')
     // tsx hands an .mts file to esbuild under its .ts name.
     const err = new Error(`Transform failed with 1 error:\n${join(dir, 'svc.ts')}:2:0: ERROR: Unexpected "}"`)
