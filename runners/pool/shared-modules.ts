@@ -21,13 +21,14 @@ export function initialize(d: Data): void {
 
 type Next = (specifier: string, context: unknown) => Promise<{ url: string }>
 
-const NAMESPACE = /[?&]tsx-namespace=[^&]*/
+const NAMESPACE = 'tsx-namespace'
 
 export async function resolve(specifier: string, context: unknown, next: Next): Promise<{ url: string }> {
   const r = await next(specifier, context)
-  if (!NAMESPACE.test(r.url)) return r
-  const bare = r.url.replace(NAMESPACE, '').replace(/\?$/, '').replace(/\?&/, '?')
-  const path = bare.split('?')[0]!
-  const shared = !/\.(?:[cm]?tsx?)$/.test(path) && (path.includes('/node_modules/') || path.startsWith(own))
-  return shared ? { ...r, url: bare } : r
+  if (!r.url.startsWith('file:') || !r.url.includes(NAMESPACE)) return r
+  const url = new URL(r.url)
+  const path = url.pathname
+  if (/\.(?:[cm]?tsx?)$/.test(path) || !(path.includes('/node_modules/') || url.href.startsWith(own))) return r
+  url.searchParams.delete(NAMESPACE)
+  return { ...r, url: url.href }
 }
