@@ -93,9 +93,10 @@ export class RequestPipeline {
    * first when nothing else is in flight (the model's idle workers are woken for it, as admit does).
    */
   async track<T>(fn: () => Promise<T>, lone?: () => void): Promise<T> {
-    if (++this.inFlight === 1) lone?.()
+    this.inFlight++
     requestsInFlight.count++
     try {
+      if (this.inFlight === 1) lone?.()
       return await fn()
     } finally {
       this.finish()

@@ -25,6 +25,30 @@ function cpuMs(pid: number): number {
   return (Number(f[11]) + Number(f[12])) * 10 // utime + stime
 }
 
+/**
+ * The worker's CPU time across one lone request, with BUNDLE_HOT_WAIT_MS=`hotMs` while the server
+ * starts: `first` teaches the server which runner is called, `lone` is the request measured.
+ */
+async function workerCpuDuring(
+  hotMs: string,
+  start: () => Promise<{ svc: { stop(): Promise<void> }; pid: number; first(): Promise<void>; lone(): Promise<void> }>,
+): Promise<number> {
+  const saved = process.env.BUNDLE_HOT_WAIT_MS
+  process.env.BUNDLE_HOT_WAIT_MS = hotMs
+  const { svc, pid, first, lone } = await start().finally(() => {
+    if (saved === undefined) delete process.env.BUNDLE_HOT_WAIT_MS
+    else process.env.BUNDLE_HOT_WAIT_MS = saved
+  })
+  try {
+    await first()
+    const before = cpuMs(pid)
+    await lone()
+    return cpuMs(pid) - before
+  } finally {
+    await svc.stop()
+  }
+}
+
 describe('hotWaitMs (BUNDLE_HOT_WAIT_MS)', () => {
   it('is 10 ms unless set; 0 turns it off; anything else is a coded error naming the variable', () => {
     assert.equal(hotWaitMs({}), 10)
@@ -95,22 +119,16 @@ describe('a lone request wakes the worker its API calls', () => {
   }
 
   /** The worker's CPU time across one lone request (the first one taught the server which runner its API calls). */
-  async function awakeDuring(name: string, hotMs: string): Promise<number> {
-    const saved = process.env.BUNDLE_HOT_WAIT_MS
-    process.env.BUNDLE_HOT_WAIT_MS = hotMs
-    const { svc, post, pid } = await service(name, 800).finally(() => {
-      if (saved === undefined) delete process.env.BUNDLE_HOT_WAIT_MS
-      else process.env.BUNDLE_HOT_WAIT_MS = saved
+  const awakeDuring = (name: string, hotMs: string) =>
+    workerCpuDuring(hotMs, async () => {
+      const { svc, post, pid } = await service(name, 800)
+      return {
+        svc,
+        pid,
+        first: async () => assert.equal(await post(1), 1),
+        lone: async () => assert.equal(await post(2), 2),
+      }
     })
-    try {
-      assert.equal(await post(1), 1)
-      const before = cpuMs(pid)
-      assert.equal(await post(2), 2)
-      return cpuMs(pid) - before
-    } finally {
-      await svc.stop()
-    }
-  }
 
   it('stays awake through the API’s 800 ms before the call (up to BUNDLE_HOT_WAIT_MS), and not at all with 0', {
     timeout: 120_000,
@@ -172,22 +190,16 @@ describe('a lone /v2 inference request wakes its model’s worker', () => {
     return { svc, infer, pid: pid! }
   }
 
-  async function awakeDuring(name: string, hotMs: string): Promise<number> {
-    const saved = process.env.BUNDLE_HOT_WAIT_MS
-    process.env.BUNDLE_HOT_WAIT_MS = hotMs
-    const { svc, infer, pid } = await served(name).finally(() => {
-      if (saved === undefined) delete process.env.BUNDLE_HOT_WAIT_MS
-      else process.env.BUNDLE_HOT_WAIT_MS = saved
+  const awakeDuring = (name: string, hotMs: string) =>
+    workerCpuDuring(hotMs, async () => {
+      const { svc, infer, pid } = await served(name)
+      return {
+        svc,
+        pid,
+        first: async () => assert.deepEqual(await infer(0), [1, 2]),
+        lone: async () => assert.deepEqual(await infer(800), [1, 2]),
+      }
     })
-    try {
-      assert.deepEqual(await infer(0), [1, 2])
-      const before = cpuMs(pid)
-      assert.deepEqual(await infer(800), [1, 2])
-      return cpuMs(pid) - before
-    } finally {
-      await svc.stop()
-    }
-  }
 
   it('stays awake while the body comes in (up to BUNDLE_HOT_WAIT_MS), and not at all with 0', {
     timeout: 120_000,
