@@ -1,5 +1,6 @@
-import { Redis, type RedisOptions } from 'ioredis'
+import type { Redis, RedisOptions } from 'ioredis'
 import { BundleError } from '../../errors/index.js'
+import { ioredis } from './libs.js'
 
 /**
  * One Redis server as modelbundle uses it: BullMQ queues for remote runners and tasks, worker
@@ -48,7 +49,7 @@ export class RedisLink {
       connectTimeout: 2_000,
       lazyConnect: false,
     }
-    const conn = new Redis(this.url, options)
+    const conn = new (ioredis().Redis)(this.url, options)
     // Errors are reported through status (ready / why not), never as unhandled events.
     conn.on('error', () => undefined)
     this.conns.push(conn)

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto'
-import { Queue, QueueEvents } from 'bullmq'
+import type { Queue, QueueEvents } from 'bullmq'
 import { BundleError, errorFromWire, ignore } from '../../errors/index.js'
 import { announce, capacity } from './capacity.js'
+import { bullmq } from './libs.js'
 import type { RedisLink } from './link.js'
 import { pack, TRANSPORT_FAILURE, unpack, type JobData, type JobResult } from './payload.js'
 import { startedQueue } from './started-queue.js'
@@ -81,7 +82,7 @@ export class RemotePool implements RemoteLikePool {
   }
 
   private openQueue(): Queue {
-    const q = new Queue(this.o.queue, {
+    const q = new (bullmq().Queue)(this.o.queue, {
       connection: this.conns[0]!,
       prefix: this.o.link.prefix,
       streams: { events: { maxLen: 1_000 } },
@@ -95,7 +96,7 @@ export class RemotePool implements RemoteLikePool {
     this.conns = [link.connection(false), link.connection(true)]
     // Events are read as they come; a short stream is enough and bounds Redis memory.
     this.queue = this.openQueue()
-    this.events = new QueueEvents(queue, { connection: this.conns[1]!, prefix: link.prefix })
+    this.events = new (bullmq().QueueEvents)(queue, { connection: this.conns[1]!, prefix: link.prefix })
     this.events.on('error', () => undefined)
     this.events.on('active', ({ jobId }) => {
       const p = this.pending.get(jobId)

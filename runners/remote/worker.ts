@@ -1,5 +1,5 @@
 import { hostname } from 'node:os'
-import { Worker } from 'bullmq'
+import { bullmq } from './libs.js'
 import { errorToWire, ignore } from '../../errors/index.js'
 import { announce } from './capacity.js'
 import type { RedisLink } from './link.js'
@@ -177,7 +177,7 @@ export async function serveQueue(o: RemoteWorkerOptions): Promise<{ close(): Pro
     throw new Error(`${TRANSPORT_FAILURE}: runner ${o.runner.name}: a worker lost Redis while moving the batch`)
   }
   const host = hostname()
-  const worker = new Worker(o.queue, (job) => runBatch(o, job, host, failed), {
+  const worker = new (bullmq().Worker)(o.queue, (job) => runBatch(o, job, host, failed), {
     connection: o.link.connection(true),
     prefix: o.link.prefix,
     concurrency,

@@ -2,7 +2,7 @@ import { createReadStream, statSync, statfsSync } from 'node:fs'
 import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { createGunzip } from 'node:zlib'
-import { Parser, type ReadEntry } from 'tar'
+import type { ReadEntry } from 'tar'
 import { BundleError, isBundleError } from '../../errors/index.js'
 import type { StagedBlob } from '../blobs.js'
 import { isSafeModelPath } from '../model-path.js'
@@ -83,6 +83,8 @@ class ArchiveRead<M> {
   }
 
   async run(): Promise<{ manifest: M; staged: Map<string, StagedBlob> }> {
+    // tar loads on first use: the server process reads no archive (docs/defaults.md, "What the API process loads").
+    const { Parser } = await import('tar')
     const parser = new Parser({ strict: true, onReadEntry: (e) => this.onEntry(e) })
     try {
       await pipeline(this.source, this.meter(), createGunzip(), this.guard(), parser).catch((err) => {

@@ -1,4 +1,3 @@
-import { Header, Pax } from 'tar'
 import type { Writable } from 'node:stream'
 
 const BLOCK = 512
@@ -31,6 +30,8 @@ export class TarWriter {
       mtime: this.mtime,
       type: 'File' as const,
     }
+    // tar loads on first use: the server process writes no archive.
+    const { Header, Pax } = await import('tar')
     const header = new Header(fields)
     const block = Buffer.alloc(BLOCK)
     if (header.encode(block, 0)) {

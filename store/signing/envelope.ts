@@ -1,6 +1,9 @@
 import { sign as cryptoSign, verify as cryptoVerify, type KeyObject } from 'node:crypto'
-import { bundleFromJSON, isBundleWithDsseEnvelope, isBundleWithPublicKey } from '@sigstore/bundle'
-import { toSignedEntity, type TrustMaterial, Verifier } from '@sigstore/verify'
+import { createRequire } from 'node:module'
+import type * as SigstoreBundle from '@sigstore/bundle'
+import type { bundleFromJSON } from '@sigstore/bundle'
+import type * as SigstoreVerify from '@sigstore/verify'
+import type { TrustMaterial } from '@sigstore/verify'
 import { BundleError } from '../../errors/index.js'
 import { keyHint, type TrustedKey } from './keys.js'
 
@@ -8,6 +11,12 @@ import { keyHint, type TrustedKey } from './keys.js'
 // in-toto statement, signed with a key pair — the layout model_signing writes for `sign key`.
 // Reading it goes through sigstore-js (@sigstore/bundle checks the bundle, @sigstore/verify the
 // signature), so what we accept is what the Sigstore libraries accept.
+
+// sigstore-js loads when a signature is read: about 2 MB of heap that a server with no signed
+// model would carry and mark on every full GC. (CommonJS: require gives the copy an import would.)
+const load = createRequire(import.meta.url)
+const sigstoreBundle = (): typeof SigstoreBundle => load('@sigstore/bundle')
+const sigstoreVerify = (): typeof SigstoreVerify => load('@sigstore/verify')
 
 export const BUNDLE_MEDIA_TYPE = 'application/vnd.dev.sigstore.bundle.v0.3+json'
 export const PAYLOAD_TYPE = 'application/vnd.in-toto+json'
@@ -57,6 +66,7 @@ export function openSignature(text: string, trusted: readonly TrustedKey[]): { p
   } catch {
     throw malformed(`not JSON (${text.length} bytes${text.length ? '' : ': empty'}; truncated?)`)
   }
+  const { bundleFromJSON, isBundleWithDsseEnvelope, isBundleWithPublicKey } = sigstoreBundle()
   let bundle: ReturnType<typeof bundleFromJSON>
   try {
     bundle = bundleFromJSON(json)
@@ -115,6 +125,7 @@ function checkSignature(
       return { publicKey: signer.key, validFor: () => true }
     },
   }
+  const { toSignedEntity, Verifier } = sigstoreVerify()
   try {
     // Key-pair signatures carry no log entry or timestamp: none is required.
     new Verifier(material, { tlogThreshold: 0, ctlogThreshold: 0, timestampThreshold: 0 }).verify(

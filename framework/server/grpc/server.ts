@@ -4,8 +4,6 @@ import { BundleError } from '../../../errors/index.js'
 import type { V2Options } from '../v2/routes.js'
 import { inferenceService } from './definition.js'
 import { grpcMetrics } from './metrics.js'
-import type { PortPart } from '../part.js'
-import { GRPC_ROUTES } from './route-list.js'
 import { inferenceHandlers } from './service.js'
 
 export interface GrpcOptions extends V2Options {
@@ -86,9 +84,4 @@ export async function startGrpcServer(o: GrpcOptions): Promise<GrpcServer> {
         })
       }),
   }
-}
-
-/** The Open Inference Protocol over gRPC as a part of the app, on its own port (--grpc-port). */
-export function grpcPart(o: Omit<GrpcOptions, 'host'>): PortPart {
-  return { name: 'grpc', routes: GRPC_ROUTES, listen: (host) => startGrpcServer({ ...o, host }) }
 }

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto'
-import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq'
+import type { Job, Queue, Worker } from 'bullmq'
 import type { Logger } from 'pino'
 import { BundleError, isBundleError, ignore } from '../../../errors/index.js'
 import { SpanKind } from '@opentelemetry/api'
 import {
+  bullmq,
   isTransportError,
   pack,
   spanAround,
@@ -99,7 +100,7 @@ export class TaskService {
 
   private openQueue(a: ApiDefinition): Queue {
     // Nothing reads a task queue's event stream: keep it short (finished jobs hold results).
-    const q = new Queue(this.queueName(a), {
+    const q = new (bullmq().Queue)(this.queueName(a), {
       connection: this.connectionOf(a),
       prefix: this.o.link.prefix,
       streams: { events: { maxLen: 100 } },
@@ -129,7 +130,7 @@ export class TaskService {
     await link.connected(3_000).catch(ignore('Redis is down: tasks answer 503 until it is back'))
     for (const a of this.o.apis) {
       this.queues.set(a.name, this.openQueue(a))
-      const w = new Worker(this.queueName(a), (job) => this.process(a, instance, job), {
+      const w = new (bullmq().Worker)(this.queueName(a), (job) => this.process(a, instance, job), {
         connection: link.connection(true),
         prefix: link.prefix,
         concurrency: a.task!.concurrency,
@@ -178,6 +179,8 @@ export class TaskService {
     // while this server's subscription was down, when it is back: resubscribed()).
     const ac = new AbortController()
     this.running.set(id, { ac, cancelKey: this.cancelKey(a, id) })
+    // A failure BullMQ does not retry.
+    const { UnrecoverableError } = bullmq()
     try {
       if ((await this.o.link.client().exists(this.cancelKey(a, id))) === 1) throw new UnrecoverableError('cancelled')
       const input = await unpack(this.o.link, data.input, false)
