@@ -62,7 +62,10 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
   private dispatcher: GenerationBatcher | undefined
   /** What the serving generation runs with: the options it started from, its workers and warm-up. */
   private running:
-    | (Pick<Generation, 'workers' | 'sequence' | 'gpus' | 'plan'> & { options: OnnxRunnerOptions; warmup: unknown })
+    | (Pick<Generation, 'workers' | 'threads' | 'sequence' | 'gpus' | 'plan'> & {
+        options: OnnxRunnerOptions
+        warmup: unknown
+      })
     | undefined
   /** Why the last default warm-up failed (the model serves anyway); shown with the warm-up. */
   private warmupFailure: string | undefined
@@ -296,6 +299,7 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     this.running = {
       options: g.options,
       workers: g.workers,
+      threads: g.threads,
       warmup: g.warmupPlan,
       sequence: g.sequence,
       gpus: g.gpus,

@@ -19,6 +19,7 @@ export function effectiveConfig(r: {
     | {
         options: OnnxRunnerOptions
         workers: number
+        threads?: number | undefined
         warmup: unknown
         sequence?: SequenceSpec | undefined
         plan: BatchPlan
@@ -41,6 +42,8 @@ export function effectiveConfig(r: {
     deadlineMs: b.deadlineMs,
     batchesPerWorker: b.batchesPerWorker,
     workers: r.running?.workers ?? options.minWorkers ?? options.workers ?? RUNNER_DEFAULTS.workers,
+    // The threads the workers run with ('auto': onnxruntime's own default, as on a GPU).
+    intraOpThreads: r.running?.threads ?? options.intraOpThreads ?? 'auto',
     isolation: r.remote ? 'remote' : (options.isolation ?? RUNNER_DEFAULTS.isolation),
     // Once started, what the model allowed: a model that runs requests as given has max batch size 0.
     batching: {

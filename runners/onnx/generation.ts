@@ -15,6 +15,7 @@ import type { SequenceBatcher } from '../sequence/batcher.js'
 import { signatureOf } from './inference.js'
 import type { OnnxRunnerOptions } from './options.js'
 import type { BatchPlan } from './batch-plan.js'
+import { modelThreads } from './threads.js'
 import { warmupPlan } from './warmup.js'
 import { HostedPool } from '../hosting/hosted-pool.js'
 import type { ModelHost } from '../hosting/model-host.js'
@@ -34,6 +35,8 @@ export interface Generation {
   /** The warm-up as /runners shows it. */
   warmupPlan: unknown
   workers: number
+  /** onnxruntime's intra-op threads in each worker (undefined: onnxruntime's own default). */
+  threads?: number | undefined
   pool: Pool
   dispatcher: GenerationBatcher
   /** A stateful model's state and constants, as its workers keep them. */
@@ -76,10 +79,15 @@ function placement(o: LocalGeneration) {
     o.options.minWorkers ??
     o.options.workers ??
     (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : RUNNER_DEFAULTS.workers)
-  const threads = o.options.intraOpThreads ?? (cpu ? Math.max(1, Math.ceil(cpu)) : undefined)
   // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
   const gpus = placeWorkers(workers, o.options.resources?.gpu, devicesFor(o.options.resources?.gpu))
   const providers = o.options.executionProviders ?? (gpus ? ['cuda'] : undefined)
+  const { threads, answerAwake } = modelThreads({
+    intraOpThreads: o.options.intraOpThreads,
+    cpu,
+    onCpu: providers === undefined || providers.every((p) => p === 'cpu'),
+    workers: o.options.maxWorkers ?? workers,
+  })
   const isolation = o.options.isolation ?? RUNNER_DEFAULTS.isolation
   // CUDA_VISIBLE_DEVICES is read once per process: GPU placement needs a process per worker.
   if (isolation === 'thread' && gpus)
@@ -88,7 +96,7 @@ function placement(o: LocalGeneration) {
       `runner ${o.name}: isolation 'thread' runs workers inside the API process, where each cannot see only its ` +
         `own GPUs; use isolation 'process' with resources.gpu`,
     )
-  return { workers, threads, gpus, providers, isolation }
+  return { workers, threads, gpus, providers, isolation, answerAwake }
 }
 
 /**
@@ -135,7 +143,7 @@ function warmupOf(
  */
 export async function startLocal(o: LocalGeneration): Promise<Generation> {
   if (o.host) return startHosted(o, o.host)
-  const { workers, threads, gpus, providers, isolation } = placement(o)
+  const { workers, threads, gpus, providers, isolation, answerAwake } = placement(o)
   const b = resolveBatching(o.options)
   // Each generation's batches run on its own workers (a swap drains the old ones there).
   let pool: WorkerPool | undefined
@@ -153,6 +161,7 @@ export async function startLocal(o: LocalGeneration): Promise<Generation> {
   )
   pool = new WorkerPool({
     isolation,
+    answerAwake,
     depth: b.batchesPerWorker,
     ...(gpus ? { env: (i: number) => ({ CUDA_VISIBLE_DEVICES: gpus[i]!.join(',') }) } : {}),
     runner: o.name,
@@ -170,6 +179,7 @@ export async function startLocal(o: LocalGeneration): Promise<Generation> {
     plan: o.plan,
     warmupPlan: warm.view,
     workers,
+    threads,
     pool,
     dispatcher,
     sequence: seq,
@@ -214,6 +224,7 @@ async function startHosted(o: LocalGeneration, h: NonNullable<LocalGeneration['h
     plan: o.plan,
     warmupPlan: warm.view,
     workers: 1,
+    threads,
     pool,
     dispatcher,
     bytes: pool.bytes,

@@ -38,6 +38,11 @@ export interface PoolOptions {
    * written (0 verbose … 4 fatal; default 2, warning).
    */
   output?: { lines: WorkerOutput; severity: number }
+  /**
+   * Whether this process may stay awake for a lone request's answer (hot-wait.ts; default yes).
+   * Not when the workers' threads take every core: the spin would take one from the model.
+   */
+  answerAwake?: boolean
 }
 
 /** A place for one worker: it keeps its index and backoff across the worker's restarts. */
@@ -166,7 +171,7 @@ export class WorkerPool implements LocalPool {
       shmMinBytes: this.shmMinBytes,
       thread: this.kind === 'thread',
       timeoutMs: this.options.timeoutMs,
-      hotWaitMs: this.hotWaitMs,
+      hotWaitMs: this.options.answerAwake === false ? 0 : this.hotWaitMs,
       warmup: this.options.warmup,
       onFree: () => this.pump(),
     })

@@ -123,6 +123,7 @@ describe('bundle serve --config: operators tune runners without touching code', 
             ready: boolean
             config: {
               workers: number
+              intraOpThreads: number
               deadlineMs: number
               batchesPerWorker: number
               batching: { maxBatchSize: number; maxDelayMs: number }
@@ -140,6 +141,9 @@ describe('bundle serve --config: operators tune runners without touching code', 
       }
       assert.equal(body?.[0]?.name, 'ocr-cls')
       assert.equal(body![0]!.config.workers, 2)
+      // Not configured: the cores less one for the API process, shared by the 2 workers.
+      const { defaultIntraOpThreads } = await import('../../runners/onnx/threads.js')
+      assert.equal(body![0]!.config.intraOpThreads, defaultIntraOpThreads(2))
       // The environment wins over the file, the file over the code, key by key.
       assert.equal(body![0]!.config.deadlineMs, 25)
       assert.equal(body![0]!.config.batchesPerWorker, 2, 'the default shows too')

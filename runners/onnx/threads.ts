@@ -1,0 +1,70 @@
+import { readdirSync, readFileSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
+
+/**
+ * The cores this process may use: those its affinity allows, fewer where a cgroup CPU quota
+ * (a container's limit, /sys/fs/cgroup/cpu.max) allows less.
+ */
+export function usableCores(cgroupCpuMax = readOr('/sys/fs/cgroup/cpu.max')): number {
+  const cores = availableParallelism()
+  const [quota, period] = (cgroupCpuMax ?? '').trim().split(/\s+/)
+  const q = Number(quota)
+  const p = Number(period)
+  if (!(q > 0 && p > 0)) return cores // 'max' (no quota), or no cgroup v2 file
+  return Math.max(1, Math.min(cores, Math.ceil(q / p)))
+}
+
+/**
+ * Physical cores (hyper-threads of one core count once), from the kernel's CPU topology;
+ * onnxruntime's own default intra-op thread count is this. Unknown: the logical count.
+ */
+export function physicalCores(root = '/sys/devices/system/cpu'): number {
+  try {
+    const cores = new Set<string>()
+    for (const cpu of readdirSync(root).filter((d) => /^cpu\d+$/.test(d))) {
+      const t = `${root}/${cpu}/topology`
+      const core = readOr(`${t}/core_id`)
+      if (core === undefined) continue // offline
+      cores.add(`${readOr(`${t}/physical_package_id`)?.trim()}:${core.trim()}`)
+    }
+    return cores.size || availableParallelism()
+  } catch {
+    return availableParallelism()
+  }
+}
+
+/**
+ * onnxruntime's intra-op threads for a runner's local CPU workers when it sets neither
+ * intraOpThreads nor resources.cpu: the usable cores less one, which the API process needs for
+ * HTTP, decoding and batching, shared among the workers; at least 1, at most the physical cores
+ * (onnxruntime's default). onnxruntime's default alone takes every core, and its threads then
+ * compete with the API process for the one it is using (docs/defaults.md, "Model threads").
+ */
+export function defaultIntraOpThreads(workers: number, cores = usableCores(), physical = physicalCores()): number {
+  return Math.max(1, Math.min(physical, Math.floor((cores - 1) / Math.max(1, workers))))
+}
+
+/**
+ * The intra-op threads a runner's workers open their sessions with (undefined: onnxruntime's
+ * default, as on a GPU), and whether the API process may stay awake for a lone call's answer:
+ * that spin takes a core, so on the CPU only while the workers' threads leave one free (measured:
+ * with onnxruntime on every core, a lone tensor request took 5.6 ms instead of 2.0).
+ */
+export function modelThreads(
+  o: { intraOpThreads?: number | undefined; cpu?: number | undefined; onCpu: boolean; workers: number },
+  cores = usableCores(),
+  physical = physicalCores(),
+): { threads: number | undefined; answerAwake: boolean } {
+  const threads =
+    o.intraOpThreads ??
+    (o.cpu ? Math.max(1, Math.ceil(o.cpu)) : o.onCpu ? defaultIntraOpThreads(o.workers, cores, physical) : undefined)
+  return { threads, answerAwake: !o.onCpu || (threads ?? physical) * o.workers < cores }
+}
+
+function readOr(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8')
+  } catch {
+    return undefined
+  }
+}
