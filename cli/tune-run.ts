@@ -113,7 +113,8 @@ interface RunnerView {
   config: {
     kind: string
     workers?: number
-    intraOpThreads?: number
+    /** 'auto': onnxruntime's own default (a GPU runner). */
+    intraOpThreads?: number | 'auto'
     isolation?: 'process' | 'thread'
     batchesPerWorker?: number
     batching?: { maxBatchSize?: number; maxDelayMs?: number }
@@ -152,7 +153,7 @@ async function settingsNow(run: Run): Promise<{ now: Candidate; shapes: string[]
       )
     const now: Candidate = {
       workers: r.config.workers ?? 1,
-      intraOpThreads: r.config.intraOpThreads ?? 0,
+      intraOpThreads: typeof r.config.intraOpThreads === 'number' ? r.config.intraOpThreads : 0,
       maxBatchSize: r.config.batching?.maxBatchSize ?? 32,
       maxDelayMs: r.config.batching?.maxDelayMs ?? 10,
       isolation: r.config.isolation ?? 'process',
