@@ -74,6 +74,7 @@ export { RUN_RETRY_MS, serveQueue, type Executor, type RemoteWorkerOptions } fro
 export type { RemoteTarget } from './remote/target.js'
 export { isConnectionError, isTransportError, pack, unpack, type Packed } from './remote/payload.js'
 export { startedQueue } from './remote/started-queue.js'
+/** @internal BullMQ's types stay out of the published declarations (remote/libs.ts) */
 export { bullmq } from './remote/libs.js'
 export { CounterFamily, GaugeFamily, HistogramFamily, HistogramSeries, type CounterSeries } from './series.js'
 export { realClock, type Clock } from './batching/clock.js'

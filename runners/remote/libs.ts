@@ -10,8 +10,12 @@ const load = createRequire(import.meta.url)
 let bull: typeof BullMQ | undefined
 let redis: typeof IORedis | undefined
 
-/** The BullMQ module (Queue, QueueEvents, Worker, UnrecoverableError). */
+/**
+ * The BullMQ module (Queue, QueueEvents, Worker, UnrecoverableError).
+ * @internal its types (and ioredis's) stay out of the published declarations: they do not
+ * type-check without skipLibCheck in a user's project
+ */
 export const bullmq = (): typeof BullMQ => (bull ??= load('bullmq') as typeof BullMQ)
 
-/** The ioredis module (Redis). */
+/** The ioredis module (Redis). @internal as bullmq */
 export const ioredis = (): typeof IORedis => (redis ??= load('ioredis') as typeof IORedis)
