@@ -1,6 +1,6 @@
 // npm run bench:defaults — each runner default against the settings it was chosen over, on the
 // quickstart (`npm start`'s service) under wrk: process or thread workers, the shared-memory file
-// or inline IPC, the batch window, one worker or two. Each alternative runs interleaved with the
+// or inline IPC, the batch window, one worker or two, onnxruntime's threads. Each alternative runs interleaved with the
 // default (A B B A …) so both see the same machine; docs/defaults.md reads its rules from here.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { interleaved } from './pair.js'
 import { quickstartLoads } from './quickstart-loads.js'
+import { defaultIntraOpThreads, physicalCores } from '../runners/onnx/threads.js'
 import { fmt, machine, writeSection } from './results.js'
 import { startServer, waitReady } from './server.js'
 import { hasWrk, wrk } from './wrk.js'
@@ -45,6 +46,17 @@ const ALTERNATIVES: { knob: string; setting: string; env: Record<string, string>
     env: { BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_DELAY_MS: '30' },
   },
   { knob: 'workers', setting: '`workers: 2` (default 1)', env: { BUNDLE_RUNNER_OCR_CLS_WORKERS: '2' } },
+  // onnxruntime's own default is a thread per physical core; where that is the default already
+  // (one core with two hyper-threads), there is nothing to compare.
+  ...(physicalCores() === defaultIntraOpThreads(1)
+    ? []
+    : [
+        {
+          knob: 'model threads',
+          setting: `\`intraOpThreads: ${physicalCores()}\`, onnxruntime's own (default ${defaultIntraOpThreads(1)})`,
+          env: { BUNDLE_RUNNER_OCR_CLS_INTRA_OP_THREADS: String(physicalCores()) },
+        },
+      ]),
 ]
 
 // BENCH_ONLY=window (a part of a knob's name) measures only those alternatives, and writes nothing.
