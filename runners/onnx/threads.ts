@@ -55,10 +55,11 @@ export function modelThreads(
   cores = usableCores(),
   physical = physicalCores(),
 ): { threads: number | undefined; answerAwake: boolean } {
-  const threads =
-    o.intraOpThreads ??
-    (o.cpu ? Math.max(1, Math.ceil(o.cpu)) : o.onCpu ? defaultIntraOpThreads(o.workers, cores, physical) : undefined)
-  return { threads, answerAwake: !o.onCpu || (threads ?? physical) * o.workers < cores }
+  const given = o.intraOpThreads ?? (o.cpu ? Math.max(1, Math.ceil(o.cpu)) : undefined)
+  // A GPU runner leaves the cores free; onnxruntime picks its threads unless told.
+  if (!o.onCpu) return { threads: given, answerAwake: true }
+  const threads = given ?? defaultIntraOpThreads(o.workers, cores, physical)
+  return { threads, answerAwake: threads * o.workers < cores }
 }
 
 function readOr(file: string): string | undefined {

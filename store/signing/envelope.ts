@@ -1,9 +1,7 @@
 import { sign as cryptoSign, verify as cryptoVerify, type KeyObject } from 'node:crypto'
 import { createRequire } from 'node:module'
 import type * as SigstoreBundle from '@sigstore/bundle'
-import type { bundleFromJSON } from '@sigstore/bundle'
 import type * as SigstoreVerify from '@sigstore/verify'
-import type { TrustMaterial } from '@sigstore/verify'
 import { BundleError } from '../../errors/index.js'
 import { keyHint, type TrustedKey } from './keys.js'
 
@@ -67,7 +65,7 @@ export function openSignature(text: string, trusted: readonly TrustedKey[]): { p
     throw malformed(`not JSON (${text.length} bytes${text.length ? '' : ': empty'}; truncated?)`)
   }
   const { bundleFromJSON, isBundleWithDsseEnvelope, isBundleWithPublicKey } = sigstoreBundle()
-  let bundle: ReturnType<typeof bundleFromJSON>
+  let bundle: ReturnType<typeof SigstoreBundle.bundleFromJSON>
   try {
     bundle = bundleFromJSON(json)
   } catch (err) {
@@ -105,7 +103,7 @@ export function openSignature(text: string, trusted: readonly TrustedKey[]): { p
  * with SHA-384 / SHA-512, as DIGESTS says) are checked here over the same pre-authentication encoding.
  */
 function checkSignature(
-  bundle: ReturnType<typeof bundleFromJSON>,
+  bundle: ReturnType<typeof SigstoreBundle.bundleFromJSON>,
   signer: TrustedKey,
   payload: Buffer,
   sig: Buffer,
@@ -115,7 +113,7 @@ function checkSignature(
     return cryptoVerify(DIGESTS[curve] ?? 'sha256', pae(PAYLOAD_TYPE, payload), signer.key, sig)
       ? undefined
       : 'ECDSA check failed'
-  const material: TrustMaterial = {
+  const material: SigstoreVerify.TrustMaterial = {
     certificateAuthorities: [],
     timestampAuthorities: [],
     tlogs: [],
