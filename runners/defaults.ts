@@ -15,6 +15,10 @@ export const RUNNER_DEFAULTS = {
   timeoutMs: 30_000,
   /** Batches handed to each worker at once: the next is there when the current one ends. */
   batchesPerWorker: 2,
+  /**
+   * Workers of a custom runner, a GPU runner and one the autoscaler grows (maxWorkers); a local CPU
+   * onnx runner starts two where a second copy of its model fits (onnx/threads.ts, defaultCpuWorkers).
+   */
   workers: 1,
   /** Workers as child processes: a crash takes only the worker (threads are an opt-in). */
   isolation: 'process',

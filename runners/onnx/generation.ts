@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { BundleError } from '../../errors/index.js'
 import type { ModelInfo } from '../../store/index.js'
@@ -15,7 +16,7 @@ import type { SequenceBatcher } from '../sequence/batcher.js'
 import { signatureOf } from './inference.js'
 import type { OnnxRunnerOptions } from './options.js'
 import type { BatchPlan } from './batch-plan.js'
-import { modelThreads } from './threads.js'
+import { defaultCpuWorkers, modelThreads } from './threads.js'
 import { warmupPlan } from './warmup.js'
 import { HostedPool } from '../hosting/hosted-pool.js'
 import type { ModelHost } from '../hosting/model-host.js'
@@ -75,17 +76,16 @@ export interface LocalGeneration {
 /** How many workers, on which devices, with how many threads each, under which isolation. */
 function placement(o: LocalGeneration) {
   const cpu = o.options.resources?.cpu
-  const workers =
-    o.options.minWorkers ??
-    o.options.workers ??
-    (cpu ? Math.max(1, Math.floor(availableParallelism() / cpu)) : RUNNER_DEFAULTS.workers)
+  const gpu = o.options.resources?.gpu
+  const onCpu = !gpu && (o.options.executionProviders ?? ['cpu']).every((p) => p === 'cpu')
+  const workers = o.options.minWorkers ?? o.options.workers ?? defaultWorkers(o, onCpu)
   // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
-  const gpus = placeWorkers(workers, o.options.resources?.gpu, devicesFor(o.options.resources?.gpu))
+  const gpus = placeWorkers(workers, gpu, devicesFor(gpu))
   const providers = o.options.executionProviders ?? (gpus ? ['cuda'] : undefined)
   const { threads, answerAwake } = modelThreads({
     intraOpThreads: o.options.intraOpThreads,
     cpu,
-    onCpu: providers === undefined || providers.every((p) => p === 'cpu'),
+    onCpu,
     workers: o.options.maxWorkers ?? workers,
   })
   const isolation = o.options.isolation ?? RUNNER_DEFAULTS.isolation
@@ -97,6 +97,26 @@ function placement(o: LocalGeneration) {
         `own GPUs; use isolation 'process' with resources.gpu`,
     )
   return { workers, threads, gpus, providers, isolation, answerAwake }
+}
+
+/**
+ * Workers when the runner names none: a core's worth each with resources.cpu; one where the
+ * autoscaler adds more (maxWorkers) or on an accelerator; on the CPU, two where a second copy of
+ * the model fits (threads.ts, defaultCpuWorkers).
+ */
+function defaultWorkers(o: LocalGeneration, onCpu: boolean): number {
+  const cpu = o.options.resources?.cpu
+  if (cpu) return Math.max(1, Math.floor(availableParallelism() / cpu))
+  if (o.options.maxWorkers !== undefined || !onCpu) return RUNNER_DEFAULTS.workers
+  return defaultCpuWorkers(fileBytes(o.modelFile))
+}
+
+const fileBytes = (file: string): number => {
+  try {
+    return statSync(file).size
+  } catch {
+    return 0 // the worker's load names what is wrong with the file
+  }
 }
 
 /**

@@ -94,9 +94,14 @@ export class WorkerPool implements LocalPool {
     }))
   }
 
-  /** A lone request that will call this runner arrived: its idle workers stay awake for the call. */
+  /**
+   * A lone request that will call this runner arrived: the idle worker its call will go to (the
+   * first, as pump picks) stays awake for it. Only that one: another awake worker would spin on a
+   * core the request's decoding or the model wants.
+   */
   wake(): void {
-    for (const s of this.slots) if (!s.retiring) s.worker?.wake(this.hotWaitMs)
+    const idle = this.slots.find((s) => !s.retiring && s.worker?.state === 'ready' && s.worker.calls.size === 0)
+    idle?.worker?.wake(this.hotWaitMs)
   }
 
   /** Starts every worker; resolves when all are ready, rejects if one cannot load its backend. */

@@ -1,10 +1,11 @@
 // test-slot: exclusive (it measures latency or throughput on the machine's cores: see scripts/test-slot.mjs)
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { parse } from 'yaml'
-import { defaultIntraOpThreads } from '../../runners/onnx/threads.js'
+import { defaultCpuWorkers, defaultIntraOpThreads } from '../../runners/onnx/threads.js'
+import { MODELS } from '../utils/models.js'
 import { bundle } from '../utils/cli.js'
 import { serveReady } from '../utils/serve.js'
 import { tempDir } from '../utils/tmp.js'
@@ -37,12 +38,13 @@ describe('bundle tune', () => {
     assert.equal(r.code, 0, r.stderr)
     // The budget stops new candidates and cuts a step short; stopping the last server takes a few seconds.
     assert.ok(seconds <= 45 + 20, `a 45-second budget took ${seconds} s: ${r.stderr}`)
-    // The first trial is what the runner runs with now: its intra-op threads are the default's.
-    const threads = defaultIntraOpThreads(1)
+    // The first trial is what the runner runs with now: the default workers and their threads.
+    const workers = defaultCpuWorkers(statSync(MODELS.cls).size)
+    const threads = defaultIntraOpThreads(workers)
     assert.match(
       r.stderr,
       new RegExp(
-        `^trial 1 \\(0m\\d\\ds of 0.75m\\): workers=1 threads=${threads} batch=32 window=10ms process ` +
+        `^trial 1 \\(0m\\d\\ds of 0.75m\\): workers=${workers} threads=${threads} batch=32 window=10ms process ` +
           'batches/worker=2: ',
         'm',
       ),

@@ -4,6 +4,7 @@ import { after, describe, it } from 'node:test'
 import pino from 'pino'
 import { createServiceApp, defineApi, defineService, io } from '../../framework/index.js'
 import { OnnxRunner } from '../../runners/onnx-runner.js'
+import { defaultCpuWorkers } from '../../runners/onnx/threads.js'
 import { ModelStore } from '../../store/index.js'
 import { writeOnnxModel } from '../utils/onnx-builder.js'
 import { parsePrometheus } from '../utils/prom.js'
@@ -26,6 +27,8 @@ describe('idle models leave memory and come back on the next request', () => {
     store.close()
   })()
   const x = { dtype: 'float32' as const, shape: [1, 4], data: new Float32Array([1, 2, 3, 4]) }
+  // The workers a runner that sets none starts with, for a model this small (two on two cores).
+  const WORKERS = defaultCpuWorkers(1024)
 
   it('a runner idle past idleUnloadMs stops its workers; the next run loads it again and answers', {
     timeout: 60_000,
@@ -35,7 +38,7 @@ describe('idle models leave memory and come back on the next request', () => {
     await runner.start()
     after(() => runner.stop())
     assert.deepEqual(Array.from((await runner.run({ x })).y!.data as Float32Array), [1, 2, 3, 4])
-    assert.equal(workers('idle-a').length, 1)
+    assert.equal(workers('idle-a').length, WORKERS)
     await until('the idle unload', () => !runner.loaded())
     await until('the worker to exit', () => workers('idle-a').length === 0)
     assert.equal(runner.idleUnloads, 1)
@@ -49,7 +52,7 @@ describe('idle models leave memory and come back on the next request', () => {
       [1, 2, 3],
     )
     assert.equal(runner.loaded(), true)
-    assert.equal(workers('idle-a').length, 1)
+    assert.equal(workers('idle-a').length, WORKERS)
   })
 
   it('a pinned runner swapped to another version comes back from an idle unload with that version', {

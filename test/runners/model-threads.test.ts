@@ -1,9 +1,16 @@
 import assert from 'node:assert/strict'
 import { mkdirSync, writeFileSync } from 'node:fs'
-import { availableParallelism } from 'node:os'
+import { availableParallelism, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
-import { defaultIntraOpThreads, modelThreads, physicalCores, usableCores } from '../../runners/onnx/threads.js'
+import {
+  defaultCpuWorkers,
+  defaultIntraOpThreads,
+  modelThreads,
+  physicalCores,
+  usableCores,
+  usableMemory,
+} from '../../runners/onnx/threads.js'
 import { tempDir } from '../utils/tmp.js'
 
 describe('usableCores', () => {
@@ -83,11 +90,35 @@ describe('modelThreads', () => {
     assert.equal(modelThreads({ onCpu: false, workers: 1 }, 8, 8).threads, undefined)
   })
 
-  it('lets the API process stay awake for an answer only where the model leaves it a core', () => {
+  it('lets the API process stay awake for an answer only where the worker a lone call runs on leaves it a core', () => {
     assert.equal(modelThreads({ onCpu: true, workers: 1 }, 2, 2).answerAwake, true) // 1 thread of 2 cores
+    assert.equal(modelThreads({ onCpu: true, workers: 2 }, 2, 2).answerAwake, true) // the default: 2 of 1 thread
     assert.equal(modelThreads({ intraOpThreads: 2, onCpu: true, workers: 1 }, 2, 2).answerAwake, false)
-    assert.equal(modelThreads({ intraOpThreads: 1, onCpu: true, workers: 2 }, 2, 2).answerAwake, false)
-    assert.equal(modelThreads({ cpu: 1, onCpu: true, workers: 2 }, 2, 2).answerAwake, false)
+    assert.equal(modelThreads({ intraOpThreads: 4, onCpu: true, workers: 2 }, 4, 4).answerAwake, false)
+    assert.equal(modelThreads({ cpu: 2, onCpu: true, workers: 1 }, 2, 2).answerAwake, false)
     assert.equal(modelThreads({ onCpu: false, workers: 4 }, 2, 2).answerAwake, true) // a GPU leaves the cores
+  })
+})
+
+describe('defaultCpuWorkers', () => {
+  const GiB = 2 ** 30
+  it('is two where there are two cores and a second copy of the model is a small share of the memory', () => {
+    assert.equal(defaultCpuWorkers(1 << 20, 2, 24 * GiB), 2)
+    assert.equal(defaultCpuWorkers(1 << 20, 16, 24 * GiB), 2)
+    assert.equal(defaultCpuWorkers(1.5 * GiB, 16, 24 * GiB), 2)
+  })
+
+  it('is one on one core, or where the model is over a sixteenth of the memory', () => {
+    assert.equal(defaultCpuWorkers(1 << 20, 1, 24 * GiB), 1)
+    assert.equal(defaultCpuWorkers(1.6 * GiB, 16, 24 * GiB), 1)
+    assert.equal(defaultCpuWorkers(200 << 20, 4, 2 * GiB), 1) // a 2 GiB container
+  })
+})
+
+describe('usableMemory', () => {
+  it('is the machine’s memory, less under a cgroup limit; no limit is a huge number', () => {
+    assert.equal(usableMemory(undefined), totalmem())
+    assert.equal(usableMemory(2 ** 64), totalmem())
+    assert.equal(usableMemory(1 << 30), Math.min(totalmem(), 1 << 30))
   })
 })
