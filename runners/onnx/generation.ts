@@ -1,4 +1,3 @@
-import { statSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { BundleError } from '../../errors/index.js'
 import type { ModelInfo } from '../../store/index.js'
@@ -77,7 +76,8 @@ export interface LocalGeneration {
 function placement(o: LocalGeneration) {
   const cpu = o.options.resources?.cpu
   const gpu = o.options.resources?.gpu
-  const onCpu = !gpu && (o.options.executionProviders ?? ['cpu']).every((p) => p === 'cpu')
+  const providersGiven = o.options.executionProviders
+  const onCpu = providersGiven ? providersGiven.every((p) => p === 'cpu') : !gpu
   const workers = o.options.minWorkers ?? o.options.workers ?? defaultWorkers(o, onCpu)
   // GPU workers each see only their devices (CUDA_VISIBLE_DEVICES) and ask for CUDA.
   const gpus = placeWorkers(workers, gpu, devicesFor(gpu))
@@ -108,15 +108,8 @@ function defaultWorkers(o: LocalGeneration, onCpu: boolean): number {
   const cpu = o.options.resources?.cpu
   if (cpu) return Math.max(1, Math.floor(availableParallelism() / cpu))
   if (o.options.maxWorkers !== undefined || !onCpu) return RUNNER_DEFAULTS.workers
-  return defaultCpuWorkers(fileBytes(o.modelFile))
-}
-
-const fileBytes = (file: string): number => {
-  try {
-    return statSync(file).size
-  } catch {
-    return 0 // the worker's load names what is wrong with the file
-  }
+  // Every file of the model counts: a large model keeps its weights beside the graph (external data).
+  return defaultCpuWorkers(o.model.files.reduce((n, f) => n + f.size, 0))
 }
 
 /**
