@@ -340,6 +340,11 @@ export class OnnxRunner extends PooledRunner implements VersionedRunner {
     return { ...(await prepareGeneration(ctx, options, tag, pinned)), options }
   }
 
+  /** A stateful model's frames go to the worker that holds their sequence. */
+  protected override callsPinned(): boolean {
+    return this.options.sequence !== undefined
+  }
+
   override ready(): boolean {
     // Unloaded for idleness still counts as ready: the next request loads it.
     return this.presence.suspended || super.ready()

@@ -174,7 +174,12 @@ export abstract class PooledRunner implements Runner, RunnerRemote {
    * its local workers, idle, stay awake for the call (runners/pool/hot-wait.ts).
    */
   expectCall(): void {
-    if (isLocalPool(this.pool)) this.pool.wake?.()
+    if (isLocalPool(this.pool)) this.pool.wake?.(this.callsPinned())
+  }
+
+  /** Whether this runner's calls go to a worker of their own choosing (a sequence's state), not the first idle. */
+  protected callsPinned(): boolean {
+    return false
   }
 
   /** The pool of a runner in remote mode: its batches become jobs on its queue in Redis. */

@@ -6,7 +6,7 @@ import { z } from 'zod'
 import { CLS_RESIZE, HEIGHT, WIDTH, toClsInput, toDirection } from './preprocess.js'
 
 // The PaddleOCR text-direction classifier, run in worker processes of its own behind the batcher (as many
-// as the measured default gives: two on a machine of two cores or more; docs/defaults.md, "Workers").
+// as the measured default gives: two on a machine of two cores; docs/defaults.md, "Workers").
 // Its input width is variable, so warm-up is told the width this service always sends.
 const cls = onnxRunner('ocr-cls:latest', {
   batching: { maxBatchSize: 32 },

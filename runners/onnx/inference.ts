@@ -42,7 +42,7 @@ export function inferenceModel(r: {
   stats: RunnerStats
   /** Requests queued in the model's batcher now. */
   pending: () => number
-  /** A lone request is coming: wake the idle workers. */
+  /** A lone request is coming: wake the idle worker it will go to. */
   expectCall: () => void
   /** A stateful model's state and constants: callers neither send nor get them. */
   sequence?: SequenceSpec | undefined

@@ -46,6 +46,11 @@ export interface OnnxRunnerOptions {
    * the current one ends, so it never waits for this process to take an answer and send more.
    */
   batchesPerWorker?: number
+  /**
+   * Worker processes (or threads) running the model. Default on the CPU: two where the cores less
+   * one leave a single worker one thread (two cores) and a second copy of the model fits in a
+   * sixteenth of the memory, else one; one on a GPU or with maxWorkers (docs/defaults.md, "Workers").
+   */
   workers?: number
   /**
    * Where the workers run. 'process' (default): child processes — a crash, a leak or a runaway

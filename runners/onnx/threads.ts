@@ -64,16 +64,23 @@ export const SECOND_COPY_SHARE = 1 / 16
 
 /**
  * Local CPU workers a runner starts with when it sets neither workers, minWorkers, maxWorkers nor
- * resources.cpu: two where there are two cores and memory for a second copy of the model, else
- * one. With one worker, the model's core idles whenever that worker is between batches (taking
- * one in, handing one back) and the API process's core idles whenever the API has less to do
- * than the model: measured on two cores, a quarter of the machine sat idle at 32 connections,
- * and two workers of one thread each served the tensor route 1.3-1.6x faster (docs/defaults.md,
- * "Workers"). A lone request still runs on one worker with every thread it had.
+ * resources.cpu: two where the second costs a lone request nothing — the cores less one leave a
+ * single worker one thread anyway (two cores, or one core of two hyper-threads) — and memory
+ * holds a second copy of the model; else one. With one worker of one thread, the model's core
+ * idles whenever that worker is between batches (taking one in, handing one back) and the API
+ * process's core whenever the API has less to do than the model: measured on two cores, a
+ * quarter of the machine sat idle at 32 connections, and two workers served the tensor route
+ * 1.4-1.7x faster (docs/defaults.md, "Workers"). Where one worker would get several threads, a
+ * second would halve them for a lone request: not measured yet, so one (`bundle tune` measures it).
  */
-export function defaultCpuWorkers(modelBytes: number, cores = usableCores(), memory = usableMemory()): number {
-  if (cores < 2 || modelBytes > memory * SECOND_COPY_SHARE) return 1
-  return CPU_WORKERS
+export function defaultCpuWorkers(
+  modelBytes: number,
+  cores = usableCores(),
+  memory = usableMemory(),
+  physical = physicalCores(),
+): number {
+  if (cores < 2 || defaultIntraOpThreads(1, cores, physical) > 1) return 1
+  return modelBytes > memory * SECOND_COPY_SHARE ? 1 : CPU_WORKERS
 }
 
 /**

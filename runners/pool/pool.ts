@@ -40,8 +40,11 @@ export interface LocalPool extends Pool {
   grow(): Promise<void>
   /** Removes one worker once its calls are done. */
   shrink(): Promise<void>
-  /** A lone request that will call this runner arrived: idle workers stay awake for its call. */
-  wake?(): void
+  /**
+   * A lone request that will call this runner arrived: the idle worker its call will go to stays
+   * awake for it (`every`: the call is pinned to a worker not known yet, all idle ones do).
+   */
+  wake?(every?: boolean): void
 }
 
 /** A pool whose workers run elsewhere: how many are live and how many batches wait for one. */

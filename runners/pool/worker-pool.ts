@@ -97,11 +97,12 @@ export class WorkerPool implements LocalPool {
   /**
    * A lone request that will call this runner arrived: the idle worker its call will go to (the
    * first, as pump picks) stays awake for it. Only that one: another awake worker would spin on a
-   * core the request's decoding or the model wants.
+   * core the request's decoding or the model wants. `every`: calls pinned to a worker (a sequence's
+   * frames go to the worker holding its state), which one is not known yet: all idle ones.
    */
-  wake(): void {
-    const idle = this.slots.find((s) => !s.retiring && s.worker?.state === 'ready' && s.worker.calls.size === 0)
-    idle?.worker?.wake(this.hotWaitMs)
+  wake(every = false): void {
+    const idle = this.slots.filter((s) => !s.retiring && s.worker?.state === 'ready' && s.worker.calls.size === 0)
+    for (const s of every ? idle : idle.slice(0, 1)) s.worker?.wake(this.hotWaitMs)
   }
 
   /** Starts every worker; resolves when all are ready, rejects if one cannot load its backend. */

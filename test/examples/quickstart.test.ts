@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import pino from 'pino'
@@ -84,8 +84,10 @@ describe('examples/quickstart: the text-direction classifier', () => {
 
       // Workers and threads the defaults chose (the service sets neither): two workers where there
       // are two cores for a model this small, each with the cores less one shared among them.
-      const { defaultCpuWorkers, defaultIntraOpThreads } = await import('../../runners/onnx/threads.js')
-      const workers = defaultCpuWorkers(1 << 20)
+      const { defaultCpuWorkers, defaultIntraOpThreads, usableCores } = await import('../../runners/onnx/threads.js')
+      const { MODELS } = await import('../utils/models.js')
+      const workers = defaultCpuWorkers(statSync(MODELS.cls).size)
+      if (usableCores() === 2) assert.equal(workers, 2, 'two cores: two workers')
       const [cls] = (await (await svc.app.request('/runners')).json()) as {
         config: { workers: number; intraOpThreads: number }
       }[]

@@ -83,10 +83,10 @@ describe('HotWait', () => {
 
 describe('a lone request wakes the worker its API calls', () => {
   /** A service whose API spends `decodeMs` before calling its runner (as decoding a PNG does). */
-  async function service(name: string, decodeMs: number) {
+  async function service(name: string, decodeMs: number, workers = 1) {
     const runner = customRunner(
       { module: new URL('../fixtures/echo-runner.ts', import.meta.url), export: 'EchoRunner' },
-      { name },
+      { name, workers },
     )
     const def = defineService({
       name,
@@ -113,9 +113,9 @@ describe('a lone request wakes the worker its API calls', () => {
       assert.equal(r.status, 200)
       return ((await r.json()) as { x: number }).x
     }
-    const [pid] = runnerWorkers(name)
-    assert.ok(pid !== undefined, `a worker process of ${name}`)
-    return { svc, post, pid: pid! }
+    const pids = runnerWorkers(name)
+    assert.equal(pids.length, workers, `the worker processes of ${name}`)
+    return { svc, post, pid: pids[0]!, pids }
   }
 
   /** The worker's CPU time across one lone request (the first one taught the server which runner its API calls). */
@@ -138,6 +138,26 @@ describe('a lone request wakes the worker its API calls', () => {
     // Up to 800 ms awake: at least 100 ms of CPU even with a third of a core; asleep, a few ms for the call.
     assert.ok(awake >= 100, `the worker's CPU during the request, awake: ${awake} ms`)
     assert.ok(asleep <= 40, `the worker's CPU during the request, off: ${asleep} ms`)
+  })
+  it('of two idle workers, wakes only the one the call goes to', { timeout: 120_000 }, async () => {
+    const saved = process.env.BUNDLE_HOT_WAIT_MS
+    process.env.BUNDLE_HOT_WAIT_MS = '800'
+    const { svc, post, pids } = await service('hot-two', 800, 2).finally(() => {
+      if (saved === undefined) delete process.env.BUNDLE_HOT_WAIT_MS
+      else process.env.BUNDLE_HOT_WAIT_MS = saved
+    })
+    try {
+      assert.equal(await post(1), 1)
+      const before = pids.map(cpuMs)
+      assert.equal(await post(2), 2)
+      const used = pids.map((p, i) => cpuMs(p) - before[i]!).sort((a, b) => a - b)
+      // One spun through the API's 800 ms; the other slept (a second awake one would take a core
+      // the request's decoding or the model wants).
+      assert.ok(used[1]! >= 100, `the woken worker's CPU: ${used}`)
+      assert.ok(used[0]! <= 40, `the other worker's CPU: ${used}`)
+    } finally {
+      await svc.stop()
+    }
   })
 })
 

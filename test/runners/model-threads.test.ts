@@ -94,6 +94,9 @@ describe('modelThreads', () => {
     assert.equal(modelThreads({ onCpu: true, workers: 1 }, 2, 2).answerAwake, true) // 1 thread of 2 cores
     assert.equal(modelThreads({ onCpu: true, workers: 2 }, 2, 2).answerAwake, true) // the default: 2 of 1 thread
     assert.equal(modelThreads({ intraOpThreads: 2, onCpu: true, workers: 1 }, 2, 2).answerAwake, false)
+    // Two workers of one thread on two cores: a lone call runs on one of them, a core stays free.
+    assert.equal(modelThreads({ intraOpThreads: 1, onCpu: true, workers: 2 }, 2, 2).answerAwake, true)
+    assert.equal(modelThreads({ cpu: 1, onCpu: true, workers: 2 }, 2, 2).answerAwake, true)
     assert.equal(modelThreads({ intraOpThreads: 4, onCpu: true, workers: 2 }, 4, 4).answerAwake, false)
     assert.equal(modelThreads({ cpu: 2, onCpu: true, workers: 1 }, 2, 2).answerAwake, false)
     assert.equal(modelThreads({ onCpu: false, workers: 4 }, 2, 2).answerAwake, true) // a GPU leaves the cores
@@ -102,16 +105,18 @@ describe('modelThreads', () => {
 
 describe('defaultCpuWorkers', () => {
   const GiB = 2 ** 30
-  it('is two where there are two cores and a second copy of the model is a small share of the memory', () => {
-    assert.equal(defaultCpuWorkers(1 << 20, 2, 24 * GiB), 2)
-    assert.equal(defaultCpuWorkers(1 << 20, 16, 24 * GiB), 2)
-    assert.equal(defaultCpuWorkers(1.5 * GiB, 16, 24 * GiB), 2)
+  it('is two where one worker would get a single thread and a second model copy is a small share of memory', () => {
+    assert.equal(defaultCpuWorkers(1 << 20, 2, 24 * GiB, 2), 2) // two cores
+    assert.equal(defaultCpuWorkers(1 << 20, 4, 24 * GiB, 1), 2) // one core, hyper-threads: one thread anyway
+    assert.equal(defaultCpuWorkers(1.5 * GiB, 2, 24 * GiB, 2), 2)
   })
 
-  it('is one on one core, or where the model is over a sixteenth of the memory', () => {
-    assert.equal(defaultCpuWorkers(1 << 20, 1, 24 * GiB), 1)
-    assert.equal(defaultCpuWorkers(1.6 * GiB, 16, 24 * GiB), 1)
-    assert.equal(defaultCpuWorkers(200 << 20, 4, 2 * GiB), 1) // a 2 GiB container
+  it('is one on one core, where one worker gets several threads, or for a model over a sixteenth of memory', () => {
+    assert.equal(defaultCpuWorkers(1 << 20, 1, 24 * GiB, 1), 1)
+    assert.equal(defaultCpuWorkers(1 << 20, 4, 24 * GiB, 4), 1) // a lone request keeps its 3 threads
+    assert.equal(defaultCpuWorkers(1 << 20, 16, 24 * GiB, 16), 1)
+    assert.equal(defaultCpuWorkers(1.6 * GiB, 2, 24 * GiB, 2), 1)
+    assert.equal(defaultCpuWorkers(200 << 20, 2, 2 * GiB, 2), 1) // a 2 GiB container
   })
 })
 
